@@ -1,0 +1,96 @@
+"""Commands: what callers ask the kernel to do.
+
+Every command carries `now` (milliseconds) and any id it needs to create, so the kernel
+reads no clock and makes no random choice. Commands that callers scope to a tenant carry
+`tenant`: a client's tenant, or None for an admin, who acts across tenants.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import attrs
+
+from amc.core.records import JSON, DeviceSpec, Plan, Requirements, StepOutcome
+
+frozen = attrs.frozen(kw_only=True)
+
+
+@frozen
+class SubmitTask:
+    now: int
+    task_id: str  # the id to give the task if this submission creates one
+    tenant: str
+    plan: Plan
+    requirements: Requirements = attrs.field(factory=Requirements)
+    priority: int = 0
+    max_attempts: int = 3
+    labels: dict[str, str] = attrs.field(factory=dict)
+    idempotency_key: str | None = None
+
+
+@frozen
+class CancelTask:
+    now: int
+    task_id: str
+    tenant: str | None  # None: an admin
+    reason: str | None = None
+
+
+@frozen
+class RegisterHost:
+    now: int
+    host_id: str
+    devices: tuple[DeviceSpec, ...]
+
+
+@frozen
+class ClaimTask:
+    now: int
+    host_id: str
+    lease_id: str  # the lease id to issue if this claim gets an assignment
+    lease_ms: int
+    devices: tuple[str, ...] | None = None  # restrict to these serials
+
+
+@frozen
+class StartAttempt:
+    now: int
+    host_id: str
+    task_id: str
+    attempt: int
+    lease_id: str
+
+
+@frozen
+class RenewLease:
+    now: int
+    host_id: str
+    task_id: str
+    attempt: int
+    lease_id: str
+
+
+@frozen
+class ReportResult:
+    now: int
+    host_id: str
+    task_id: str
+    attempt: int
+    lease_id: str
+    status: str  # done | failed | cancelled
+    metadata: dict[str, JSON] = attrs.field(factory=dict)
+    steps: tuple[StepOutcome, ...] | None = None
+
+
+@frozen
+class ExpireLeases:
+    """Apply every lease expiry due at `now`; sent by the clock, not by a caller."""
+
+    now: int
+
+
+Command = Union[
+    SubmitTask, CancelTask, RegisterHost, ClaimTask, StartAttempt, RenewLease, ReportResult, ExpireLeases
+]
+LeaseCommand = Union[StartAttempt, RenewLease, ReportResult]

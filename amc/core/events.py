@@ -1,0 +1,129 @@
+"""Events: what happened. `apply` folds them into the state; the store logs them.
+
+Each event carries `at`, the time it happened, and enough data for `apply` to rebuild
+the state without consulting anything else: replaying a log from empty is exact.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import attrs
+
+from amc.core.records import JSON, DeviceSpec, Plan, Requirements, StepOutcome
+
+frozen = attrs.frozen(kw_only=True)
+
+
+@frozen
+class TaskSubmitted:
+    at: int
+    task_id: str
+    tenant: str
+    plan: Plan
+    requirements: Requirements
+    priority: int
+    max_attempts: int
+    labels: dict[str, str]
+    idempotency_key: str | None
+
+
+@frozen
+class HostRegistered:
+    at: int
+    host_id: str
+    devices: tuple[DeviceSpec, ...]
+
+
+@frozen
+class TaskAssigned:
+    at: int
+    task_id: str
+    attempt: int
+    host_id: str
+    device: str
+    lease_id: str
+    lease_ms: int
+    lease_expires_at: int
+
+
+@frozen
+class AttemptStarted:
+    at: int
+    task_id: str
+    attempt: int
+    lease_expires_at: int
+
+
+@frozen
+class LeaseRenewed:
+    at: int
+    task_id: str
+    attempt: int
+    lease_expires_at: int
+
+
+@frozen
+class LeaseExtended:
+    """A repeated start: the lease is extended, but it is not counted as a renewal."""
+
+    at: int
+    task_id: str
+    attempt: int
+    lease_expires_at: int
+
+
+@frozen
+class CancellationRequested:
+    at: int
+    task_id: str
+    attempt: int | None  # None: the task was queued
+    reason: str | None
+
+
+@frozen
+class CancellationDelivered:
+    at: int
+    task_id: str
+    attempt: int
+
+
+@frozen
+class LeaseExpired:
+    """`at` is the lease's expiry time, which is also the attempt's `ended_at`."""
+
+    at: int
+    task_id: str
+    attempt: int
+
+
+@frozen
+class TaskRequeued:
+    at: int
+    task_id: str
+
+
+@frozen
+class TaskEnded:
+    at: int
+    task_id: str
+    status: str  # done | failed | cancelled
+    reason: str  # reported | cancelled_while_queued | lease_expired_with_cancellation | attempts_exhausted
+    attempt: int | None
+    metadata: dict[str, JSON] = attrs.field(factory=dict)
+    steps: tuple[StepOutcome, ...] | None = None
+
+
+Event = Union[
+    TaskSubmitted,
+    HostRegistered,
+    TaskAssigned,
+    AttemptStarted,
+    LeaseRenewed,
+    LeaseExtended,
+    CancellationRequested,
+    CancellationDelivered,
+    LeaseExpired,
+    TaskRequeued,
+    TaskEnded,
+]

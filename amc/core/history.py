@@ -1,0 +1,55 @@
+"""The per-task history of PROTOCOL.md: which events a task's history shows, and how.
+
+Events are the kernel's; history entries are what a caller reads. Renewals and repeated
+starts change the attempt (its `renewals` count and expiry) but are not listed one by one,
+and host registrations belong to no task.
+"""
+
+from __future__ import annotations
+
+from amc.core.events import (
+    AttemptStarted,
+    CancellationDelivered,
+    CancellationRequested,
+    Event,
+    LeaseExpired,
+    TaskAssigned,
+    TaskEnded,
+    TaskRequeued,
+    TaskSubmitted,
+)
+from amc.core.records import JSON
+
+HISTORY_TYPES: dict[type, str] = {
+    TaskSubmitted: "submitted",
+    TaskAssigned: "assigned",
+    AttemptStarted: "dispatched",
+    CancellationRequested: "cancellation_requested",
+    CancellationDelivered: "cancellation_delivered",
+    LeaseExpired: "lease_expired",
+    TaskRequeued: "requeued",
+    TaskEnded: "ended",
+}
+
+
+def history_type(event: Event) -> str | None:
+    """The history type of `event`, or None when histories do not show it."""
+    return HISTORY_TYPES.get(type(event))
+
+
+def history_data(event: Event) -> dict[str, JSON]:
+    """The `data` of a history entry: the event's own facts, without its task id and time."""
+    match event:
+        case TaskSubmitted():
+            return {"tenant": event.tenant, "priority": event.priority, "max_attempts": event.max_attempts}
+        case TaskAssigned():
+            return {"attempt": event.attempt, "host_id": event.host_id, "device": event.device}
+        case AttemptStarted() | CancellationDelivered() | LeaseExpired():
+            return {"attempt": event.attempt}
+        case CancellationRequested():
+            return {"attempt": event.attempt, "reason": event.reason}
+        case TaskRequeued():
+            return {}
+        case TaskEnded():
+            return {"status": event.status, "reason": event.reason, "attempt": event.attempt}
+    raise TypeError(f"{type(event).__name__} is not shown in histories")

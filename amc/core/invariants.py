@@ -1,0 +1,126 @@
+"""The invariants of DESIGN.md, as one function the model tests call after every step.
+
+`violations(state)` checks what a single state must satisfy; given the `previous` state
+(and the time `now` of the step between them) it also checks the rules about change:
+terminal statuses and results never change, a pending cancellation is never dropped,
+and an attempt that is not the current one never changes. Invariant 8 (replaying the log
+rebuilds the state) needs the log, so the model tests check it themselves.
+"""
+
+from __future__ import annotations
+
+from amc.core.lifecycle import ACTIVE_STATUSES, TERMINAL_STATUSES
+from amc.core.records import Task
+from amc.core.state import State
+
+STEP_STATUSES = frozenset({"completed", "failed", "interrupted", "not_started", "refused"})
+
+
+def violations(state: State, previous: State | None = None, now: int | None = None) -> list[str]:
+    """Every invariant that `state` breaks, as readable sentences (empty: all hold)."""
+    found: list[str] = []
+    for task in state.tasks.values():
+        found.extend(_task_violations(task))
+    found.extend(_reservation_violations(state))
+    if now is not None:
+        found.extend(
+            f"I-EXPIRY: task {t.id} attempt {t.active_attempt.number} is active after its lease expired"
+            for t in state.active_tasks()
+            if t.active_attempt.lease_expires_at <= now
+        )
+    if previous is not None:
+        for task_id, before in previous.tasks.items():
+            after = state.tasks.get(task_id)
+            if after is None:
+                found.append(f"I8: task {task_id} disappeared")
+                continue
+            found.extend(_change_violations(before, after))
+    return found
+
+
+def _task_violations(task: Task) -> list[str]:
+    found = []
+    active = [a.number for a in task.attempts if a.active]
+    # 1. at most one active attempt, the current one, and only while assigned or dispatched
+    if len(active) > 1 or (active and active[0] != len(task.attempts)):
+        found.append(f"I1: task {task.id} has active attempts {active}")
+    if bool(active) != (task.status in ACTIVE_STATUSES):
+        found.append(f"I1: task {task.id} is {task.status} with active attempts {active}")
+    if [a.number for a in task.attempts] != list(range(1, len(task.attempts) + 1)):
+        found.append(f"I1: task {task.id} attempts are not numbered 1..n")
+    if len(task.attempts) > task.max_attempts:
+        found.append(f"I1: task {task.id} has {len(task.attempts)} attempts, max {task.max_attempts}")
+    # 4. cancelled only if a cancellation was requested (and it is then completed)
+    if task.status == "cancelled" and (task.cancellation is None or task.cancellation.state != "completed"):
+        found.append(f"I4: task {task.id} is cancelled with cancellation {task.cancellation}")
+    # 5. a task cancelled while queued never got an attempt afterwards
+    if task.cancellation is not None and task.cancellation.attempt is None and task.attempts:
+        found.append(f"I5: task {task.id} was cancelled while queued but has attempts")
+    # 6. a cancellation is pending exactly while the task has not ended
+    if task.cancellation_pending and task.status in TERMINAL_STATUSES:
+        found.append(f"I6: task {task.id} ended {task.status} with its cancellation still pending")
+    if task.cancellation is not None and task.cancellation.state != "pending" and task.status not in TERMINAL_STATUSES:
+        found.append(f"I6: task {task.id} is {task.status} with cancellation {task.cancellation.state}")
+    # 3. terminal tasks have a result, others have none
+    if (task.result is not None) != (task.status in TERMINAL_STATUSES):
+        found.append(f"I3: task {task.id} is {task.status} with result {task.result}")
+    # 9. a reported result has one outcome per planned step, in plan order
+    if task.result is not None and task.result.steps is not None:
+        planned = [step.id for step in task.plan.all_steps()]
+        reported = [outcome.id for outcome in task.result.steps]
+        if planned != reported:
+            found.append(f"I9: task {task.id} reported steps {reported} for plan {planned}")
+        bad = [o.id for o in task.result.steps if o.status not in STEP_STATUSES]
+        if bad:
+            found.append(f"I9: task {task.id} steps {bad} have no valid outcome")
+    return found
+
+
+def _reservation_violations(state: State) -> list[str]:
+    found = []
+    holders: dict[tuple[str, int], tuple[str, str]] = {}
+    for host in state.hosts.values():
+        for device in host.devices:
+            reservation = device.reservation
+            if reservation is None:
+                if not device.online:
+                    found.append(f"I2: offline device {host.id}/{device.serial} is kept without a reservation")
+                continue
+            key = (reservation.task_id, reservation.attempt)
+            if key in holders:
+                found.append(f"I2: attempt {key} holds two devices")
+            holders[key] = (host.id, device.serial)
+            task = state.tasks.get(reservation.task_id)
+            active = task.active_attempt if task else None
+            if active is None or active.number != reservation.attempt:
+                found.append(f"I2: device {host.id}/{device.serial} is reserved by ended attempt {key}")
+    for task in state.active_tasks():
+        attempt = task.active_attempt
+        if holders.get((task.id, attempt.number)) != (attempt.host_id, attempt.device):
+            found.append(f"I2: active attempt {task.id}#{attempt.number} holds no reservation of its device")
+    return found
+
+
+def _change_violations(before: Task, after: Task) -> list[str]:
+    found = []
+    if before.status in TERMINAL_STATUSES and (before.status, before.result) != (after.status, after.result):
+        found.append(f"I3: terminal task {before.id} changed from {before.status} to {after.status}")
+    if before.cancellation_pending and not (after.cancellation_pending or after.status in TERMINAL_STATUSES):
+        found.append(f"I6: the pending cancellation of task {before.id} was dropped")
+    if before.cancellation is not None and after.cancellation is None:
+        found.append(f"I6: the cancellation of task {before.id} disappeared")
+    # 7. an attempt that ended or was replaced is history: it never changes again
+    if len(after.attempts) < len(before.attempts):
+        found.append(f"I7: attempts of task {before.id} disappeared")
+    for old, new in zip(before.attempts, after.attempts):
+        replaced = old.number < len(before.attempts)
+        if (replaced or not old.active) and old != new:
+            found.append(f"I7: attempt {before.id}#{old.number} changed after it ended")
+    return found
+
+
+def check(state: State, previous: State | None = None, now: int | None = None) -> None:
+    """Raise AssertionError listing every violated invariant."""
+    found = violations(state, previous, now)
+    if found:
+        raise AssertionError("invariants violated:\n  " + "\n  ".join(found))

@@ -1,0 +1,624 @@
+"""The transition kernel: `decide` what a command means, `apply` what happened.
+
+    decide(state, command) -> Decision      pure; never mutates the state
+    apply(state, event) -> state            the only way the state changes
+    execute(state, command) -> Decision     expire due leases, then decide and apply
+
+`decide` answers with a `Rejection` (a protocol error code; the state is untouched) or
+with the events the command causes and a reply. Replaying the events of a log through
+`apply` rebuilds the same state, so a store only needs to keep the events.
+
+Time arrives inside the command. `execute` first applies every lease expiry due at
+`now` (a lease is expired when ``now >= lease_expires_at``) and only then decides the
+command, so no command ever observes an expired lease as active. The expiry events are
+returned with the command's own, first, even when the command is rejected: time passing
+is not something a rejection can undo.
+
+Which status a task moves to is looked up in the tables derived from the lifecycle
+declarations (`amc.core.lifecycle`); this module decides the rest: who may do what, in
+which order the lease checks run, which device a claim gets.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import attrs
+
+from amc.core import lifecycle
+from amc.core.commands import (
+    CancelTask,
+    ClaimTask,
+    Command,
+    ExpireLeases,
+    LeaseCommand,
+    RegisterHost,
+    RenewLease,
+    ReportResult,
+    StartAttempt,
+    SubmitTask,
+)
+from amc.core.errors import Code, Rejection
+from amc.core.events import (
+    AttemptStarted,
+    CancellationDelivered,
+    CancellationRequested,
+    Event,
+    HostRegistered,
+    LeaseExpired,
+    LeaseExtended,
+    LeaseRenewed,
+    TaskAssigned,
+    TaskEnded,
+    TaskRequeued,
+    TaskSubmitted,
+)
+from amc.core.records import Attempt, Cancellation, Device, Host, Plan, Reservation, Result, Task
+from amc.core.state import State
+
+frozen = attrs.frozen(kw_only=True)
+
+# ---------------------------------------------------------------------------------------
+# Replies
+
+
+@attrs.frozen
+class Submitted:
+    task_id: str
+    created: bool  # False: an idempotent retry answered with the existing task
+
+
+@attrs.frozen
+class CancelAccepted:
+    task_id: str
+    pending: bool  # True: recorded against a running attempt (202); False: settled (200)
+
+
+@attrs.frozen
+class HostUpdated:
+    host_id: str
+
+
+@attrs.frozen
+class Assignment:
+    task_id: str
+    attempt: int
+    lease_id: str
+    lease_expires_at: int
+    lease_ms: int
+    device: str
+    plan: Plan
+    cancel_requested: bool = False
+
+
+@attrs.frozen
+class NoAssignment:
+    pass
+
+
+@attrs.frozen
+class LeaseGranted:
+    task_id: str
+    attempt: int
+    status: str
+    lease_expires_at: int
+    cancel_requested: bool
+
+
+@attrs.frozen
+class ResultRecorded:
+    task_id: str
+    repeated: bool  # True: an identical report was already recorded; nothing changed
+
+
+@attrs.frozen
+class LeasesExpired:
+    count: int
+
+
+Reply = Union[
+    Submitted, CancelAccepted, HostUpdated, Assignment, NoAssignment, LeaseGranted, ResultRecorded, LeasesExpired
+]
+
+
+@frozen
+class Decision:
+    events: tuple[Event, ...] = ()
+    reply: Reply | None = None
+    rejection: Rejection | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.rejection is None
+
+
+def reject(code: Code, detail: str) -> Decision:
+    return Decision(rejection=Rejection(code, detail))
+
+
+# ---------------------------------------------------------------------------------------
+# decide
+
+
+def decide(state: State, command: Command) -> Decision:
+    """What `command` means in `state`: a rejection, or events and a reply."""
+    match command:
+        case SubmitTask():
+            return _submit(state, command)
+        case CancelTask():
+            return _cancel(state, command)
+        case RegisterHost():
+            return _register(state, command)
+        case ClaimTask():
+            return _claim(state, command)
+        case StartAttempt():
+            return _start(state, command)
+        case RenewLease():
+            return _renew(state, command)
+        case ReportResult():
+            return _report(state, command)
+        case ExpireLeases():
+            return _expire(state, command.now)
+    raise TypeError(f"not a command: {command!r}")
+
+
+def _submit(state: State, c: SubmitTask) -> Decision:
+    if c.idempotency_key is not None:
+        existing_id = state.idempotency.get((c.tenant, c.idempotency_key))
+        if existing_id is not None:
+            if _same_submission(state.tasks[existing_id], c):
+                return Decision(reply=Submitted(existing_id, created=False))
+            return reject(
+                Code.idempotency_conflict,
+                f"idempotency_key {c.idempotency_key!r} was used for a different submission",
+            )
+    if c.task_id in state.tasks:
+        return reject(Code.invalid_request, f"task id {c.task_id!r} is taken")
+    event = TaskSubmitted(
+        at=c.now,
+        task_id=c.task_id,
+        tenant=c.tenant,
+        plan=c.plan,
+        requirements=c.requirements,
+        priority=c.priority,
+        max_attempts=c.max_attempts,
+        labels=c.labels,
+        idempotency_key=c.idempotency_key,
+    )
+    return Decision(events=(event,), reply=Submitted(c.task_id, created=True))
+
+
+def _same_submission(task: Task, c: SubmitTask) -> bool:
+    return (task.plan, task.requirements, task.priority, task.max_attempts, task.labels) == (
+        c.plan,
+        c.requirements,
+        c.priority,
+        c.max_attempts,
+        c.labels,
+    )
+
+
+def visible_task(state: State, task_id: str, tenant: str | None) -> Task | None:
+    """The task if it exists and `tenant` (None: admin) may see it."""
+    task = state.tasks.get(task_id)
+    if task is None or (tenant is not None and task.tenant != tenant):
+        return None
+    return task
+
+
+def _cancel(state: State, c: CancelTask) -> Decision:
+    task = visible_task(state, c.task_id, c.tenant)
+    if task is None:
+        return reject(Code.not_found, f"no task {c.task_id!r}")
+    if task.status == "cancelled" or task.cancellation_pending:
+        return Decision(reply=CancelAccepted(task.id, pending=task.cancellation_pending))
+    status = lifecycle.target(lifecycle.TASK, task.status, "request_cancel")
+    if status is None:
+        return reject(Code.task_terminal, f"task {task.id!r} already ended {task.status}")
+    if status == "cancelled":  # it was queued: settle it here and now
+        events = (
+            CancellationRequested(at=c.now, task_id=task.id, attempt=None, reason=c.reason),
+            TaskEnded(
+                at=c.now,
+                task_id=task.id,
+                status="cancelled",
+                reason="cancelled_while_queued",
+                attempt=None,
+            ),
+        )
+        return Decision(events=events, reply=CancelAccepted(task.id, pending=False))
+    request = CancellationRequested(
+        at=c.now, task_id=task.id, attempt=task.current.number, reason=c.reason
+    )
+    return Decision(events=(request,), reply=CancelAccepted(task.id, pending=True))
+
+
+def _register(state: State, c: RegisterHost) -> Decision:
+    serials = [d.serial for d in c.devices]
+    if len(set(serials)) != len(serials):
+        return reject(Code.invalid_request, "devices: a serial is listed twice")
+    event = HostRegistered(at=c.now, host_id=c.host_id, devices=c.devices)
+    return Decision(events=(event,), reply=HostUpdated(c.host_id))
+
+
+def _claim(state: State, c: ClaimTask) -> Decision:
+    host = state.hosts.get(c.host_id)
+    if host is None:
+        return Decision(reply=NoAssignment())
+    wanted = None if c.devices is None else set(c.devices)
+    free = [
+        d
+        for d in host.devices
+        if d.online and d.reservation is None and (wanted is None or d.serial in wanted)
+    ]
+    best = state.queue.best(free)
+    if best is None:
+        return Decision(reply=NoAssignment())
+    task_id, requirements = best
+    task = state.tasks[task_id]
+    device = next(d for d in free if requirements.matches(d.serial, d.attributes))
+    number = len(task.attempts) + 1
+    expires_at = c.now + c.lease_ms
+    event = TaskAssigned(
+        at=c.now,
+        task_id=task_id,
+        attempt=number,
+        host_id=host.id,
+        device=device.serial,
+        lease_id=c.lease_id,
+        lease_ms=c.lease_ms,
+        lease_expires_at=expires_at,
+    )
+    reply = Assignment(
+        task_id=task_id,
+        attempt=number,
+        lease_id=c.lease_id,
+        lease_expires_at=expires_at,
+        lease_ms=c.lease_ms,
+        device=device.serial,
+        plan=task.plan,
+    )
+    return Decision(events=(event,), reply=reply)
+
+
+def _find_attempt(state: State, c: LeaseCommand) -> tuple[Task, Attempt] | Decision:
+    """The task and attempt a lease command names, or a not_found decision."""
+    task = state.tasks.get(c.task_id)
+    if task is None:
+        return reject(Code.not_found, f"no task {c.task_id!r}")
+    if not 1 <= c.attempt <= len(task.attempts):
+        return reject(Code.not_found, f"task {c.task_id!r} has no attempt {c.attempt}")
+    return task, task.attempts[c.attempt - 1]
+
+
+def _check_ownership(task: Task, attempt: Attempt, c: LeaseCommand) -> Decision | None:
+    """Lease checks 1-3 (PROTOCOL.md): foreign, unknown, replaced."""
+    if attempt.host_id != c.host_id:
+        return reject(Code.lease_foreign, f"attempt {attempt.number} belongs to another host")
+    if attempt.lease_id != c.lease_id:
+        return reject(Code.lease_unknown, f"lease_id is not the lease of attempt {attempt.number}")
+    if attempt.number != len(task.attempts):
+        return reject(Code.lease_replaced, f"attempt {attempt.number} was replaced by a newer attempt")
+    return None
+
+
+def _check_live(attempt: Attempt, now: int) -> Decision | None:
+    """Lease checks 4-5: the attempt was not ended by a report, and its lease has not expired."""
+    if attempt.outcome not in (None, "expired"):
+        return reject(Code.lease_ended, f"attempt {attempt.number} already ended {attempt.outcome}")
+    if attempt.outcome == "expired" or now >= attempt.lease_expires_at:
+        return reject(Code.lease_expired, f"the lease of attempt {attempt.number} expired")
+    return None
+
+
+def _live_attempt(state: State, c: LeaseCommand) -> tuple[Task, Attempt] | Decision:
+    """The attempt a lease command names, if it passes every lease check."""
+    found = _find_attempt(state, c)
+    if isinstance(found, Decision):
+        return found
+    task, attempt = found
+    refusal = _check_ownership(task, attempt, c) or _check_live(attempt, c.now)
+    return refusal if refusal is not None else (task, attempt)
+
+
+def _start(state: State, c: StartAttempt) -> Decision:
+    found = _live_attempt(state, c)
+    if isinstance(found, Decision):
+        return found
+    task, attempt = found
+    expires_at = c.now + attempt.lease_ms
+    status = lifecycle.target(lifecycle.TASK, task.status, "start")
+    if attempt.dispatched_at is None:
+        extended: Event = AttemptStarted(
+            at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at
+        )
+    else:
+        extended = LeaseExtended(
+            at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at
+        )
+    return _grant(task, attempt, c.now, status, expires_at, extended)
+
+
+def _renew(state: State, c: RenewLease) -> Decision:
+    found = _live_attempt(state, c)
+    if isinstance(found, Decision):
+        return found
+    task, attempt = found
+    expires_at = c.now + attempt.lease_ms
+    renewed = LeaseRenewed(at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at)
+    status = lifecycle.target(lifecycle.TASK, task.status, "renew")
+    return _grant(task, attempt, c.now, status, expires_at, renewed)
+
+
+def _grant(task: Task, attempt: Attempt, now: int, status: str, expires_at: int, extended: Event) -> Decision:
+    """A start or renewal response; the first one to carry a pending cancellation delivers it."""
+    events: tuple[Event, ...] = (extended,)
+    pending = task.cancellation_pending
+    if pending and task.cancellation.delivered_at is None:
+        events += (CancellationDelivered(at=now, task_id=task.id, attempt=attempt.number),)
+    reply = LeaseGranted(
+        task_id=task.id,
+        attempt=attempt.number,
+        status=status,
+        lease_expires_at=expires_at,
+        cancel_requested=pending,
+    )
+    return Decision(events=events, reply=reply)
+
+
+def _report(state: State, c: ReportResult) -> Decision:
+    found = _find_attempt(state, c)
+    if isinstance(found, Decision):
+        return found
+    task, attempt = found
+    refusal = _check_ownership(task, attempt, c)
+    if refusal is not None:
+        return refusal
+    if attempt.outcome not in (None, "expired"):
+        # Ended by a report: the identical report again is answered as recorded.
+        recorded = task.result
+        if (recorded.status, recorded.metadata, recorded.steps) == (c.status, c.metadata, c.steps):
+            return Decision(reply=ResultRecorded(task.id, repeated=True))
+        return reject(Code.result_conflict, f"attempt {attempt.number} already reported {recorded.status}")
+    refusal = _check_live(attempt, c.now)
+    if refusal is not None:
+        return refusal
+    guards = {"cancellation_pending": task.cancellation_pending}
+    if lifecycle.target(lifecycle.TASK, task.status, f"report_{c.status}", guards) is None:
+        return reject(Code.no_cancellation_requested, "cancelled was reported, but no cancellation is pending")
+    ended = TaskEnded(
+        at=c.now,
+        task_id=task.id,
+        status=c.status,
+        reason="reported",
+        attempt=attempt.number,
+        metadata=c.metadata,
+        steps=c.steps,
+    )
+    return Decision(events=(ended,), reply=ResultRecorded(task.id, repeated=False))
+
+
+def _expire(state: State, now: int) -> Decision:
+    events: list[Event] = []
+    for expires_at, task_id, number in state.leases.due(now, state.tasks):
+        task = state.tasks[task_id]
+        events.append(LeaseExpired(at=expires_at, task_id=task_id, attempt=number))
+        guards = {"cancellation_pending": task.cancellation_pending, "attempts_left": task.attempts_left}
+        status = lifecycle.target(lifecycle.TASK, task.status, "expire", guards)
+        if status == "queued":
+            events.append(TaskRequeued(at=expires_at, task_id=task_id))
+        else:
+            reason = "lease_expired_with_cancellation" if status == "cancelled" else "attempts_exhausted"
+            events.append(
+                TaskEnded(at=expires_at, task_id=task_id, status=status, reason=reason, attempt=number)
+            )
+    return Decision(events=tuple(events), reply=LeasesExpired(count=_count_expired(events)))
+
+
+def _count_expired(events) -> int:
+    return sum(isinstance(e, LeaseExpired) for e in events)
+
+
+# ---------------------------------------------------------------------------------------
+# apply
+
+
+def apply(state: State, event: Event) -> State:
+    """Fold one event into the state (in place) and return it."""
+    match event:
+        case TaskSubmitted():
+            _apply_submitted(state, event)
+        case HostRegistered():
+            _apply_registered(state, event)
+        case TaskAssigned():
+            _apply_assigned(state, event)
+        case AttemptStarted():
+            task = state.tasks[event.task_id]
+            _update_attempt(
+                state, task, event.at, status=lifecycle.target(lifecycle.TASK, task.status, "start"),
+                dispatched_at=event.at, lease_expires_at=event.lease_expires_at,
+            )
+            state.leases.push(event.lease_expires_at, event.task_id, event.attempt)
+            state.leases.clean(state.tasks)
+        case LeaseRenewed() | LeaseExtended():
+            task = state.tasks[event.task_id]
+            attempt = task.attempts[event.attempt - 1]
+            renewals = attempt.renewals + isinstance(event, LeaseRenewed)
+            _update_attempt(state, task, event.at, lease_expires_at=event.lease_expires_at, renewals=renewals)
+            state.leases.push(event.lease_expires_at, event.task_id, event.attempt)
+            state.leases.clean(state.tasks)
+        case CancellationRequested():
+            task = state.tasks[event.task_id]
+            cancellation = Cancellation(
+                state="pending", requested_at=event.at, attempt=event.attempt, reason=event.reason
+            )
+            state.tasks[task.id] = attrs.evolve(task, cancellation=cancellation, updated_at=event.at)
+        case CancellationDelivered():
+            task = state.tasks[event.task_id]
+            cancellation = attrs.evolve(task.cancellation, delivered_at=event.at)
+            state.tasks[task.id] = attrs.evolve(task, cancellation=cancellation)
+        case LeaseExpired():
+            task = state.tasks[event.task_id]
+            _end_attempt(state, task, "expired", event.at)
+        case TaskRequeued():
+            task = attrs.evolve(state.tasks[event.task_id], status="queued", updated_at=event.at)
+            state.tasks[task.id] = task
+            state.queue.push(task)
+        case TaskEnded():
+            _apply_ended(state, event)
+        case _:
+            raise TypeError(f"not an event: {event!r}")
+    return state
+
+
+def _apply_submitted(state: State, e: TaskSubmitted) -> None:
+    task = Task(
+        id=e.task_id,
+        tenant=e.tenant,
+        status="queued",
+        plan=e.plan,
+        requirements=e.requirements,
+        priority=e.priority,
+        max_attempts=e.max_attempts,
+        labels=e.labels,
+        idempotency_key=e.idempotency_key,
+        created_at=e.at,
+        updated_at=e.at,
+        seq=state.submitted,
+    )
+    state.submitted += 1
+    state.tasks[task.id] = task
+    if e.idempotency_key is not None:
+        state.idempotency[(e.tenant, e.idempotency_key)] = task.id
+    state.queue.push(task)
+
+
+def _apply_registered(state: State, e: HostRegistered) -> None:
+    old = state.hosts.get(e.host_id)
+    old_devices = {d.serial: d for d in old.devices} if old else {}
+    listed = {spec.serial for spec in e.devices}
+    devices = [
+        Device(
+            serial=spec.serial,
+            attributes=spec.attributes,
+            reservation=old_devices[spec.serial].reservation if spec.serial in old_devices else None,
+        )
+        for spec in e.devices
+    ]
+    # A reserved device that disappeared stays, offline, until its attempt ends.
+    devices += [
+        attrs.evolve(d, online=False)
+        for d in old_devices.values()
+        if d.serial not in listed and d.reservation is not None
+    ]
+    devices.sort(key=lambda d: d.serial)
+    state.hosts[e.host_id] = Host(id=e.host_id, updated_at=e.at, devices=tuple(devices))
+
+
+def _apply_assigned(state: State, e: TaskAssigned) -> None:
+    task = state.tasks[e.task_id]
+    attempt = Attempt(
+        number=e.attempt,
+        host_id=e.host_id,
+        device=e.device,
+        lease_id=e.lease_id,
+        lease_ms=e.lease_ms,
+        assigned_at=e.at,
+        lease_expires_at=e.lease_expires_at,
+    )
+    status = lifecycle.target(lifecycle.TASK, task.status, "claim")
+    state.tasks[task.id] = attrs.evolve(task, status=status, attempts=task.attempts + (attempt,), updated_at=e.at)
+    state.queue.clean(task.requirements, state.tasks)
+    _set_reservation(state, e.host_id, e.device, Reservation(task_id=task.id, attempt=e.attempt))
+    state.leases.push(e.lease_expires_at, task.id, e.attempt)
+
+
+def _apply_ended(state: State, e: TaskEnded) -> None:
+    task = state.tasks[e.task_id]
+    if e.reason == "reported":
+        task = _end_attempt(state, task, e.status, e.at)
+    if task.cancellation_pending:
+        settled = "completed" if e.status == "cancelled" else "unfulfilled"
+        task = attrs.evolve(task, cancellation=attrs.evolve(task.cancellation, state=settled))
+    result = Result(
+        status=e.status,
+        attempt=e.attempt,
+        reason=e.reason,
+        metadata=e.metadata,
+        steps=e.steps,
+        recorded_at=e.at,
+    )
+    was_queued = task.status == "queued"
+    task = attrs.evolve(task, status=e.status, result=result, updated_at=e.at)
+    state.tasks[task.id] = task
+    if was_queued:
+        state.queue.clean(task.requirements, state.tasks)
+
+
+def _update_attempt(state: State, task: Task, at: int, status: str | None = None, **changes) -> Task:
+    attempt = attrs.evolve(task.attempts[-1], **changes)
+    task = attrs.evolve(
+        task, attempts=task.attempts[:-1] + (attempt,), status=status or task.status, updated_at=at
+    )
+    state.tasks[task.id] = task
+    return task
+
+
+def _end_attempt(state: State, task: Task, outcome: str, at: int) -> Task:
+    """End the active attempt with `outcome` and release its device."""
+    attempt = task.attempts[-1]
+    task = _update_attempt(state, task, at, outcome=outcome, ended_at=at)
+    _set_reservation(state, attempt.host_id, attempt.device, None)
+    state.leases.clean(state.tasks)
+    return task
+
+
+def _set_reservation(state: State, host_id: str, serial: str, reservation: Reservation | None) -> None:
+    host = state.hosts[host_id]
+    devices = []
+    for device in host.devices:
+        if device.serial == serial:
+            if reservation is None and not device.online:
+                continue  # it left the inventory while reserved; now it is gone
+            device = attrs.evolve(device, reservation=reservation)
+        devices.append(device)
+    state.hosts[host_id] = attrs.evolve(host, devices=tuple(devices))
+
+
+# ---------------------------------------------------------------------------------------
+# execute
+
+
+def expire_due(state: State, now: int) -> tuple[Event, ...]:
+    """Apply every lease expiry due at `now`; return the events."""
+    if (next_expiry := state.leases.next_expiry()) is None or next_expiry > now:
+        return ()  # the common case, in O(1)
+    events = decide(state, ExpireLeases(now=now)).events
+    for event in events:
+        apply(state, event)
+    return events
+
+
+def execute(state: State, command: Command) -> Decision:
+    """Expire what is due at the command's `now`, then decide the command and apply it.
+
+    The returned decision lists the expiry events first, then the command's own.
+    """
+    expired = expire_due(state, command.now)
+    if isinstance(command, ExpireLeases):
+        return Decision(events=expired, reply=LeasesExpired(count=_count_expired(expired)))
+    decision = decide(state, command)
+    if decision.accepted:
+        for event in decision.events:
+            apply(state, event)
+    if expired:
+        decision = attrs.evolve(decision, events=expired + decision.events)
+    return decision
+
+
+def replay(events) -> State:
+    """A fresh state with `events` applied in order."""
+    state = State()
+    for event in events:
+        apply(state, event)
+    return state

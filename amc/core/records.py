@@ -1,0 +1,184 @@
+"""The records the kernel keeps: tasks, attempts, hosts, and what hangs off them.
+
+All records are frozen; the kernel replaces a record with `attrs.evolve` when an event
+changes it. Times are integer milliseconds since the Unix epoch (see `amc.core.times`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+JSON = Any  # a value that came from JSON (dict, list, str, int, float, bool, None)
+
+frozen = attrs.frozen(kw_only=True)
+
+
+@frozen
+class Step:
+    id: str
+    action: str
+    args: dict[str, JSON] = attrs.field(factory=dict)
+
+
+@frozen
+class Stage:
+    id: str
+    steps: tuple[Step, ...]
+
+
+@frozen
+class Plan:
+    """Either `steps` (run in order) or `stages` (named groups with a checkpoint after each)."""
+
+    steps: tuple[Step, ...] | None = None
+    stages: tuple[Stage, ...] | None = None
+
+    def all_steps(self) -> tuple[Step, ...]:
+        if self.steps is not None:
+            return self.steps
+        return tuple(step for stage in self.stages or () for step in stage.steps)
+
+
+@frozen
+class Requirements:
+    """What a device must be to run a task: its serial (if set) and attribute values."""
+
+    serial: str | None = None
+    attributes: dict[str, str] = attrs.field(factory=dict)
+
+    def key(self) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+        """A hashable identity; tasks with equal keys wait in the same claim queue."""
+        return (self.serial, tuple(sorted(self.attributes.items())))
+
+    def matches(self, serial: str, attributes: dict[str, str]) -> bool:
+        if self.serial is not None and self.serial != serial:
+            return False
+        return all(attributes.get(name) == value for name, value in self.attributes.items())
+
+
+@frozen
+class StepOutcome:
+    id: str
+    status: str  # completed | failed | interrupted | not_started | refused
+    reason: str | None = None
+    started_at: int | None = None
+    ended_at: int | None = None
+    output: str | None = None
+
+
+@frozen
+class Attempt:
+    number: int
+    host_id: str
+    device: str
+    lease_id: str
+    lease_ms: int
+    assigned_at: int
+    lease_expires_at: int
+    dispatched_at: int | None = None
+    renewals: int = 0
+    ended_at: int | None = None
+    outcome: str | None = None  # None while active; done | failed | cancelled | expired
+
+    @property
+    def active(self) -> bool:
+        return self.outcome is None
+
+    @property
+    def state(self) -> str:
+        """This attempt's state in `AttemptLifecycle`."""
+        if self.outcome is not None:
+            return self.outcome
+        return "leased" if self.dispatched_at is None else "running"
+
+
+@frozen
+class Cancellation:
+    state: str  # pending | completed | unfulfilled
+    requested_at: int
+    attempt: int | None
+    delivered_at: int | None = None
+    reason: str | None = None
+
+
+@frozen
+class Result:
+    status: str  # done | failed | cancelled
+    attempt: int | None
+    reason: str  # reported | cancelled_while_queued | lease_expired_with_cancellation | attempts_exhausted
+    metadata: dict[str, JSON] = attrs.field(factory=dict)
+    steps: tuple[StepOutcome, ...] | None = None
+    recorded_at: int = 0
+
+
+@frozen
+class Task:
+    id: str
+    tenant: str
+    status: str
+    plan: Plan
+    requirements: Requirements
+    priority: int
+    max_attempts: int
+    labels: dict[str, str]
+    idempotency_key: str | None
+    created_at: int
+    updated_at: int
+    seq: int  # submission order; claim order among equal priorities, kept across requeues
+    attempts: tuple[Attempt, ...] = ()
+    cancellation: Cancellation | None = None
+    result: Result | None = None
+
+    @property
+    def current(self) -> Attempt | None:
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def active_attempt(self) -> Attempt | None:
+        current = self.current
+        return current if current is not None and current.active else None
+
+    @property
+    def cancellation_pending(self) -> bool:
+        return self.cancellation is not None and self.cancellation.state == "pending"
+
+    @property
+    def attempts_left(self) -> bool:
+        return len(self.attempts) < self.max_attempts
+
+
+@frozen
+class Reservation:
+    task_id: str
+    attempt: int
+
+
+@frozen
+class DeviceSpec:
+    """A device as a host reports it."""
+
+    serial: str
+    attributes: dict[str, str] = attrs.field(factory=dict)
+
+
+@frozen
+class Device:
+    serial: str
+    attributes: dict[str, str]
+    online: bool = True
+    reservation: Reservation | None = None
+
+
+@frozen
+class Host:
+    id: str
+    updated_at: int
+    devices: tuple[Device, ...] = ()  # in serial order
+
+    def device(self, serial: str) -> Device | None:
+        for device in self.devices:
+            if device.serial == serial:
+                return device
+        return None

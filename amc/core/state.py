@@ -1,0 +1,152 @@
+"""The kernel's state: the records, plus two indexes that keep every command O(log n).
+
+The records (tasks, hosts, idempotency keys) are the state's meaning; `snapshot` returns
+exactly them, and two states are equal when their snapshots are. The indexes are derived
+from the records by the same events, so a replayed log rebuilds them too:
+
+`ClaimQueue`
+    queued tasks grouped by their requirements; each group is a heap ordered by
+    (-priority, submission order). Entries are removed lazily: a task that leaves
+    ``queued`` leaves a stale entry behind, and `apply` pops stale entries off the top of
+    that heap, so the top of every heap is always a queued task. `decide` only ever looks
+    at tops, and never mutates.
+
+`LeaseIndex`
+    one heap of (lease_expires_at, task_id, attempt) for every active lease. A renewal
+    pushes a fresh entry and strands the old one; the same lazy clean-up keeps the top
+    valid. `due` walks the heap read-only, visiting only entries at or before `now`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+
+import attrs
+
+from amc.core.records import Device, Host, Requirements, Task
+
+QueueEntry = tuple[int, int, str]  # (-priority, seq, task_id)
+LeaseEntry = tuple[int, str, int]  # (lease_expires_at, task_id, attempt)
+
+
+class ClaimQueue:
+    """Queued tasks, grouped by requirements, best first within each group."""
+
+    def __init__(self) -> None:
+        # requirements key -> (requirements, heap). Groups that pin a serial are kept
+        # apart by serial, so a claim only looks at the groups its devices could match.
+        self._open: dict[tuple, tuple[Requirements, list[QueueEntry]]] = {}
+        self._pinned: dict[str, dict[tuple, tuple[Requirements, list[QueueEntry]]]] = {}
+
+    def _groups_for(self, requirements: Requirements) -> dict:
+        if requirements.serial is None:
+            return self._open
+        return self._pinned.setdefault(requirements.serial, {})
+
+    def push(self, task: Task) -> None:
+        groups = self._groups_for(task.requirements)
+        key = task.requirements.key()
+        if key not in groups:
+            groups[key] = (task.requirements, [])
+        heapq.heappush(groups[key][1], (-task.priority, task.seq, task.id))
+
+    def clean(self, requirements: Requirements, tasks: dict[str, Task]) -> None:
+        """Pop entries of tasks that are no longer queued off the top of their group."""
+        groups = self._groups_for(requirements)
+        key = requirements.key()
+        group = groups.get(key)
+        if group is None:
+            return
+        heap = group[1]
+        while heap and tasks[heap[0][2]].status != "queued":
+            heapq.heappop(heap)
+        if not heap:
+            del groups[key]
+            if requirements.serial is not None and not groups:
+                del self._pinned[requirements.serial]
+
+    def best(self, devices: Iterable[Device]) -> tuple[str, Requirements] | None:
+        """The best queued task that one of `devices` matches: (task id, its requirements)."""
+        devices = tuple(devices)
+        candidates = [self._open]
+        candidates.extend(self._pinned[d.serial] for d in devices if d.serial in self._pinned)
+        best_entry: QueueEntry | None = None
+        best_requirements: Requirements | None = None
+        for groups in candidates:
+            for requirements, heap in groups.values():
+                top = heap[0]
+                if best_entry is not None and top >= best_entry:
+                    continue
+                if any(requirements.matches(d.serial, d.attributes) for d in devices):
+                    best_entry, best_requirements = top, requirements
+        if best_entry is None:
+            return None
+        return best_entry[2], best_requirements
+
+    def __len__(self) -> int:
+        groups = [self._open, *self._pinned.values()]
+        return sum(len(heap) for g in groups for _, heap in g.values())
+
+
+class LeaseIndex:
+    """Active leases ordered by expiry."""
+
+    def __init__(self) -> None:
+        self._heap: list[LeaseEntry] = []
+
+    def push(self, expires_at: int, task_id: str, attempt: int) -> None:
+        heapq.heappush(self._heap, (expires_at, task_id, attempt))
+
+    @staticmethod
+    def _valid(entry: LeaseEntry, tasks: dict[str, Task]) -> bool:
+        expires_at, task_id, number = entry
+        active = tasks[task_id].active_attempt
+        return active is not None and active.number == number and active.lease_expires_at == expires_at
+
+    def clean(self, tasks: dict[str, Task]) -> None:
+        heap = self._heap
+        while heap and not self._valid(heap[0], tasks):
+            heapq.heappop(heap)
+
+    def next_expiry(self) -> int | None:
+        return self._heap[0][0] if self._heap else None
+
+    def due(self, now: int, tasks: dict[str, Task]) -> list[LeaseEntry]:
+        """Every active lease with lease_expires_at <= now, earliest first (read-only)."""
+        heap, found, stack = self._heap, [], [0] if self._heap else []
+        while stack:
+            i = stack.pop()
+            entry = heap[i]
+            if entry[0] > now:
+                continue  # the heap property: nothing below is due either
+            if self._valid(entry, tasks):
+                found.append(entry)
+            stack.extend(child for child in (2 * i + 1, 2 * i + 2) if child < len(heap))
+        found.sort()
+        return found
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+
+@attrs.define(eq=False)
+class State:
+    """Everything the kernel knows. Change it only through `amc.core.kernel.apply`."""
+
+    tasks: dict[str, Task] = attrs.field(factory=dict)
+    hosts: dict[str, Host] = attrs.field(factory=dict)
+    idempotency: dict[tuple[str, str], str] = attrs.field(factory=dict)  # (tenant, key) -> task id
+    submitted: int = 0  # tasks ever submitted; the next task's `seq`
+    queue: ClaimQueue = attrs.field(factory=ClaimQueue)
+    leases: LeaseIndex = attrs.field(factory=LeaseIndex)
+
+    def snapshot(self) -> tuple:
+        """The state's meaning, comparable with ==, without the indexes."""
+        return (self.tasks, self.hosts, self.idempotency, self.submitted)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, State) and self.snapshot() == other.snapshot()
+
+    def active_tasks(self) -> Iterator[Task]:
+        return (t for t in self.tasks.values() if t.active_attempt is not None)
