@@ -141,6 +141,22 @@ class State:
     queue: ClaimQueue = attrs.field(factory=ClaimQueue)
     leases: LeaseIndex = attrs.field(factory=LeaseIndex)
 
+    @classmethod
+    def from_records(cls, tasks: Iterable[Task], hosts: Iterable[Host]) -> State:
+        """Rebuild a state, indexes included, from its records (a store's start-up path)."""
+        state = cls()
+        for task in sorted(tasks, key=lambda t: t.seq):
+            state.tasks[task.id] = task
+            if task.idempotency_key is not None:
+                state.idempotency[(task.tenant, task.idempotency_key)] = task.id
+            if task.status == "queued":
+                state.queue.push(task)
+            elif (attempt := task.active_attempt) is not None:
+                state.leases.push(attempt.lease_expires_at, task.id, attempt.number)
+        state.submitted = len(state.tasks)
+        state.hosts = {host.id: host for host in hosts}
+        return state
+
     def snapshot(self) -> tuple:
         """The state's meaning, comparable with ==, without the indexes."""
         return (self.tasks, self.hosts, self.idempotency, self.submitted)
