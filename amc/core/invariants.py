@@ -54,8 +54,10 @@ def _task_violations(task: Task) -> list[str]:
     if task.status == "cancelled" and (task.cancellation is None or task.cancellation.state != "completed"):
         found.append(f"I4: task {task.id} is cancelled with cancellation {task.cancellation}")
     # 5. a task cancelled while queued never got an attempt afterwards
-    if task.cancellation is not None and task.cancellation.attempt is None and task.attempts:
-        found.append(f"I5: task {task.id} was cancelled while queued but has attempts")
+    if task.cancellation is not None and task.cancellation.attempt is None:
+        later = [a.number for a in task.attempts if a.active or a.assigned_at > task.cancellation.requested_at]
+        if later:
+            found.append(f"I5: task {task.id} was cancelled while queued but got attempts {later}")
     # 6. a cancellation is pending exactly while the task has not ended
     if task.cancellation_pending and task.status in TERMINAL_STATUSES:
         found.append(f"I6: task {task.id} ended {task.status} with its cancellation still pending")

@@ -371,6 +371,8 @@ def _report(state: State, c: ReportResult) -> Decision:
     if isinstance(found, Decision):
         return found
     task, attempt = found
+    if c.steps is not None and [o.id for o in c.steps] != [s.id for s in task.plan.all_steps()]:
+        return reject(Code.invalid_request, "steps: give one outcome per planned step, in plan order")
     refusal = _check_ownership(task, attempt, c)
     if refusal is not None:
         return refusal

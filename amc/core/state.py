@@ -123,8 +123,8 @@ class LeaseIndex:
             if self._valid(entry, tasks):
                 found.append(entry)
             stack.extend(child for child in (2 * i + 1, 2 * i + 2) if child < len(heap))
-        found.sort()
-        return found
+        # A start or renewal within the same millisecond pushes an equal entry twice.
+        return sorted(set(found))
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -156,6 +156,15 @@ class State:
         state.submitted = len(state.tasks)
         state.hosts = {host.id: host for host in hosts}
         return state
+
+    def records_copy(self) -> State:
+        """A copy of the records (records are immutable, so this is cheap), without indexes."""
+        return State(
+            tasks=dict(self.tasks),
+            hosts=dict(self.hosts),
+            idempotency=dict(self.idempotency),
+            submitted=self.submitted,
+        )
 
     def snapshot(self) -> tuple:
         """The state's meaning, comparable with ==, without the indexes."""
