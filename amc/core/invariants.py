@@ -59,8 +59,8 @@ def _task_violations(task: Task) -> list[str]:
         if later:
             found.append(f"I5: task {task.id} was cancelled while queued but got attempts {later}")
     # 6. a cancellation is pending exactly while the task has not ended
-    if task.cancellation_pending and task.status in TERMINAL_STATUSES:
-        found.append(f"I6: task {task.id} ended {task.status} with its cancellation still pending")
+    if task.cancellation_pending and task.status not in ACTIVE_STATUSES:
+        found.append(f"I6: task {task.id} is {task.status} with a cancellation pending")
     if task.cancellation is not None and task.cancellation.state != "pending" and task.status not in TERMINAL_STATUSES:
         found.append(f"I6: task {task.id} is {task.status} with cancellation {task.cancellation.state}")
     # 3. terminal tasks have a result, others have none

@@ -451,8 +451,12 @@ def apply(state: State, event: Event) -> State:
             state.leases.clean(state.tasks)
         case CancellationRequested():
             task = state.tasks[event.task_id]
+            # Recorded pending either way; a queued task's TaskEnded follows at once and completes it.
             cancellation = Cancellation(
-                state="pending", requested_at=event.at, attempt=event.attempt, reason=event.reason
+                state=lifecycle.target(lifecycle.CANCELLATION, "none", "request"),
+                requested_at=event.at,
+                attempt=event.attempt,
+                reason=event.reason,
             )
             state.tasks[task.id] = attrs.evolve(task, cancellation=cancellation, updated_at=event.at)
         case CancellationDelivered():
@@ -461,7 +465,7 @@ def apply(state: State, event: Event) -> State:
             state.tasks[task.id] = attrs.evolve(task, cancellation=cancellation)
         case LeaseExpired():
             task = state.tasks[event.task_id]
-            _end_attempt(state, task, "expired", event.at)
+            _end_attempt(state, task, "expire", event.at)
         case TaskRequeued():
             task = attrs.evolve(state.tasks[event.task_id], status="queued", updated_at=event.at)
             state.tasks[task.id] = task
@@ -538,9 +542,10 @@ def _apply_assigned(state: State, e: TaskAssigned) -> None:
 def _apply_ended(state: State, e: TaskEnded) -> None:
     task = state.tasks[e.task_id]
     if e.reason == "reported":
-        task = _end_attempt(state, task, e.status, e.at)
+        task = _end_attempt(state, task, f"report_{e.status}", e.at)
     if task.cancellation_pending:
-        settled = "completed" if e.status == "cancelled" else "unfulfilled"
+        event = "task_cancelled" if e.status == "cancelled" else "task_finished"
+        settled = lifecycle.target(lifecycle.CANCELLATION, "pending", event)
         task = attrs.evolve(task, cancellation=attrs.evolve(task.cancellation, state=settled))
     result = Result(
         status=e.status,
@@ -566,9 +571,10 @@ def _update_attempt(state: State, task: Task, at: int, status: str | None = None
     return task
 
 
-def _end_attempt(state: State, task: Task, outcome: str, at: int) -> Task:
-    """End the active attempt with `outcome` and release its device."""
+def _end_attempt(state: State, task: Task, event: str, at: int) -> Task:
+    """End the active attempt by `event` (an `AttemptLifecycle` event) and release its device."""
     attempt = task.attempts[-1]
+    outcome = lifecycle.target(lifecycle.ATTEMPT, attempt.state, event)
     task = _update_attempt(state, task, at, outcome=outcome, ended_at=at)
     _set_reservation(state, attempt.host_id, attempt.device, None)
     state.leases.clean(state.tasks)

@@ -22,10 +22,10 @@ only place that decides which moves a command makes.
     moves again, which is what fences a stale Host Agent off.
 
 ``CancellationLifecycle``
-    ``none -> pending -> {completed, unfulfilled}``, or ``none -> completed`` for a task
-    cancelled while queued. ``pending`` survives renewals, expiries and restarts; it ends
-    ``completed`` when the task ends cancelled and ``unfulfilled`` when the host finished or
-    failed first.
+    ``none -> pending -> {completed, unfulfilled}``. ``pending`` survives renewals,
+    expiries and restarts; it ends ``completed`` when the task ends cancelled and
+    ``unfulfilled`` when the host finished or failed first. A queued task passes through
+    ``pending`` inside the cancel command itself, which also ends the task.
 
 The declarations below, written with python-statemachine, are the source of truth: the
 diagrams and tables in ``specs/lifecycles/`` are rendered from them. But driving a
@@ -124,8 +124,7 @@ class CancellationLifecycle(_Guarded):
     completed = State(final=True)
     unfulfilled = State(final=True)
 
-    request_while_queued = none.to(completed)
-    request_in_flight = none.to(pending)
+    request = none.to(pending)
     deliver = pending.to.itself(internal=True)
     task_cancelled = pending.to(completed)
     task_finished = pending.to(unfulfilled)

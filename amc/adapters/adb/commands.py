@@ -1,0 +1,116 @@
+"""The exact shell command strings the executor sends, built without any IO.
+
+Quoting matters twice: adbd hands the payload to `/system/bin/sh -c`, and some tools
+then re-interpret their argument (`input text` turns `%s` into a space, ADB_NOTES §6).
+Every user-supplied value is validated or passed through `shlex.quote`.
+
+A `shell` step is *supervised*: it runs as
+
+    sh -c '<command>' amc-step-<token>; echo amc-exit-<token>:$?
+
+so that (1) the exit status, which raw `shell:` does not carry, arrives as a marker at
+the end of the output; a missing marker means the stream ended early (device gone,
+ADB_NOTES §1.6.3); and (2) the command line carries a unique tag, so a second shell call
+`pkill -f 'amc-ste[p]-<token>'` can stop it after a deadline or an interrupt (§7). The
+`[p]` keeps pkill's own shell from matching itself. Caveat on real devices: a grandchild
+that the wrapper's shell forked keeps its own command line and may survive the pkill.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shlex
+
+from .errors import StepFailed
+
+_PACKAGE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+$")
+_ACTIVITY = re.compile(r"^\.?[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)*$")
+_KEY_NAME = re.compile(r"^(KEYCODE_)?[A-Z0-9_]+$")
+_MARKER = re.compile(rb"amc-exit-(?P<token>[0-9a-f]+):(?P<status>\d+)\n?$")
+
+LAUNCHER_CATEGORY = "android.intent.category.LAUNCHER"
+
+
+def new_token() -> str:
+    return secrets.token_hex(6)
+
+
+def supervised(command: str, token: str) -> str:
+    """The payload that runs `command` with an exit marker and a kill tag."""
+    return f"sh -c {shlex.quote(command)} amc-step-{token}; echo amc-exit-{token}:$?"
+
+
+def kill_supervised(token: str) -> str:
+    """The second shell call that stops a supervised command on the device."""
+    return f"pkill -f 'amc-ste[p]-{token}'"
+
+
+def split_exit_marker(output: bytes, token: str) -> tuple[bytes, int | None]:
+    """Return (output without the marker, exit status), or (output, None) if it is missing."""
+    match = _MARKER.search(output)
+    if match is None or match.group("token").decode() != token:
+        return output, None
+    return output[:match.start()], int(match.group("status"))
+
+
+def _integer(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
+        raise StepFailed(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def tap(x, y) -> str:
+    return f"input tap {_integer('x', x)} {_integer('y', y)}"
+
+
+def swipe(x1, y1, x2, y2, duration_ms=None) -> str:
+    points = " ".join(str(_integer(name, value)) for name, value in
+                      (("x1", x1), ("y1", y1), ("x2", x2), ("y2", y2)))
+    if duration_ms is None:
+        return f"input swipe {points}"
+    return f"input swipe {points} {_integer('duration_ms', duration_ms)}"
+
+
+def keyevent(key) -> str:
+    """`key` is a keycode number or a name such as HOME or KEYCODE_HOME."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        return f"input keyevent {_integer('key', key)}"
+    if isinstance(key, str) and key.isdigit():
+        return f"input keyevent {int(key)}"
+    if isinstance(key, str) and _KEY_NAME.match(key.upper()):
+        name = key.upper()
+        return f"input keyevent {name if name.startswith('KEYCODE_') else 'KEYCODE_' + name}"
+    raise StepFailed(f"key must be a keycode number or name, got {key!r}")
+
+
+def text(value: str) -> list[str]:
+    """The `input text` commands that type `value` exactly.
+
+    `input text` takes one argument and turns `%s` into a space, so spaces are sent as
+    `%s` and the argument is shell-quoted. A literal `%s` in `value` cannot be sent in one
+    call, so the text is split between the `%` and the `s`. Only printable ASCII can be
+    typed through the virtual keyboard.
+    """
+    if not isinstance(value, str):
+        raise StepFailed(f"text must be a string, got {type(value).__name__}")
+    bad = sorted({char for char in value if not (" " <= char <= "~")})
+    if bad:
+        raise StepFailed(f"input text can only type printable ASCII; cannot type {''.join(bad)!r}")
+    pieces = value.split("%s")
+    chunks = [pieces[0]]
+    for piece in pieces[1:]:
+        chunks[-1] += "%"
+        chunks.append("s" + piece)
+    return [f"input text {shlex.quote(chunk.replace(' ', '%s'))}" for chunk in chunks if chunk]
+
+
+def launch(package: str, activity: str | None = None) -> str:
+    """`am start -n` when the activity is known, else the launcher intent through monkey."""
+    if not isinstance(package, str) or not _PACKAGE.match(package):
+        raise StepFailed(f"not a package name: {package!r}")
+    if activity is None:
+        return f"monkey -p {package} -c {LAUNCHER_CATEGORY} 1"
+    if not isinstance(activity, str) or not _ACTIVITY.match(activity):
+        raise StepFailed(f"not an activity name: {activity!r}")
+    return f"am start -n {shlex.quote(f'{package}/{activity}')}"

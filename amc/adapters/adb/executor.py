@@ -1,0 +1,276 @@
+"""Runs plan actions (PROTOCOL.md "Plan") on one device through ppadb.
+
+    executor = AdbExecutor(BoundedClient("127.0.0.1", 5037), "emulator-5554",
+                           artifacts_dir=Path("artifacts"), policy=ActionPolicy.load("policy.json"))
+    result = executor.run("shell", {"command": "getprop ro.product.model", "timeout_seconds": 5})
+
+Outcomes: `run()` returns an `ActionResult`, or raises `Refused` (the policy said no;
+nothing was sent), `StepFailed` (and its `DeviceUnavailable` / `StepTimedOut`
+subclasses) or `Interrupted` (another thread called `interrupt()`). The caller maps
+them to the step statuses `completed`, `refused`, `failed` and `interrupted`.
+
+Every action runs under a `Stopper` (see `guard`): a wall-clock deadline and
+`interrupt()` both cut the action's ppadb connections at once. A `shell` action is
+supervised (see `commands`): its exit status comes back as a marker, and when it is
+stopped early a second call `pkill`s it on the device, since closing a raw shell stream
+does not stop a silent process there (ADB_NOTES §7).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import attrs
+
+from . import commands as build
+from ._ppadb import Device
+from .client import BoundedClient, StreamOutput, call, run_stream
+from .errors import AdbError, DeviceUnavailable, Interrupted, StepFailed, StepTimedOut
+from .guard import DEADLINE, INTERRUPT, Stopper
+from .policy import ActionPolicy
+
+SCREENCAP = "/system/bin/screencap -p"  # what ppadb's screencap() sends
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_END = b"IEND\xaeB`\x82"
+# How the Android tools report failure on stdout, since raw `shell:` has no exit status.
+_TOOL_ERROR = re.compile(r"^(Error\b.*|.*Exception\b.*|\*\* No activities found.*|.*: not found|"
+                         r"Usage: .*)$", re.MULTILINE)
+
+
+@attrs.frozen(kw_only=True)
+class ActionResult:
+    """What a completed action produced."""
+
+    action: str
+    output: str = ""
+    artifact: Path | None = None  # the screenshot file, for `screenshot`
+    exit_status: int | None = None  # for `shell`
+    commands: tuple[str, ...] = ()  # the device shell commands sent, in order
+
+
+class AdbExecutor:
+    """Runs actions on one device, one at a time; `interrupt()` may come from any thread.
+
+    Args:
+        client: the adb server connection (a BoundedClient, so calls cannot hang).
+        serial: the device.
+        artifacts_dir: where screenshots are written (created if missing).
+        policy: the host's action policy; None allows everything.
+        default_shell_timeout: deadline of a `shell` step without `timeout_seconds`
+            (None: no deadline).
+        command_timeout: deadline of the fixed actions (tap, swipe, text, keyevent, launch).
+        screenshot_timeout: deadline of a screenshot.
+        cleanup_timeout: deadline of the `pkill` that stops a cut-short shell step.
+    """
+
+    ACTIONS = ("shell", "tap", "swipe", "text", "keyevent", "launch", "screenshot", "wait")
+
+    def __init__(self, client: BoundedClient, serial: str, *, artifacts_dir: str | Path,
+                 policy: ActionPolicy | None = None, default_shell_timeout: float | None = 300.0,
+                 command_timeout: float = 30.0, screenshot_timeout: float = 30.0,
+                 cleanup_timeout: float = 5.0):
+        self.serial = serial
+        self.artifacts_dir = Path(artifacts_dir)
+        self.policy = policy or ActionPolicy()
+        self.default_shell_timeout = default_shell_timeout
+        self.command_timeout = command_timeout
+        self.screenshot_timeout = screenshot_timeout
+        self.cleanup_timeout = cleanup_timeout
+        self._device = Device(client, serial)
+        self._lock = threading.Lock()
+        self._current: Stopper | None = None
+        self._handlers: dict[str, Callable[[Mapping[str, Any], Stopper, list[str], str | None], ActionResult]] = {
+            "shell": self._shell, "tap": self._tap, "swipe": self._swipe, "text": self._text,
+            "keyevent": self._keyevent, "launch": self._launch, "screenshot": self._screenshot,
+            "wait": self._wait,
+        }
+
+    # --- public API ---------------------------------------------------------------
+
+    def run(self, action: str, args: Mapping[str, Any] | None = None, *,
+            step_id: str | None = None) -> ActionResult:
+        """Run one action and return its result; raises Refused, StepFailed or Interrupted.
+
+        `step_id` only names artifacts (e.g. the screenshot file).
+        """
+        args = dict(args or {})
+        handler = self._handlers.get(action)
+        if handler is None:
+            raise StepFailed(f"unknown action {action!r}")
+        self.policy.check(action, args)
+        stopper = Stopper()
+        with self._lock:
+            if self._current is not None:
+                raise RuntimeError("an AdbExecutor runs one action at a time")
+            self._current = stopper
+        sent: list[str] = []
+        try:
+            with stopper.active():
+                return handler(args, stopper, sent, step_id)
+        except AdbError as error:
+            error.commands = tuple(sent)
+            raise
+        finally:
+            with self._lock:
+                self._current = None
+
+    def interrupt(self) -> bool:
+        """Stop the running action now (from any thread). True if one was running.
+
+        The action raises `Interrupted`; a supervised shell command is also killed on the
+        device. An interrupt when nothing runs does nothing: callers check their own
+        cancellation flag before starting the next step.
+        """
+        with self._lock:
+            stopper = self._current
+        if stopper is None:
+            return False
+        stopper.trip(INTERRUPT)
+        return True
+
+    # --- actions ------------------------------------------------------------------
+
+    def _shell(self, args, stopper: Stopper, sent: list[str], step_id) -> ActionResult:
+        command = _required(args, "command", str)
+        timeout = args.get("timeout_seconds", self.default_shell_timeout)
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or timeout <= 0):
+            raise StepFailed(f"timeout_seconds must be a positive number, got {timeout!r}")
+        token = build.new_token()
+        payload = build.supervised(command, token)
+        stopper.set_deadline(timeout)
+        sent.append(payload)
+        output = run_stream(self._device, payload, stopper)
+        if stopper.tripped:
+            partial, _ = build.split_exit_marker(bytes(output.data), token)
+            note = self._stop_on_device(token, sent) if output.opened else "it had not started"
+            self._raise_stopped(stopper, f"shell command ({note})", partial, timeout)
+        body, status = build.split_exit_marker(bytes(output.data), token)
+        text = _decode(body, output.truncated)
+        if status is None:
+            raise DeviceUnavailable("the command's output ended before its exit status: the device "
+                                    "or the adb connection went away mid-command", output=text)
+        if status != 0:
+            raise StepFailed(f"command exited with status {status}", output=text)
+        return ActionResult(action="shell", output=text, exit_status=status, commands=tuple(sent))
+
+    def _tap(self, args, stopper, sent, step_id) -> ActionResult:
+        payload = build.tap(_required(args, "x"), _required(args, "y"))
+        return self._fixed("tap", [payload], stopper, sent)
+
+    def _swipe(self, args, stopper, sent, step_id) -> ActionResult:
+        payload = build.swipe(*(_required(args, name) for name in ("x1", "y1", "x2", "y2")),
+                              duration_ms=args.get("duration_ms"))
+        return self._fixed("swipe", [payload], stopper, sent)
+
+    def _text(self, args, stopper, sent, step_id) -> ActionResult:
+        return self._fixed("text", build.text(_required(args, "text", str)), stopper, sent)
+
+    def _keyevent(self, args, stopper, sent, step_id) -> ActionResult:
+        return self._fixed("keyevent", [build.keyevent(_required(args, "key"))], stopper, sent)
+
+    def _launch(self, args, stopper, sent, step_id) -> ActionResult:
+        payload = build.launch(_required(args, "package", str), args.get("activity"))
+        return self._fixed("launch", [payload], stopper, sent)
+
+    def _screenshot(self, args, stopper: Stopper, sent: list[str], step_id) -> ActionResult:
+        stopper.set_deadline(self.screenshot_timeout)
+        sent.append(SCREENCAP)
+        data = call(stopper, self._device.screencap)
+        if stopper.tripped:
+            self._raise_stopped(stopper, "screenshot", b"", self.screenshot_timeout)
+        data = bytes(data or b"")
+        if not data.startswith(_PNG_SIGNATURE) or not data.endswith(_PNG_END):
+            raise StepFailed(f"screencap returned {len(data)} bytes that are not a complete PNG "
+                             "(device gone mid-transfer?)")
+        path = self._write_artifact(data, step_id)
+        return ActionResult(action="screenshot", artifact=path, commands=tuple(sent))
+
+    def _wait(self, args, stopper: Stopper, sent, step_id) -> ActionResult:
+        seconds = _required(args, "seconds")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+            raise StepFailed(f"seconds must be a non-negative number, got {seconds!r}")
+        if stopper.wait(seconds):
+            raise Interrupted("interrupted while waiting")
+        return ActionResult(action="wait")
+
+    # --- helpers ------------------------------------------------------------------
+
+    def _fixed(self, action: str, payloads: list[str], stopper: Stopper, sent: list[str]) -> ActionResult:
+        """Run short commands whose failure shows in their output (input, am, monkey)."""
+        stopper.set_deadline(self.command_timeout)
+        texts = []
+        for payload in payloads:
+            sent.append(payload)
+            output: StreamOutput = run_stream(self._device, payload, stopper)
+            if stopper.tripped:
+                self._raise_stopped(stopper, action, bytes(output.data), self.command_timeout)
+            text = _decode(bytes(output.data), output.truncated)
+            texts.append(text)
+            errors = [match.group(0).strip() for match in _TOOL_ERROR.finditer(text)]
+            if errors:
+                raise StepFailed(f"{payload.split()[0]} reported: {'; '.join(errors)}",
+                                 output="".join(texts))
+        return ActionResult(action=action, output="".join(texts), commands=tuple(sent))
+
+    def _stop_on_device(self, token: str, sent: list[str]) -> str:
+        """Kill a supervised command after its stream was cut; returns what happened."""
+        payload = build.kill_supervised(token)
+        sent.append(payload)
+        stopper = Stopper()  # not the interrupted one: this call must still go through
+        with stopper.active():
+            stopper.set_deadline(self.cleanup_timeout)
+            try:
+                run_stream(self._device, payload, stopper)
+            except AdbError as error:
+                return f"could not stop it on the device: {error.reason}"
+        if stopper.tripped:
+            return "stopping it on the device timed out"
+        return "stopped on the device"
+
+    @staticmethod
+    def _raise_stopped(stopper: Stopper, what: str, partial: bytes, timeout: float | None) -> None:
+        text = partial.decode("utf-8", "replace")
+        if stopper.reason == DEADLINE:
+            raise StepTimedOut(f"{what} exceeded its {timeout} s deadline", output=text)
+        raise Interrupted(f"{what} was interrupted", output=text)
+
+    def _write_artifact(self, data: bytes, step_id: str | None) -> Path:
+        self.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        stem = "-".join(_safe(part) for part in (self.serial, step_id or "screenshot"))
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        for attempt in range(1000):
+            path = self.artifacts_dir / f"{stem}-{stamp}{f'-{attempt}' if attempt else ''}.png"
+            try:
+                with open(path, "xb") as file:  # never overwrite an earlier artifact
+                    file.write(data)
+                return path
+            except FileExistsError:
+                continue
+        raise StepFailed(f"cannot find a free artifact name for {stem}")
+
+
+def _required(args: Mapping[str, Any], name: str, kind: type | None = None):
+    if name not in args:
+        raise StepFailed(f"missing argument {name!r}")
+    value = args[name]
+    if kind is not None and not isinstance(value, kind):
+        raise StepFailed(f"argument {name!r} must be {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _decode(data: bytes, truncated: bool) -> str:
+    if truncated:
+        data = data.lstrip(bytes(range(0x80, 0xC0)))  # the cut may split a UTF-8 character
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise StepFailed(f"the command printed non-UTF-8 output (byte {error.start})") from error
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:80]

@@ -1,0 +1,44 @@
+"""Protocol-level Android device simulator, for testing ADB clients without phones.
+
+Theory of operation
+-------------------
+One `SimDevice` per device holds everything that is true about it (identity, screen,
+foreground app, typed text, files, connection state, processes) and records every
+command it receives in a `CommandLog`. Two front ends translate wire protocols into calls
+on it, so the same device answers both:
+
+- `smart_socket`: the adb *server* protocol on one port. `ppadb.client.Client(host,
+  Simulator.server_port)` talks to it directly, with the real server's replies and FAIL
+  texts (ADB_NOTES §1, §2).
+- `adbd`: the device transport protocol on one port per device, so the real `adb`
+  server can `adb connect 127.0.0.1:<Simulator.device_ports[serial]>` (ADB_NOTES §3).
+
+A `shell:` request starts a `SimProcess` in its own thread; `shell` interprets the
+command line (a small POSIX sh subset) and `programs` implements the tools (getprop,
+input, am, monkey, wm, dumpsys, screencap, sleep, timeout, kill/pkill, ...). Programs
+see time and output only through the process, which is where stream closes and kills
+land (see `process` for the exact model of ADB_NOTES §7).
+
+Test programs: `amc-sim-ticker SECONDS [INTERVAL]` prints `tick N` every 0.1 s;
+`amc-sim-bytes HEX...` writes raw bytes (e.g. invalid UTF-8).
+
+Faults: `Simulator.set_state(serial, "offline" | "unauthorized" | "absent" | "device")`,
+`set_silent(serial)` (transport accepted, service never answered), `disconnect(serial)`
+(live streams cut mid-command), and `DeviceSpec(keep_silent_orphans=True)`.
+
+Out of process: the server port also answers `host:amc-sim-log:<serial>` (OKAY, then a
+JSON list of `CommandRecord` dicts until EOF), `host:amc-sim-state:<serial>` and
+`host:amc-sim-fault:<serial>:<json>`; `remote.fetch_log()` and friends wrap them, and
+`amc sim` runs a simulator in the foreground.
+"""
+
+from .device import SimDevice
+from .log import CommandRecord
+from .remote import SimulatorError, fetch_log, fetch_state, inject_fault
+from .simulator import Simulator
+from .spec import DeviceSpec, default_specs
+
+__all__ = [
+    "CommandRecord", "DeviceSpec", "SimDevice", "Simulator", "SimulatorError",
+    "default_specs", "fetch_log", "fetch_state", "inject_fault",
+]

@@ -1,0 +1,191 @@
+"""One simulated device: the state both front ends (smart socket and adbd) share.
+
+A `SimDevice` owns the device's mutable state (foreground app, typed text, files,
+connection state, fault flags), its process table and its command log. The front ends
+turn requests into `start_shell()` / sync calls and register a "drop" callback for each
+live stream, so that `disconnect()` can cut them all the way a pulled cable would.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from typing import Callable
+
+from .log import CommandLog
+from .process import Hangup, Killed, OutputSink, SimProcess
+from .shell import Shell
+from .spec import DeviceSpec
+
+STATES = ("device", "offline", "unauthorized", "absent")
+
+_RELEASE_BY_SDK = {34: "14", 33: "13", 32: "12L", 31: "12", 30: "11", 29: "10", 28: "9"}
+
+
+def build_properties(spec: DeviceSpec) -> dict[str, str]:
+    """The `getprop` table of a device built from `spec`."""
+    return {
+        "ro.product.model": spec.model,
+        "ro.product.manufacturer": spec.manufacturer,
+        "ro.product.brand": spec.manufacturer.lower(),
+        "ro.product.name": spec.product,
+        "ro.product.device": spec.product,
+        "ro.product.cpu.abi": "arm64-v8a",
+        "ro.build.version.sdk": str(spec.sdk),
+        "ro.build.version.release": _RELEASE_BY_SDK.get(spec.sdk, str(max(1, spec.sdk - 20))),
+        "ro.build.type": "user",
+        "ro.debuggable": "0",
+        "ro.serialno": spec.serial,
+        "ro.sf.lcd_density": "420",
+        "sys.boot_completed": "1",
+        "persist.sys.timezone": "UTC",
+    }
+
+
+class SimDevice:
+    """Mutable state, processes and log of one simulated device."""
+
+    def __init__(self, spec: DeviceSpec, pids: Callable[[], int] | None = None):
+        self.spec = spec
+        self.serial = spec.serial
+        self.log = CommandLog(spec.serial)
+        self.properties = build_properties(spec)
+        self._lock = threading.RLock()
+        self._state = spec.state
+        self._silent = False
+        self._next_pid = pids or itertools.count(4000).__next__
+        self._processes: dict[int, SimProcess] = {}
+        self._drops: dict[int, Callable[[], None]] = {}
+        self._drop_ids = itertools.count(1)
+        # Screen-visible state, changed by the `input`, `am` and `monkey` programs.
+        self.foreground: str | None = None  # "package/activity"
+        self.input_events: list[str] = []
+        self.typed_text = ""
+        self.files: dict[str, bytes] = {}
+
+    # --- connection state and faults ----------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """device, offline, unauthorized, or absent (not listed at all)."""
+        return self._state
+
+    def set_state(self, state: str) -> None:
+        if state not in STATES:
+            raise ValueError(f"unknown device state {state!r}")
+        with self._lock:
+            self._state = state
+        if state != "device":
+            self._drop_links()
+
+    @property
+    def silent(self) -> bool:
+        """When true the device accepts the transport but never answers a service request."""
+        return self._silent
+
+    def set_silent(self, silent: bool = True) -> None:
+        self._silent = silent
+
+    def disconnect(self, state: str = "offline") -> None:
+        """Cut every live stream now (partial output, then EOF) and leave the device in `state`."""
+        self.set_state(state)
+        self._drop_links()
+
+    def add_link(self, drop: Callable[[], None]) -> int:
+        """Register how to cut one live front-end stream; returns a handle for remove_link."""
+        with self._lock:
+            handle = next(self._drop_ids)
+            self._drops[handle] = drop
+            return handle
+
+    def remove_link(self, handle: int) -> None:
+        with self._lock:
+            self._drops.pop(handle, None)
+
+    def _drop_links(self) -> None:
+        with self._lock:
+            drops = list(self._drops.values())
+            self._drops.clear()
+        for drop in drops:
+            drop()
+
+    # --- processes ----------------------------------------------------------------
+
+    def start_shell(self, command: str, sink: OutputSink, *, via: str) -> SimProcess:
+        """Start `command` as a new process writing to `sink`; returns at once."""
+        with self._lock:
+            pid = self._next_pid()
+            process = SimProcess(pid, command, sink,
+                                 keep_silent_orphans=self.spec.keep_silent_orphans)
+            self._processes[pid] = process
+        seq = self.log.begin(service="shell", command=command, via=via, pid=pid)
+        thread = threading.Thread(target=self._run, args=(process, seq), daemon=True,
+                                  name=f"sim-{self.serial}-pid{pid}")
+        thread.start()
+        return process
+
+    def _run(self, process: SimProcess, seq: int) -> None:
+        end, status, signal = "completed", None, None
+        try:
+            status = Shell(self, process).run(process.cmdline)
+        except Hangup as hangup:
+            end, signal = "interrupted", hangup.signal
+        except Killed as killed:
+            end, signal = "killed", killed.signal
+        except Exception as error:  # a simulator bug: fail like a crashing program would
+            status = 134
+            try:
+                process.write(f"amc-sim: internal error: {error!r}\n".encode())
+            except (Hangup, Killed):
+                pass
+        finally:
+            # The log is final before the client sees EOF, so a test that reads it
+            # right after a call returns sees how the command ended.
+            self.log.add_output(seq, process.bytes_written)
+            self.log.finish(seq, end=end, exit_status=status, signal=signal)
+            with self._lock:
+                self._processes.pop(process.pid, None)
+            process.sink.close()
+            process.done.set()
+
+    def processes(self) -> list[SimProcess]:
+        with self._lock:
+            return list(self._processes.values())
+
+    def find_processes(self, pattern: str, *, full: bool, exclude: int | None = None) -> list[SimProcess]:
+        """Processes whose command line (`full`) or name matches the regex `pattern`."""
+        regex = re.compile(pattern)
+        found = []
+        for process in self.processes():
+            if process.pid == exclude:
+                continue
+            name = process.cmdline.split(maxsplit=1)[0].rsplit("/", 1)[-1] if process.cmdline.strip() else ""
+            if regex.search(process.cmdline if full else name):
+                found.append(process)
+        return found
+
+    def kill_all(self, signal: str = "SIGKILL", wait: float = 1.0) -> None:
+        """Kill every process (used at shutdown) and wait a little for them to end."""
+        processes = self.processes()
+        for process in processes:
+            process.kill(signal)
+        for process in processes:
+            process.done.wait(wait)
+
+    # --- snapshots ----------------------------------------------------------------
+
+    def snapshot(self) -> dict:
+        """The observable state as JSON-ready data (served by `host:amc-sim-state`)."""
+        with self._lock:
+            return {
+                "serial": self.serial,
+                "state": self._state,
+                "silent": self._silent,
+                "model": self.spec.model,
+                "foreground": self.foreground,
+                "input_events": list(self.input_events),
+                "typed_text": self.typed_text,
+                "files": sorted(self.files),
+                "processes": [{"pid": p.pid, "cmdline": p.cmdline} for p in self._processes.values()],
+            }

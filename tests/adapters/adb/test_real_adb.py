@@ -1,0 +1,78 @@
+"""Through the real Debian `adb` server: `adb connect` to the simulated adbd, then ppadb.
+
+Skipped with a reason when `adb` is not on PATH; with AMC_REQUIRE_ADB=1 they fail instead.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from amc.adapters.adb.discovery import discover
+from amc.adapters.adb.errors import Interrupted, StepTimedOut
+from amc.adapters.adb.executor import AdbExecutor
+from amc.adapters.adb.simulator.png import png_size
+
+from .helpers import eventually
+
+SLACK = 0.5
+
+
+def test_happy_path(real_adb, sim, tmp_path):
+    serial = real_adb.connect(sim.device_ports["amc-sim-01"])
+    client = real_adb.client()
+    attributes = {info.serial: info.attributes for info in discover(client)}
+    assert attributes[serial] == {"model": "Pixel 7", "manufacturer": "Google", "sdk": "34",
+                                  "screen_size": "1080x2400"}
+    executor = AdbExecutor(client, serial, artifacts_dir=tmp_path)
+    assert executor.run("shell", {"command": "getprop ro.product.model"}).output == "Pixel 7\n"
+    executor.run("tap", {"x": 540, "y": 1200})
+    executor.run("text", {"text": "it's \"fine\" & $HOME; (ok)"})
+    shot = executor.run("screenshot", {}, step_id="real")
+    assert png_size(shot.artifact.read_bytes()) == (1080, 2400)
+    device = sim.device("amc-sim-01")
+    assert device.input_events[0] == "tap 540 1200"
+    assert device.typed_text == "it's \"fine\" & $HOME; (ok)"
+    records = [r for r in sim.log("amc-sim-01") if r.service == "shell"]
+    assert {r.via for r in records} == {"adbd"}
+    commands = [r.command for r in records]
+    assert commands[:2] == ["getprop", "wm size"]  # discovery
+    assert commands[2].startswith("sh -c 'getprop ro.product.model' amc-step-")
+    assert commands[3:] == ["input tap 540 1200", "input text 'it'\"'\"'s%s\"fine\"%s&%s$HOME;%s(ok)'",
+                            "/system/bin/screencap -p"]
+    # The adb CLI itself uses the legacy shell, as the device advertises no shell_v2.
+    assert real_adb.run("-s", serial, "shell", "echo", "from cli").stdout == "from cli\n"
+
+
+def test_interrupting_a_long_command(real_adb, sim, tmp_path):
+    """A realistic raw-shell device: closing the stream leaves `sleep` running until pkill."""
+    serial = real_adb.connect(sim.device_ports["amc-sim-raw"])
+    executor = AdbExecutor(real_adb.client(), serial, artifacts_dir=tmp_path)
+    threading.Timer(0.4, executor.interrupt).start()
+    started = time.monotonic()
+    with pytest.raises(Interrupted, match="stopped on the device"):
+        executor.run("shell", {"command": "sleep 30"})
+    assert time.monotonic() - started < 0.4 + SLACK
+
+    def sleep_record():
+        return [(r.end, r.signal) for r in sim.log("amc-sim-raw") if "sleep 30" in r.command and r.end != "running"]
+
+    assert eventually(sleep_record) == [("killed", "SIGTERM")]
+    assert sim.device("amc-sim-raw").processes() == []
+
+
+def test_deadline_on_a_chatty_command(real_adb, sim, tmp_path):
+    serial = real_adb.connect(sim.device_ports["amc-sim-01"])
+    executor = AdbExecutor(real_adb.client(), serial, artifacts_dir=tmp_path)
+    started = time.monotonic()
+    with pytest.raises(StepTimedOut) as caught:
+        executor.run("shell", {"command": "amc-sim-ticker 30", "timeout_seconds": 0.7})
+    assert 0.7 <= time.monotonic() - started < 0.7 + SLACK
+    assert caught.value.output.startswith("tick 1\n")
+
+    def ticker_record():
+        return [(r.end, r.signal) for r in sim.log("amc-sim-01") if "ticker" in r.command and r.end != "running"]
+
+    assert eventually(ticker_record) == [("interrupted", "SIGHUP")]
