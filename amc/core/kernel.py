@@ -53,7 +53,7 @@ from amc.core.events import (
     TaskRequeued,
     TaskSubmitted,
 )
-from amc.core.records import Attempt, Cancellation, Device, Host, Plan, Reservation, Result, Task
+from amc.core.records import Attempt, Cancellation, Device, Host, Plan, Reservation, Result, Task, replace
 from amc.core.state import State
 
 frozen = attrs.frozen(kw_only=True)
@@ -142,24 +142,10 @@ def reject(code: Code, detail: str) -> Decision:
 
 def decide(state: State, command: Command) -> Decision:
     """What `command` means in `state`: a rejection, or events and a reply."""
-    match command:
-        case SubmitTask():
-            return _submit(state, command)
-        case CancelTask():
-            return _cancel(state, command)
-        case RegisterHost():
-            return _register(state, command)
-        case ClaimTask():
-            return _claim(state, command)
-        case StartAttempt():
-            return _start(state, command)
-        case RenewLease():
-            return _renew(state, command)
-        case ReportResult():
-            return _report(state, command)
-        case ExpireLeases():
-            return _expire(state, command.now)
-    raise TypeError(f"not a command: {command!r}")
+    decider = _DECIDERS.get(type(command))
+    if decider is None:
+        raise TypeError(f"not a command: {command!r}")
+    return decider(state, command)
 
 
 def _submit(state: State, c: SubmitTask) -> Decision:
@@ -427,54 +413,54 @@ def _count_expired(events) -> int:
 
 def apply(state: State, event: Event) -> State:
     """Fold one event into the state (in place) and return it."""
-    match event:
-        case TaskSubmitted():
-            _apply_submitted(state, event)
-        case HostRegistered():
-            _apply_registered(state, event)
-        case TaskAssigned():
-            _apply_assigned(state, event)
-        case AttemptStarted():
-            task = state.tasks[event.task_id]
-            _update_attempt(
-                state, task, event.at, status=lifecycle.target(lifecycle.TASK, task.status, "start"),
-                dispatched_at=event.at, lease_expires_at=event.lease_expires_at,
-            )
-            state.leases.push(event.lease_expires_at, event.task_id, event.attempt)
-            state.leases.clean(state.tasks)
-        case LeaseRenewed() | LeaseExtended():
-            task = state.tasks[event.task_id]
-            attempt = task.attempts[event.attempt - 1]
-            renewals = attempt.renewals + isinstance(event, LeaseRenewed)
-            _update_attempt(state, task, event.at, lease_expires_at=event.lease_expires_at, renewals=renewals)
-            state.leases.push(event.lease_expires_at, event.task_id, event.attempt)
-            state.leases.clean(state.tasks)
-        case CancellationRequested():
-            task = state.tasks[event.task_id]
-            # Recorded pending either way; a queued task's TaskEnded follows at once and completes it.
-            cancellation = Cancellation(
-                state=lifecycle.target(lifecycle.CANCELLATION, "none", "request"),
-                requested_at=event.at,
-                attempt=event.attempt,
-                reason=event.reason,
-            )
-            state.tasks[task.id] = attrs.evolve(task, cancellation=cancellation, updated_at=event.at)
-        case CancellationDelivered():
-            task = state.tasks[event.task_id]
-            cancellation = attrs.evolve(task.cancellation, delivered_at=event.at)
-            state.tasks[task.id] = attrs.evolve(task, cancellation=cancellation)
-        case LeaseExpired():
-            task = state.tasks[event.task_id]
-            _end_attempt(state, task, "expire", event.at)
-        case TaskRequeued():
-            task = attrs.evolve(state.tasks[event.task_id], status="queued", updated_at=event.at)
-            state.tasks[task.id] = task
-            state.queue.push(task)
-        case TaskEnded():
-            _apply_ended(state, event)
-        case _:
-            raise TypeError(f"not an event: {event!r}")
+    applier = _APPLIERS.get(type(event))
+    if applier is None:
+        raise TypeError(f"not an event: {event!r}")
+    applier(state, event)
     return state
+
+
+def _apply_started(state: State, e: AttemptStarted) -> None:
+    task = state.tasks[e.task_id]
+    status = lifecycle.target(lifecycle.TASK, task.status, "start")
+    _update_attempt(state, task, e.at, status=status, dispatched_at=e.at, lease_expires_at=e.lease_expires_at)
+    state.leases.push(e.lease_expires_at, e.task_id, e.attempt)
+    state.leases.clean(state.tasks)
+
+
+def _apply_extended(state: State, e: LeaseRenewed | LeaseExtended) -> None:
+    task = state.tasks[e.task_id]
+    renewals = task.attempts[-1].renewals + (type(e) is LeaseRenewed)
+    _update_attempt(state, task, e.at, lease_expires_at=e.lease_expires_at, renewals=renewals)
+    state.leases.push(e.lease_expires_at, e.task_id, e.attempt)
+    state.leases.clean(state.tasks)
+
+
+def _apply_cancellation_requested(state: State, e: CancellationRequested) -> None:
+    task = state.tasks[e.task_id]
+    # Recorded pending either way; a queued task's TaskEnded follows at once and completes it.
+    cancellation = Cancellation(
+        state=lifecycle.target(lifecycle.CANCELLATION, "none", "request"),
+        requested_at=e.at,
+        attempt=e.attempt,
+        reason=e.reason,
+    )
+    state.tasks[task.id] = replace(task, cancellation=cancellation, updated_at=e.at)
+
+
+def _apply_cancellation_delivered(state: State, e: CancellationDelivered) -> None:
+    task = state.tasks[e.task_id]
+    state.tasks[task.id] = replace(task, cancellation=replace(task.cancellation, delivered_at=e.at))
+
+
+def _apply_expired(state: State, e: LeaseExpired) -> None:
+    _end_attempt(state, state.tasks[e.task_id], "expire", e.at)
+
+
+def _apply_requeued(state: State, e: TaskRequeued) -> None:
+    task = replace(state.tasks[e.task_id], status="queued", updated_at=e.at)
+    state.tasks[task.id] = task
+    state.queue.push(task)
 
 
 def _apply_submitted(state: State, e: TaskSubmitted) -> None:
@@ -513,7 +499,7 @@ def _apply_registered(state: State, e: HostRegistered) -> None:
     ]
     # A reserved device that disappeared stays, offline, until its attempt ends.
     devices += [
-        attrs.evolve(d, online=False)
+        replace(d, online=False)
         for d in old_devices.values()
         if d.serial not in listed and d.reservation is not None
     ]
@@ -533,7 +519,7 @@ def _apply_assigned(state: State, e: TaskAssigned) -> None:
         lease_expires_at=e.lease_expires_at,
     )
     status = lifecycle.target(lifecycle.TASK, task.status, "claim")
-    state.tasks[task.id] = attrs.evolve(task, status=status, attempts=task.attempts + (attempt,), updated_at=e.at)
+    state.tasks[task.id] = replace(task, status=status, attempts=task.attempts + (attempt,), updated_at=e.at)
     state.queue.clean(task.requirements, state.tasks)
     _set_reservation(state, e.host_id, e.device, Reservation(task_id=task.id, attempt=e.attempt))
     state.leases.push(e.lease_expires_at, task.id, e.attempt)
@@ -546,7 +532,7 @@ def _apply_ended(state: State, e: TaskEnded) -> None:
     if task.cancellation_pending:
         event = "task_cancelled" if e.status == "cancelled" else "task_finished"
         settled = lifecycle.target(lifecycle.CANCELLATION, "pending", event)
-        task = attrs.evolve(task, cancellation=attrs.evolve(task.cancellation, state=settled))
+        task = replace(task, cancellation=replace(task.cancellation, state=settled))
     result = Result(
         status=e.status,
         attempt=e.attempt,
@@ -556,15 +542,15 @@ def _apply_ended(state: State, e: TaskEnded) -> None:
         recorded_at=e.at,
     )
     was_queued = task.status == "queued"
-    task = attrs.evolve(task, status=e.status, result=result, updated_at=e.at)
+    task = replace(task, status=e.status, result=result, updated_at=e.at)
     state.tasks[task.id] = task
     if was_queued:
         state.queue.clean(task.requirements, state.tasks)
 
 
 def _update_attempt(state: State, task: Task, at: int, status: str | None = None, **changes) -> Task:
-    attempt = attrs.evolve(task.attempts[-1], **changes)
-    task = attrs.evolve(
+    attempt = replace(task.attempts[-1], **changes)
+    task = replace(
         task, attempts=task.attempts[:-1] + (attempt,), status=status or task.status, updated_at=at
     )
     state.tasks[task.id] = task
@@ -588,9 +574,35 @@ def _set_reservation(state: State, host_id: str, serial: str, reservation: Reser
         if device.serial == serial:
             if reservation is None and not device.online:
                 continue  # it left the inventory while reserved; now it is gone
-            device = attrs.evolve(device, reservation=reservation)
+            device = replace(device, reservation=reservation)
         devices.append(device)
-    state.hosts[host_id] = attrs.evolve(host, devices=tuple(devices))
+    state.hosts[host_id] = replace(host, devices=tuple(devices))
+
+
+_DECIDERS = {
+    SubmitTask: _submit,
+    CancelTask: _cancel,
+    RegisterHost: _register,
+    ClaimTask: _claim,
+    StartAttempt: _start,
+    RenewLease: _renew,
+    ReportResult: _report,
+    ExpireLeases: lambda state, command: _expire(state, command.now),
+}
+
+_APPLIERS = {
+    TaskSubmitted: _apply_submitted,
+    HostRegistered: _apply_registered,
+    TaskAssigned: _apply_assigned,
+    AttemptStarted: _apply_started,
+    LeaseRenewed: _apply_extended,
+    LeaseExtended: _apply_extended,
+    CancellationRequested: _apply_cancellation_requested,
+    CancellationDelivered: _apply_cancellation_delivered,
+    LeaseExpired: _apply_expired,
+    TaskRequeued: _apply_requeued,
+    TaskEnded: _apply_ended,
+}
 
 
 # ---------------------------------------------------------------------------------------

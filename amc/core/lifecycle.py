@@ -166,7 +166,10 @@ def target(table: Table, state: str, event: str, guards: Mapping[str, bool] = {}
 
     The first move whose guards all hold wins, as in the declaration.
     """
-    for required, destination in table.get((state, event), ()):
+    moves = table.get((state, event), ())
+    if len(moves) == 1 and not moves[0][0]:
+        return moves[0][1]  # the common case: one unguarded move
+    for required, destination in moves:
         if all(guards.get(name, False) == value for name, value in required):
             return destination
     return None

@@ -182,3 +182,31 @@ class Host:
             if device.serial == serial:
                 return device
         return None
+
+
+# ---------------------------------------------------------------------------------------
+# replace(): attrs.evolve for the kernel's hot path.
+#
+# attrs.evolve looks the class's fields up on every call; renewals at tens of thousands
+# per second spend most of their time there. For each record class we generate, once, a
+# function that copies every field but the changed ones straight into the constructor.
+
+_MISSING = object()
+_REPLACERS: dict[type, Any] = {}
+
+
+def _make_replacer(cls: type) -> Any:
+    names = [field.name for field in attrs.fields(cls)]
+    params = ", ".join(f"{n}=_MISSING" for n in names)
+    args = ", ".join(f"{n}=r.{n} if {n} is _MISSING else {n}" for n in names)
+    namespace = {"_MISSING": _MISSING, "cls": cls}
+    exec(f"def replace(r, *, {params}):\n    return cls({args})", namespace)  # noqa: S102
+    return namespace["replace"]
+
+
+def replace(record: Any, **changes: Any) -> Any:
+    """A copy of `record` with `changes`, like `attrs.evolve` but several times cheaper."""
+    replacer = _REPLACERS.get(type(record))
+    if replacer is None:
+        replacer = _REPLACERS[type(record)] = _make_replacer(type(record))
+    return replacer(record, **changes)
