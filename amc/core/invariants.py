@@ -63,6 +63,11 @@ def _task_violations(task: Task) -> list[str]:
         found.append(f"I6: task {task.id} is {task.status} with a cancellation pending")
     if task.cancellation is not None and task.cancellation.state != "pending" and task.status not in TERMINAL_STATUSES:
         found.append(f"I6: task {task.id} is {task.status} with cancellation {task.cancellation.state}")
+    # 6. only a host's report can overtake a pending cancellation; an expiry never drops it
+    if task.cancellation is not None and task.cancellation.state == "unfulfilled" and (
+        task.result is None or task.result.reason != "reported"
+    ):
+        found.append(f"I6: task {task.id}'s cancellation went unfulfilled without a report ({task.result})")
     # 3. terminal tasks have a result, others have none
     if (task.result is not None) != (task.status in TERMINAL_STATUSES):
         found.append(f"I3: task {task.id} is {task.status} with result {task.result}")

@@ -17,6 +17,11 @@ def test_the_kernel_is_clean_in_a_small_scope():
     assert result.states > 5_000 and result.transitions > result.states
 
 
+def test_the_kernel_is_clean_with_retries_and_device_churn():
+    result = explore(Scope(hosts=1, tasks=1, max_attempts=3, churn=True))
+    assert result.complete and result.violation is None
+
+
 def test_a_planted_bug_is_found_with_a_shortest_trace(monkeypatch):
     broken = dict(lifecycle.TASK)
     for status in ("assigned", "dispatched"):  # expiry ignores a pending cancellation

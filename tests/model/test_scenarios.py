@@ -149,10 +149,14 @@ def test_cancel_of_done_or_failed_task_is_a_conflict_and_changes_nothing(status)
 
 
 @req("CANCEL-EXPIRY/s1")
-def test_expiry_with_pending_cancellation_cancels_instead_of_requeueing():
+@pytest.mark.parametrize("started", [True, False], ids=["dispatched", "assigned"])
+def test_expiry_with_pending_cancellation_cancels_instead_of_requeueing(started):
     world = World()
     world.register("h1", "d1", "d2")
-    task_id, _ = dispatched(world, max_attempts=3)
+    task_id = world.submit(max_attempts=3)
+    assignment = world.claim()
+    if started:
+        world.start(assignment)
     world.cancel(task_id)
     world.advance(LEASE_MS)
     task = world.task(task_id)

@@ -1,0 +1,5 @@
+"""`python -m amc` runs the CLI."""
+
+from amc.cli import main
+
+main()
