@@ -11,11 +11,13 @@ Run: python tools/mutation_check.py [--only NAME] [-- extra pytest args]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +94,12 @@ MUTANTS: dict[str, list[tuple[str, str, str]]] = {
 }
 
 
-def run(name: str, pytest_args: list[str]) -> list[str]:
+@contextlib.contextmanager
+def mutated_copy(name: str) -> Iterator[Path]:
+    """A scratch copy of the repository with mutant `name` applied (deleted afterwards).
+
+    Put it first on PYTHONPATH to run anything (tests, `python -m amc serve`) against it.
+    """
     with tempfile.TemporaryDirectory(prefix=f"amc-mutant-{name}-") as scratch:
         copy = Path(scratch) / "repo"
         shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", ".hypothesis", ".amc"))
@@ -101,9 +108,16 @@ def run(name: str, pytest_args: list[str]) -> list[str]:
             text = target.read_text()
             assert text.count(find) == 1, f"{name}: the text to mutate occurs {text.count(find)} times in {path}"
             target.write_text(text.replace(find, replace))
-        if any(path.endswith("lifecycle.py") for path, _, _ in MUTANTS[name]):  # keep the rendered diagrams in step, so only behaviour differs
+        if any(path.endswith("lifecycle.py") for path, _, _ in MUTANTS[name]):
+            # Keep the rendered diagrams in step, so that only behaviour differs.
             subprocess.run([sys.executable, "-m", "amc", "model", "render", "--out", "specs/lifecycles"],
-                           cwd=copy, capture_output=True)
+                           cwd=copy, capture_output=True, env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
+        yield copy
+
+
+def run(name: str, pytest_args: list[str]) -> list[str]:
+    """The model tests that fail with mutant `name` applied."""
+    with mutated_copy(name) as copy:
         result = subprocess.run(
             [sys.executable, "-m", "pytest", "tests/model", "-q", "-p", "no:cacheprovider", "--no-header", "-rf",
              *pytest_args],
