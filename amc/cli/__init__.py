@@ -14,6 +14,9 @@ import click
 COMMANDS: dict[str, str] = {
     "model": "amc.cli.model:model",
     "sim": "amc.cli.sim:sim",
+    "store": "amc.cli.store:store",
+    "serve": "amc.cli.serve:serve",
+    "host": "amc.cli.host:host",
 }
 
 

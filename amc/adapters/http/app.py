@@ -1,0 +1,397 @@
+"""The ASGI application: PROTOCOL.md's endpoints over a `Service`.
+
+Every endpoint follows the protocol's order of checks and does nothing else:
+
+    size (413) -> authentication (401) -> authorization (403/404) -> the resource exists
+    (404) -> the body is valid (400) -> the kernel decides (409 or success)
+
+It decodes (`bodies`), builds a command with ``now=0`` (the service stamps it) and fresh
+ids, runs it through `Api.decide`, and encodes the reply (`wire`). No rule of an
+operation is decided here; a refused request never reaches the kernel, or the kernel
+refuses it and changes nothing.
+
+Around the commands the app keeps time moving (`timer`), wakes long-polling claims
+(`longpoll`) and counts what happens (`metrics`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import secrets
+import time
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from amc.adapters.http import access, bodies, wire
+from amc.adapters.http.auth import Principal, TokenTable
+from amc.adapters.http.longpoll import WorkSignal
+from amc.adapters.http.metrics import CONTENT_TYPE, Metrics
+from amc.adapters.http.problems import EXCEPTION_HANDLERS, Problem, forbidden, invalid, not_found, unauthorized
+from amc.adapters.http.settings import Settings
+from amc.adapters.http.timer import ExpiryTimer
+from amc.core.commands import (
+    CancelTask,
+    ClaimTask,
+    Command,
+    ExpireLeases,
+    RegisterHost,
+    RenewLease,
+    ReportResult,
+    StartAttempt,
+    SubmitTask,
+)
+from amc.core.events import TaskAssigned
+from amc.core.kernel import Assignment, Decision, Reply
+from amc.core.records import DeviceSpec, Requirements, Task
+from amc.core.times import to_rfc3339
+from amc.service import Service
+
+JSON_TYPE = "application/json"
+
+
+def json_response(data: Any, status: int = 200, headers: dict | None = None) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type=JSON_TYPE, headers=headers)
+
+
+def _too_large(limit: int) -> Problem:
+    return Problem("payload_too_large", f"request bodies are limited to {limit} bytes")
+
+
+def new_task_id() -> str:
+    return "t_" + secrets.token_hex(10)
+
+
+def new_lease_id() -> str:
+    return "l_" + secrets.token_hex(16)
+
+
+class Api:
+    """The endpoints of one server, bound to its service, settings, tokens and metrics."""
+
+    def __init__(self, service: Service, settings: Settings, tokens: TokenTable, metrics: Metrics):
+        self.service = service
+        self.settings = settings
+        self.tokens = tokens
+        self.metrics = metrics
+        self.signal = WorkSignal()
+        self.timer = ExpiryTimer(service, self.run)
+
+    # -- around every command -------------------------------------------------------------
+
+    async def run(self, command: Command) -> Decision:
+        """Execute `command`, count it, and tell the long polls and the timer what changed."""
+        started = time.perf_counter()
+        decision = await self.service.execute(command)
+        outcome = "accepted" if decision.rejection is None else decision.rejection.code.name
+        self.metrics.command(type(command), outcome, time.perf_counter() - started)
+        if decision.events:
+            self.signal.notify_if_waking(decision.events)
+            # Only a new lease can make the earliest expiry earlier: a start or a renewal
+            # moves its lease later, and an expiry or a report removes one.
+            if any(isinstance(event, TaskAssigned) for event in decision.events):
+                self.timer.poke()
+        return decision
+
+    async def decide(self, command: Command) -> Reply:
+        """The kernel's reply to `command`, or its rejection raised as a problem."""
+        decision = await self.run(command)
+        if decision.rejection is not None:
+            raise Problem(decision.rejection.code.name, decision.rejection.detail)
+        return decision.reply
+
+    async def catch_up(self) -> None:
+        """Apply due expiries before a read, so no read shows a lapsed lease as active."""
+        due = self.service.next_expiry()
+        if due is not None and due <= self.service.clock.now():
+            await self.run(ExpireLeases(now=0))
+
+    def drain(self) -> None:
+        """The server is stopping: let every waiting claim answer now."""
+        self.signal.close()
+
+    # -- the first checks of every request -------------------------------------------------
+
+    async def begin(self, request: Request) -> tuple[Principal, bytes]:
+        """Size (413), then authentication (401): the body bytes and the caller."""
+        raw = await self._read_body(request)
+        principal = self.tokens.authenticate(request.headers.get("authorization"))
+        if principal is None:
+            raise unauthorized()
+        return principal, raw
+
+    async def _read_body(self, request: Request) -> bytes:
+        limit = self.settings.limits.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                raise invalid("Content-Length: not a number")
+            if int(declared) > limit:
+                raise _too_large(limit)
+            return await request.body()  # the HTTP server holds it to the declared length
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:  # a chunked body without a length: count as it arrives
+                raise _too_large(limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    # -- open endpoints -------------------------------------------------------------------
+
+    async def health(self, request: Request) -> Response:
+        return json_response({"status": "ok"})
+
+    async def metrics_text(self, request: Request) -> Response:
+        await self.catch_up()
+        return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    # -- tasks ----------------------------------------------------------------------------
+
+    async def submit(self, request: Request) -> Response:
+        principal, raw = await self.begin(request)
+        access.require_role(principal, "client", "admin")
+        body, plan = bodies.decode_submit(raw, self.settings.limits, may_name_tenant=principal.role == "admin")
+        tenant = principal.tenant if principal.role == "client" else (body.tenant or "default")
+        command = SubmitTask(
+            now=0,
+            task_id=new_task_id(),
+            tenant=tenant,
+            plan=plan,
+            requirements=Requirements(serial=body.requirements.serial, attributes=body.requirements.attributes),
+            priority=body.priority,
+            max_attempts=body.max_attempts,
+            labels=body.labels,
+            idempotency_key=body.idempotency_key,
+        )
+        reply = await self.decide(command)
+        task = self.service.task(reply.task_id)
+        status = 201 if reply.created else 200
+        return json_response(wire.task_view(task), status, headers={"Location": f"/v1/tasks/{task.id}"})
+
+    async def get_task(self, request: Request) -> Response:
+        principal, _ = await self.begin(request)
+        await self.catch_up()
+        task_id = request.path_params["task_id"]
+        task = access.visible_task(principal, self.service.task(task_id), task_id)
+        return json_response(wire.task_view(task))
+
+    async def list_tasks(self, request: Request) -> Response:
+        principal, _ = await self.begin(request)
+        access.require_role(principal, "client", "admin")
+        status, limit, after = bodies.decode_list_query(request.query_params, self.settings.limits)
+        await self.catch_up()
+        try:
+            page = self.service.tasks(principal.scope, status, after, limit)
+        except (ValueError, TypeError, KeyError):
+            raise invalid("after: not a cursor from this server") from None
+        return json_response({"tasks": [wire.task_view(t) for t in page.tasks], "next": page.next})
+
+    async def history(self, request: Request) -> Response:
+        principal, _ = await self.begin(request)
+        access.require_role(principal, "client", "admin")
+        await self.catch_up()
+        task_id = request.path_params["task_id"]
+        access.visible_task(principal, self.service.task(task_id), task_id)
+        return json_response(wire.history_view(self.service.history(task_id)))
+
+    async def cancel(self, request: Request) -> Response:
+        principal, raw = await self.begin(request)
+        access.require_role(principal, "client", "admin")
+        task_id = request.path_params["task_id"]
+        access.visible_task(principal, self.service.task(task_id), task_id)
+        body = bodies.decode_cancel(raw, self.settings.limits)
+        reply = await self.decide(CancelTask(now=0, task_id=task_id, tenant=principal.scope, reason=body.reason))
+        return json_response(wire.task_view(self.service.task(task_id)), 202 if reply.pending else 200)
+
+    # -- hosts ----------------------------------------------------------------------------
+
+    async def put_host(self, request: Request) -> Response:
+        principal, raw = await self.begin(request)
+        host_id = request.path_params["host_id"]
+        access.require_host_or_admin(principal, host_id)
+        body = bodies.decode_inventory(raw, self.settings.limits)
+        if not host_id or len(host_id) > self.settings.limits.max_id_length:
+            raise invalid(f"host_id: must be 1-{self.settings.limits.max_id_length} characters")
+        devices = tuple(DeviceSpec(serial=d.serial, attributes=d.attributes) for d in body.devices)
+        await self.decide(RegisterHost(now=0, host_id=host_id, devices=devices))
+        return json_response(wire.host_view(self.service.host(host_id)))
+
+    async def list_hosts(self, request: Request) -> Response:
+        principal, _ = await self.begin(request)
+        access.require_role(principal, "client", "admin")
+        await self.catch_up()
+        return json_response({"hosts": [wire.host_view(h) for h in self.service.hosts()]})
+
+    async def get_host(self, request: Request) -> Response:
+        principal, _ = await self.begin(request)
+        host_id = request.path_params["host_id"]
+        if principal.role == "host" and principal.host_id != host_id:
+            raise forbidden("a host reads only itself")
+        await self.catch_up()
+        host = self.service.host(host_id)
+        if host is None:
+            raise not_found(f"no host {host_id!r}")
+        return json_response(wire.host_view(host))
+
+    # -- the host agent's side ------------------------------------------------------------
+
+    async def claim(self, request: Request) -> Response:
+        principal, raw = await self.begin(request)
+        host_id = request.path_params["host_id"]
+        access.require_host(principal, host_id)
+        body, lease_ms = bodies.decode_claim(raw, self.settings)
+        devices = None if body.devices is None else tuple(body.devices)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + body.wait_seconds
+        while True:
+            generation = self.signal.generation  # read before claiming: see longpoll
+            command = ClaimTask(now=0, host_id=host_id, lease_id=new_lease_id(), lease_ms=lease_ms, devices=devices)
+            reply = await self.decide(command)
+            if isinstance(reply, Assignment):
+                return json_response(wire.assignment_view(reply))
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self.signal.closed:
+                return Response(status_code=204)
+            await self.signal.wait(generation, remaining)
+            if await request.is_disconnected():  # nobody would read an assignment now
+                return Response(status_code=204)
+
+    def _attempt_target(self, request: Request) -> tuple[Task, str, int]:
+        """The task and attempt number a lease request names; 404 if either does not exist."""
+        task_id = request.path_params["task_id"]
+        number = request.path_params["attempt"]
+        task = self.service.task(task_id)
+        if task is None:
+            raise not_found(f"no task {task_id!r}")
+        if not 1 <= number <= len(task.attempts):
+            raise not_found(f"task {task_id!r} has no attempt {number}")
+        return task, task_id, number
+
+    async def _lease_request(self, request: Request) -> tuple[Principal, bytes, Task, str, int]:
+        principal, raw = await self.begin(request)
+        access.require_role(principal, "host")
+        task, task_id, number = self._attempt_target(request)
+        return principal, raw, task, task_id, number
+
+    async def start(self, request: Request) -> Response:
+        principal, raw, _, task_id, number = await self._lease_request(request)
+        body = bodies.decode_lease(raw)
+        command = StartAttempt(now=0, host_id=principal.host_id, task_id=task_id, attempt=number, lease_id=body.lease_id)
+        return json_response(wire.lease_view(await self.decide(command)))
+
+    async def renew(self, request: Request) -> Response:
+        principal, raw, _, task_id, number = await self._lease_request(request)
+        body = bodies.decode_lease(raw)
+        command = RenewLease(now=0, host_id=principal.host_id, task_id=task_id, attempt=number, lease_id=body.lease_id)
+        return json_response(wire.lease_view(await self.decide(command)))
+
+    async def result(self, request: Request) -> Response:
+        principal, raw, task, task_id, number = await self._lease_request(request)
+        body, steps = bodies.decode_result(raw, task.plan, self.settings.limits)
+        command = ReportResult(
+            now=0,
+            host_id=principal.host_id,
+            task_id=task_id,
+            attempt=number,
+            lease_id=body.lease_id,
+            status=body.status,
+            metadata=body.metadata,
+            steps=steps,
+        )
+        await self.decide(command)
+        return json_response(wire.task_view(self.service.task(task_id)))
+
+    # -- admin ----------------------------------------------------------------------------
+
+    async def advance_clock(self, request: Request) -> Response:
+        principal, raw = await self.begin(request)
+        access.require_role(principal, "admin")
+        ms = bodies.decode_clock(raw, self.settings.limits)
+        try:
+            now = await self.service.advance_clock(ms)
+        except TypeError:
+            raise not_found("this server does not run a manual clock") from None
+        # Expiries may have freed devices and requeued tasks, and moved the earliest expiry.
+        self.signal.notify()
+        self.timer.poke()
+        return json_response({"now": to_rfc3339(now)})
+
+    def routes(self) -> list[Route]:
+        # Starlette tries routes in order; the Host Agents' hot path (renew, start, claim)
+        # comes first, so a renewal is matched after one regex rather than nine.
+        routes = [
+            Route("/v1/tasks/{task_id}/attempts/{attempt:int}/renew", self.renew, methods=["POST"]),
+            Route("/v1/tasks/{task_id}/attempts/{attempt:int}/start", self.start, methods=["POST"]),
+            Route("/v1/hosts/{host_id}/claim", self.claim, methods=["POST"]),
+            Route("/v1/tasks/{task_id}/attempts/{attempt:int}/result", self.result, methods=["POST"]),
+            Route("/v1/tasks", self.submit, methods=["POST"]),
+            Route("/v1/tasks", self.list_tasks, methods=["GET"]),
+            Route("/v1/tasks/{task_id}", self.get_task, methods=["GET"]),
+            Route("/v1/tasks/{task_id}/history", self.history, methods=["GET"]),
+            Route("/v1/tasks/{task_id}/cancel", self.cancel, methods=["POST"]),
+            Route("/v1/hosts", self.list_hosts, methods=["GET"]),
+            Route("/v1/hosts/{host_id}", self.get_host, methods=["GET"]),
+            Route("/v1/hosts/{host_id}", self.put_host, methods=["PUT"]),
+            Route("/v1/health", self.health, methods=["GET"]),
+            Route("/metrics", self.metrics_text, methods=["GET"]),
+        ]
+        if self.settings.manual_clock:
+            # Without a manual clock the endpoint does not exist at all: 404 for everyone.
+            routes.append(Route("/v1/admin/clock", self.advance_clock, methods=["POST"]))
+        return routes
+
+
+async def _close(service: Service) -> None:
+    """Close a store that can be closed, without blocking the loop if it offers a way."""
+    close = getattr(service, "aclose", None) or getattr(service, "close", None)
+    if close is not None:
+        result = close()
+        if inspect.isawaitable(result):
+            await result
+
+
+def create_app(
+    service: Service,
+    settings: Settings | None = None,
+    *,
+    tokens: TokenTable,
+    metrics: Metrics | None = None,
+    close_service: bool = False,
+) -> Starlette:
+    """The ASGI app serving `service`.
+
+    Args:
+        service: the store the commands go to.
+        settings: lease bounds, the clock kind and the body limits.
+        tokens: the bearer tokens that may call it.
+        metrics: where to count (give the one whose `on_commit` the store reports to).
+        close_service: close the service when the app shuts down (`amc serve` does).
+    Returns:
+        A Starlette app; ``app.state.api`` is its `Api`.
+    """
+    settings = settings or Settings()
+    metrics = metrics or Metrics()
+    metrics.bind(service)
+    api = Api(service, settings, tokens, metrics)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette):
+        api.timer.start()
+        try:
+            yield
+        finally:
+            api.drain()
+            await api.timer.stop()
+            if close_service:
+                await _close(service)
+
+    app = Starlette(routes=api.routes(), exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+    app.state.api = api
+    return app

@@ -1,0 +1,148 @@
+"""Static bearer tokens: who a request comes from, and what its role lets it touch.
+
+A token has exactly one role: `client` (bound to a tenant), `host` (bound to a host id)
+or `admin`. Tokens are looked up by their SHA-256 digest and then compared with
+`hmac.compare_digest`, so the time a lookup takes does not depend on how much of a
+guessed token matches a real one. Tokens are never logged, echoed or put in an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from collections.abc import Iterable
+from pathlib import Path
+
+import attrs
+
+ROLES = ("client", "host", "admin")
+_BINDING = {"client": {"tenant"}, "host": {"host_id"}, "admin": set()}  # the member each role is bound by
+
+
+@attrs.frozen(kw_only=True)
+class Principal:
+    """The caller a token stands for."""
+
+    role: str
+    tenant: str | None = None  # clients only
+    host_id: str | None = None  # hosts only
+
+    @property
+    def scope(self) -> str | None:
+        """The tenant a task command is scoped to: the client's, or None for an admin."""
+        return self.tenant if self.role == "client" else None
+
+    def __repr__(self) -> str:  # no token in here, but keep reprs short in logs anyway
+        bound = self.tenant or self.host_id
+        return f"Principal({self.role}{':' + bound if bound else ''})"
+
+
+class TokenFileError(ValueError):
+    """A tokens file that cannot be used; the message never contains a token."""
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+class TokenTable:
+    """Tokens -> principals, with constant-time comparison."""
+
+    def __init__(self, entries: Iterable[tuple[str, Principal]] = ()):
+        self._by_digest: dict[bytes, tuple[bytes, Principal]] = {}
+        for token, principal in entries:
+            self.add(token, principal)
+
+    def add(self, token: str, principal: Principal) -> None:
+        digest = _digest(token)
+        if digest in self._by_digest:
+            raise TokenFileError("a token is listed twice")
+        self._by_digest[digest] = (token.encode("utf-8", "surrogatepass"), principal)
+
+    def lookup(self, token: str) -> Principal | None:
+        found = self._by_digest.get(_digest(token))
+        if found is None:
+            return None
+        stored, principal = found
+        # The digests matched; compare the tokens themselves, in constant time, so a
+        # digest collision could never stand in for the token.
+        return principal if hmac.compare_digest(stored, token.encode("utf-8", "surrogatepass")) else None
+
+    def authenticate(self, authorization: str | None) -> Principal | None:
+        """The principal of an `Authorization: Bearer <token>` header, or None."""
+        if not authorization:
+            return None
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        return self.lookup(token.strip())
+
+    def __len__(self) -> int:
+        return len(self._by_digest)
+
+    @classmethod
+    def from_data(cls, data: object) -> TokenTable:
+        """Parse the tokens file format of PROTOCOL.md (a JSON list of objects)."""
+        if not isinstance(data, list):
+            raise TokenFileError("a tokens file holds a JSON list of token objects")
+        table = cls()
+        for index, item in enumerate(data):
+            where = f"entry {index}"
+            if not isinstance(item, dict):
+                raise TokenFileError(f"{where}: not an object")
+            token, role = item.get("token"), item.get("role")
+            if not isinstance(token, str) or not token.strip() or token != token.strip():
+                raise TokenFileError(f"{where}: token must be a non-empty string without surrounding spaces")
+            if role not in ROLES:
+                raise TokenFileError(f"{where}: role must be one of {', '.join(ROLES)}")
+            extra = set(item) - {"token", "role"} - _BINDING[role]
+
+            if extra:
+                raise TokenFileError(f"{where}: unknown member(s) {', '.join(sorted(extra))} for role {role}")
+            if role == "client":
+                tenant = item.get("tenant")
+                if not isinstance(tenant, str) or not tenant:
+                    raise TokenFileError(f"{where}: a client token needs a tenant")
+                table.add(token, Principal(role="client", tenant=tenant))
+            elif role == "host":
+                host_id = item.get("host_id")
+                if not isinstance(host_id, str) or not host_id:
+                    raise TokenFileError(f"{where}: a host token needs a host_id")
+                table.add(token, Principal(role="host", host_id=host_id))
+            else:
+                table.add(token, Principal(role="admin"))
+        return table
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> TokenTable:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise TokenFileError(f"cannot read tokens file {path}: {type(error).__name__}") from None
+        return cls.from_data(data)
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def write_initial_tokens(path: Path, tenant: str = "default", host_id: str = "h1") -> list[dict]:
+    """Write a tokens file with one admin, one client and one host token, readable by its owner only.
+
+    The file is created with mode 0600 from the start (never world-readable, not even
+    for an instant), and never overwrites an existing file.
+    """
+    entries = [
+        {"token": new_token(), "role": "admin"},
+        {"token": new_token(), "role": "client", "tenant": tenant},
+        {"token": new_token(), "role": "host", "host_id": host_id},
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(entries, out, indent=2)
+        out.write("\n")
+    return entries

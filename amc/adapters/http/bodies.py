@@ -1,0 +1,378 @@
+"""Request bodies: JSON bytes -> typed, validated values, or a 400 whose detail names the field.
+
+Decoding runs in three steps, each refusing with `InvalidRequest`:
+
+1. `orjson` parses the bytes; NaN, Infinity and malformed JSON never get past it.
+2. The edge converter (cattrs, `forbid_extra_keys=True`, strict primitive hooks) maps the
+   object onto a body class: unknown members, missing members and wrong types are caught
+   here, with the path of the offending field (``priority: expected an integer``).
+   cattrs' default hooks would coerce ``"5"`` or ``5.7`` or ``true`` to an int; the
+   strict hooks refuse anything that is not already of the declared JSON type.
+3. The `decode_*` functions check ranges and limits (the ones the protocol states, and the
+   edge's own bounds in `Limits`) and return the body.
+
+No rule of the operation is checked here: those belong to the kernel (409s).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+import cattrs
+import orjson
+from cattrs.cols import is_sequence, list_structure_factory
+from cattrs.preconf.orjson import make_converter
+
+from amc.adapters.http.plan import parse_plan
+from amc.adapters.http.settings import Limits, Settings
+from amc.core.errors import InvalidRequest
+from amc.core.records import Plan, StepOutcome
+from amc.core.times import from_rfc3339, seconds_to_ms
+
+body = attrs.frozen(kw_only=True)
+
+
+class WrongType(ValueError):
+    """A JSON value of the wrong type; the message says what was expected."""
+
+
+def _strict(expected: str, accept):
+    def hook(value: Any, _type: type) -> Any:
+        if not accept(value):
+            raise WrongType(f"expected {expected}, got {_json_type(value)}")
+        return value
+
+    return hook
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+converter = make_converter(forbid_extra_keys=True)
+converter.register_structure_hook(str, _strict("a string", lambda v: isinstance(v, str)))
+converter.register_structure_hook(bool, _strict("a boolean", lambda v: isinstance(v, bool)))
+converter.register_structure_hook(
+    int, _strict("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
+)
+converter.register_structure_hook(
+    float, _strict("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool))
+)
+
+
+def _strict_list_factory(type_: Any, conv: cattrs.Converter):
+    # cattrs would build a list from any iterable: "abc" would become ["a", "b", "c"].
+    inner = list_structure_factory(type_, conv)
+
+    def hook(value: Any, type_: Any) -> Any:
+        if not isinstance(value, list):
+            raise WrongType(f"expected a list, got {_json_type(value)}")
+        return inner(value, type_)
+
+    return hook
+
+
+converter.register_structure_hook_factory(is_sequence, _strict_list_factory)
+
+
+def _format(exc: BaseException, type_: type | None) -> str:
+    """A field's error in the words of the protocol (members, objects, lists)."""
+    if isinstance(exc, (WrongType, InvalidRequest)):
+        return str(exc)
+    if isinstance(exc, KeyError):
+        return "required member is missing"
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        return f"unknown member(s) {', '.join(sorted(exc.extra_fields))}"
+    if type_ is not None and (attrs.has(type_) or getattr(type_, "__origin__", None) is dict):
+        return "expected an object"
+    return cattrs.v.format_exception(exc, type_)
+
+
+def structure(data: Any, cls: type) -> Any:
+    """`data` as an instance of the body class `cls`, or `InvalidRequest` naming each bad field."""
+    if not isinstance(data, dict):
+        raise InvalidRequest(f"body: expected a JSON object, got {_json_type(data)}")
+    try:
+        return converter.structure(data, cls)
+    except (cattrs.BaseValidationError, WrongType, KeyError, TypeError, ValueError) as error:
+        messages = []
+        for message in cattrs.transform_error(error, path="$", format_exception=_format):
+            text, _, path = message.rpartition(" @ ")
+            field = path.removeprefix("$").removeprefix(".") or "body"
+            messages.append(f"{field}: {text}")
+        raise InvalidRequest("; ".join(messages)) from None
+
+
+def parse_json(raw: bytes, *, optional: bool = False) -> Any:
+    """The JSON value of a request body; an empty body is ``{}`` where a body is optional."""
+    if not raw.strip():
+        if optional:
+            return {}
+        raise InvalidRequest("body: a JSON object is required")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise InvalidRequest(f"body: not valid JSON ({error})") from None
+
+
+# ---------------------------------------------------------------------------------------
+# Body classes: exactly the members PROTOCOL.md lists, with its defaults.
+
+
+@body
+class RequirementsBody:
+    serial: str | None = None
+    attributes: dict[str, str] = attrs.field(factory=dict)
+
+
+@body
+class SubmitBody:
+    plan: Any
+    requirements: RequirementsBody = attrs.field(factory=RequirementsBody)
+    priority: int = 0
+    max_attempts: int = 3
+    labels: dict[str, str] = attrs.field(factory=dict)
+    idempotency_key: str | None = None
+    tenant: str | None = None
+
+
+@body
+class DeviceBody:
+    serial: str
+    attributes: dict[str, str] = attrs.field(factory=dict)
+
+
+@body
+class InventoryBody:
+    devices: list[DeviceBody]
+
+
+@body
+class ClaimBody:
+    devices: list[str] | None = None
+    lease_seconds: float | None = None
+    wait_seconds: float = 0.0
+
+
+@body
+class LeaseBody:
+    lease_id: str
+
+
+@body
+class StepOutcomeBody:
+    id: str
+    status: str
+    reason: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    output: str | None = None
+
+
+@body
+class ResultBody:
+    lease_id: str
+    status: str
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+    steps: list[StepOutcomeBody] | None = None
+
+
+@body
+class CancelBody:
+    reason: str | None = None
+
+
+@body
+class ClockBody:
+    advance_seconds: float
+
+
+# ---------------------------------------------------------------------------------------
+# Decoders: structure, then check ranges and limits.
+
+IDEMPOTENCY_KEY = re.compile(r"[A-Za-z0-9._~-]{1,128}")
+RESULT_STATUSES = ("done", "failed", "cancelled")
+STEP_STATUSES = ("completed", "failed", "interrupted", "not_started", "refused")
+TASK_STATUSES = ("queued", "assigned", "dispatched", "done", "failed", "cancelled")
+
+
+def _check_map(field: str, mapping: dict[str, str], limits: Limits) -> None:
+    if len(mapping) > limits.max_map_entries:
+        raise InvalidRequest(f"{field}: at most {limits.max_map_entries} entries")
+    for key, value in mapping.items():
+        if not key or len(key) > limits.max_map_string_length or len(value) > limits.max_map_string_length:
+            raise InvalidRequest(
+                f"{field}: keys must be 1-{limits.max_map_string_length} characters"
+                f" and values at most {limits.max_map_string_length} ({key[:40]!r})"
+            )
+
+
+def _check_id(field: str, value: str, limits: Limits) -> None:
+    if not value or len(value) > limits.max_id_length:
+        raise InvalidRequest(f"{field}: must be 1-{limits.max_id_length} characters")
+
+
+def decode_submit(raw: bytes, limits: Limits, may_name_tenant: bool) -> tuple[SubmitBody, Plan]:
+    data = parse_json(raw)
+    if isinstance(data, dict) and "tenant" in data and not may_name_tenant:
+        raise InvalidRequest("tenant: only an admin may name the tenant of a task")
+    submit = structure(data, SubmitBody)
+    plan = parse_plan(submit.plan)
+    if not -1000 <= submit.priority <= 1000:
+        raise InvalidRequest("priority: must be an integer in -1000..1000")
+    if not 1 <= submit.max_attempts <= 100:
+        raise InvalidRequest("max_attempts: must be an integer in 1..100")
+    _check_map("labels", submit.labels, limits)
+    _check_map("requirements.attributes", submit.requirements.attributes, limits)
+    if submit.requirements.serial is not None:
+        _check_id("requirements.serial", submit.requirements.serial, limits)
+    if submit.idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(submit.idempotency_key):
+        raise InvalidRequest("idempotency_key: must be 1-128 characters of A-Za-z0-9._~-")
+    if submit.tenant is not None:
+        _check_id("tenant", submit.tenant, limits)
+    return submit, plan
+
+
+def decode_inventory(raw: bytes, limits: Limits) -> InventoryBody:
+    inventory = structure(parse_json(raw), InventoryBody)
+    if len(inventory.devices) > limits.max_devices:
+        raise InvalidRequest(f"devices: at most {limits.max_devices} devices")
+    seen = set()
+    for index, device in enumerate(inventory.devices):
+        _check_id(f"devices[{index}].serial", device.serial, limits)
+        _check_map(f"devices[{index}].attributes", device.attributes, limits)
+        if device.serial in seen:
+            raise InvalidRequest(f"devices[{index}].serial: {device.serial!r} is listed twice")
+        seen.add(device.serial)
+    return inventory
+
+
+def decode_claim(raw: bytes, settings: Settings) -> tuple[ClaimBody, int]:
+    """The claim body and the lease length it asks for, in ms."""
+    claim = structure(parse_json(raw, optional=True), ClaimBody)
+    limits = settings.limits
+    if claim.devices is not None:
+        if len(claim.devices) > limits.max_devices:
+            raise InvalidRequest(f"devices: at most {limits.max_devices} serials")
+        for index, serial in enumerate(claim.devices):
+            _check_id(f"devices[{index}]", serial, limits)
+    lease_seconds = settings.lease_seconds if claim.lease_seconds is None else claim.lease_seconds
+    if not settings.min_lease_seconds <= lease_seconds <= settings.max_lease_seconds:
+        raise InvalidRequest(
+            f"lease_seconds: must lie within {settings.min_lease_seconds:g}..{settings.max_lease_seconds:g}"
+        )
+    if not 0 <= claim.wait_seconds <= limits.max_wait_seconds:
+        raise InvalidRequest(f"wait_seconds: must lie within 0..{limits.max_wait_seconds:g}")
+    return claim, seconds_to_ms(lease_seconds)
+
+
+def decode_lease(raw: bytes) -> LeaseBody:
+    return structure(parse_json(raw), LeaseBody)
+
+
+def decode_result(raw: bytes, plan: Plan, limits: Limits) -> tuple[ResultBody, tuple[StepOutcome, ...] | None]:
+    """The result body and its step outcomes, which must name every planned step once, in order."""
+    result = structure(parse_json(raw), ResultBody)
+    if result.status not in RESULT_STATUSES:
+        raise InvalidRequest(f"status: must be one of {', '.join(RESULT_STATUSES)}")
+    if len(orjson.dumps(result.metadata)) > limits.max_metadata_bytes:
+        raise InvalidRequest(f"metadata: at most {limits.max_metadata_bytes} bytes as JSON")
+    if result.steps is None:
+        return result, None
+    planned = [step.id for step in plan.all_steps()]
+    reported = [step.id for step in result.steps]
+    if reported != planned:
+        raise InvalidRequest(
+            "steps: must name every planned step once, in plan order"
+            f" ({len(planned)} planned, first difference at {_first_difference(planned, reported)})"
+        )
+    outcomes = []
+    for step in result.steps:
+        where = f"steps[{step.id!r}]"
+        if step.status not in STEP_STATUSES:
+            raise InvalidRequest(f"{where}.status: must be one of {', '.join(STEP_STATUSES)}")
+        if step.reason is not None and len(step.reason) > limits.max_reason_length:
+            raise InvalidRequest(f"{where}.reason: at most {limits.max_reason_length} characters")
+        if step.output is not None and len(step.output) > limits.max_string_length:
+            raise InvalidRequest(f"{where}.output: at most {limits.max_string_length} characters")
+        outcomes.append(
+            StepOutcome(
+                id=step.id,
+                status=step.status,
+                reason=step.reason,
+                started_at=_time(f"{where}.started_at", step.started_at),
+                ended_at=_time(f"{where}.ended_at", step.ended_at),
+                output=step.output,
+            )
+        )
+    return result, tuple(outcomes)
+
+
+def _first_difference(planned: list[str], reported: list[str]) -> str:
+    for index, (want, got) in enumerate(zip(planned, reported)):
+        if want != got:
+            return f"position {index}: expected step {want!r}, got {got!r}"
+    if len(reported) < len(planned):
+        return f"position {len(reported)}: step {planned[len(reported)]!r} is missing"
+    return f"position {len(planned)}: step {reported[len(planned)]!r} is not planned"
+
+
+def _time(field: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return from_rfc3339(text)
+    except ValueError:
+        raise InvalidRequest(f"{field}: expected an RFC 3339 time such as 2026-11-29T23:00:00.000Z") from None
+
+
+def decode_cancel(raw: bytes, limits: Limits) -> CancelBody:
+    cancel = structure(parse_json(raw, optional=True), CancelBody)
+    if cancel.reason is not None and len(cancel.reason) > limits.max_reason_length:
+        raise InvalidRequest(f"reason: at most {limits.max_reason_length} characters")
+    return cancel
+
+
+def decode_clock(raw: bytes, limits: Limits) -> int:
+    """The advance, in ms (at least 1)."""
+    clock = structure(parse_json(raw), ClockBody)
+    if not 0 < clock.advance_seconds <= limits.max_clock_advance_seconds or seconds_to_ms(clock.advance_seconds) < 1:
+        raise InvalidRequest(
+            f"advance_seconds: must be a number of seconds in 0.001..{limits.max_clock_advance_seconds:g}"
+        )
+    return seconds_to_ms(clock.advance_seconds)
+
+
+def decode_list_query(params, limits: Limits) -> tuple[str | None, int, str | None]:
+    """``status``, ``limit`` and ``after`` of a task listing."""
+    unknown = set(params.keys()) - {"status", "limit", "after"}
+    if unknown:
+        raise InvalidRequest(f"query: unknown parameter(s) {', '.join(sorted(unknown))}")
+    for name in ("status", "limit", "after"):
+        if len(params.getlist(name)) > 1:
+            raise InvalidRequest(f"{name}: given more than once")
+    status = params.get("status")
+    if status is not None and status not in TASK_STATUSES:
+        raise InvalidRequest(f"status: must be one of {', '.join(TASK_STATUSES)}")
+    text = params.get("limit", "100")
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 1000:
+        raise InvalidRequest("limit: must be an integer in 1..1000")
+    after = params.get("after")
+    if after is not None and (not after or len(after) > 256):
+        raise InvalidRequest("after: not a cursor from this server")
+    return status, int(text), after
+

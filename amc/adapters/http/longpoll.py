@@ -1,0 +1,55 @@
+"""Waking long-polling claims when work may have become claimable.
+
+A claim with ``wait_seconds`` that finds nothing waits here and tries again when anything
+happens that could give it work: a submission, a requeue, a host registration, or an
+attempt ending (its device is free again). A claim reads `generation` *before* it asks the
+kernel, and `wait` returns at once if the generation moved meanwhile, so a submission that
+lands between the failed claim and the wait is never missed.
+
+Every waiter wakes on every change and simply claims again; the kernel decides. That is a
+thundering herd with many idle hosts, but each retry is one O(log n) command, and it keeps
+matching rules out of this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from amc.core.events import Event, HostRegistered, LeaseExpired, TaskEnded, TaskRequeued, TaskSubmitted
+
+# Events after which some claim might succeed that failed before.
+WAKING_EVENTS = (TaskSubmitted, TaskRequeued, HostRegistered, TaskEnded, LeaseExpired)
+
+
+class WorkSignal:
+    def __init__(self) -> None:
+        self.generation = 0
+        self._event = asyncio.Event()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def notify(self) -> None:
+        self.generation += 1
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    def notify_if_waking(self, events: tuple[Event, ...]) -> None:
+        if any(isinstance(event, WAKING_EVENTS) for event in events):
+            self.notify()
+
+    async def wait(self, generation: int, timeout: float) -> None:
+        """Until the generation moves past `generation`, the signal closes, or `timeout` passes."""
+        if self._closed or generation != self.generation or timeout <= 0:
+            return
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    def close(self) -> None:
+        """Release every waiter for good: the server is shutting down."""
+        self._closed = True
+        self.notify()

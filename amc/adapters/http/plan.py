@@ -1,0 +1,195 @@
+"""Plan validation: raw JSON -> `amc.core.records.Plan`, or `InvalidRequest` naming the step.
+
+Pure and IO-free, so it can move into `amc.core` unchanged. The rules (PROTOCOL.md, Plan):
+a plan is exactly one of ``{"steps": [...]}`` or ``{"stages": [{"id", "steps"}, ...]}``,
+never empty, no stage empty; a step is ``{"id", "action", "args"}`` with an id unique in
+the whole plan; each action takes exactly the arguments in `ACTIONS`, of the right type.
+Every refusal's detail names the offending step id (or stage id), since a plan of a few
+hundred steps is unreadable otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from amc.core.errors import InvalidRequest
+from amc.core.records import Plan, Stage, Step
+
+MAX_STEPS = 1000
+MAX_STAGES = 100
+MAX_ID_LENGTH = 128
+MAX_STRING = 65_536
+MAX_SECONDS = 86_400.0
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# An argument check returns None when the value is fine, else what it should have been.
+Check = Callable[[Any], str | None]
+
+
+def _string(value: Any) -> str | None:
+    if not isinstance(value, str) or not value or len(value) > MAX_STRING:
+        return f"a non-empty string of at most {MAX_STRING} characters"
+    return None
+
+
+def _any_string(value: Any) -> str | None:
+    if not isinstance(value, str) or len(value) > MAX_STRING:
+        return f"a string of at most {MAX_STRING} characters"
+    return None
+
+
+def _coordinate(value: Any) -> str | None:
+    return None if _is_int(value) and 0 <= value <= 100_000 else "an integer pixel coordinate in 0..100000"
+
+
+def _duration_ms(value: Any) -> str | None:
+    return None if _is_int(value) and 0 <= value <= 600_000 else "an integer number of milliseconds in 0..600000"
+
+
+def _seconds(value: Any) -> str | None:
+    return None if _is_number(value) and 0 <= value <= MAX_SECONDS else f"a number of seconds in 0..{MAX_SECONDS:g}"
+
+
+def _timeout(value: Any) -> str | None:
+    return None if _is_number(value) and 0 < value <= MAX_SECONDS else f"a number of seconds in (0, {MAX_SECONDS:g}]"
+
+
+def _key(value: Any) -> str | None:
+    # `input keyevent` takes a key code name (KEYCODE_HOME) or its number (3).
+    if (isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH) or (_is_int(value) and 0 <= value <= 10_000):
+        return None
+    return "a key code name (e.g. KEYCODE_HOME) or a key code number"
+
+
+# action -> (required arguments, optional arguments), each name -> its check.
+ACTIONS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
+    "shell": ({"command": _string}, {"timeout_seconds": _timeout}),
+    "tap": ({"x": _coordinate, "y": _coordinate}, {}),
+    "swipe": (
+        {"x1": _coordinate, "y1": _coordinate, "x2": _coordinate, "y2": _coordinate},
+        {"duration_ms": _duration_ms},
+    ),
+    "text": ({"text": _any_string}, {}),
+    "keyevent": ({"key": _key}, {}),
+    "launch": ({"package": _string}, {"activity": _string}),
+    "screenshot": ({}, {}),
+    "wait": ({"seconds": _seconds}, {}),
+}
+
+
+def _fail(detail: str) -> InvalidRequest:
+    return InvalidRequest(detail)
+
+
+def _step_id(raw: Any, where: str) -> str:
+    step_id = raw.get("id") if isinstance(raw, dict) else None
+    if not isinstance(step_id, str) or not step_id or len(step_id) > MAX_ID_LENGTH:
+        raise _fail(f"{where}: id must be a non-empty string of at most {MAX_ID_LENGTH} characters")
+    return step_id
+
+
+def parse_step(raw: Any, where: str) -> Step:
+    """One step; `where` locates it for a step whose id is unusable (``plan.steps[3]``)."""
+    if not isinstance(raw, dict):
+        raise _fail(f"{where}: a step must be an object")
+    step_id = _step_id(raw, where)
+    name = f"step {step_id!r}"
+    extra = set(raw) - {"id", "action", "args"}
+    if extra:
+        raise _fail(f"{name}: unknown member(s) {', '.join(sorted(extra))}")
+    action = raw.get("action")
+    if not isinstance(action, str):
+        raise _fail(f"{name}: action must be a string, one of {', '.join(ACTIONS)}")
+    if action not in ACTIONS:
+        raise _fail(f"{name}: unknown action {action!r}; known actions: {', '.join(ACTIONS)}")
+    args = raw.get("args", {})
+    if not isinstance(args, dict):
+        raise _fail(f"{name}: args must be an object")
+    required, optional = ACTIONS[action]
+    unknown = sorted(set(args) - set(required) - set(optional))
+    if unknown:
+        raise _fail(f"{name}: unknown argument {unknown[0]!r} for action {action}")
+    for argument in required:
+        if argument not in args:
+            raise _fail(f"{name}: action {action} requires argument {argument!r}")
+    for argument, check in (required | optional).items():
+        if argument in args and (expected := check(args[argument])) is not None:
+            raise _fail(f"{name}: argument {argument!r} of {action} must be {expected}")
+    return Step(id=step_id, action=action, args=dict(args))
+
+
+def _parse_steps(raw: Any, where: str, seen: set[str]) -> tuple[Step, ...]:
+    if not isinstance(raw, list):
+        raise _fail(f"{where}: must be a list of steps")
+    steps = []
+    for index, item in enumerate(raw):
+        step = parse_step(item, f"{where}[{index}]")
+        if step.id in seen:
+            raise _fail(f"step {step.id!r}: step id used twice in the plan")
+        seen.add(step.id)
+        steps.append(step)
+        if len(seen) > MAX_STEPS:
+            raise _fail(f"step {step.id!r}: a plan has at most {MAX_STEPS} steps")
+    return tuple(steps)
+
+
+def parse_plan(raw: Any) -> Plan:
+    """A valid `Plan` from the JSON value of a submission's ``plan`` member."""
+    if not isinstance(raw, dict):
+        raise _fail("plan: must be an object with either steps or stages")
+    extra = set(raw) - {"steps", "stages"}
+    if extra:
+        raise _fail(f"plan: unknown member(s) {', '.join(sorted(extra))}")
+    if ("steps" in raw) == ("stages" in raw):
+        raise _fail("plan: give exactly one of steps or stages")
+    seen: set[str] = set()
+    if "steps" in raw:
+        steps = _parse_steps(raw["steps"], "plan.steps", seen)
+        if not steps:
+            raise _fail("plan.steps: a plan needs at least one step")
+        return Plan(steps=steps)
+    stages_raw = raw["stages"]
+    if not isinstance(stages_raw, list) or not stages_raw:
+        raise _fail("plan.stages: must be a non-empty list of stages")
+    if len(stages_raw) > MAX_STAGES:
+        raise _fail(f"plan.stages: a plan has at most {MAX_STAGES} stages")
+    stages, stage_ids = [], set()
+    for index, item in enumerate(stages_raw):
+        where = f"plan.stages[{index}]"
+        if not isinstance(item, dict):
+            raise _fail(f"{where}: a stage must be an object")
+        stage_id = _step_id(item, where)
+        name = f"stage {stage_id!r}"
+        extra = set(item) - {"id", "steps"}
+        if extra:
+            raise _fail(f"{name}: unknown member(s) {', '.join(sorted(extra))}")
+        if stage_id in stage_ids:
+            raise _fail(f"{name}: stage id used twice in the plan")
+        stage_ids.add(stage_id)
+        if "steps" not in item:
+            raise _fail(f"{name}: steps is required")
+        steps = _parse_steps(item["steps"], f"{name} steps", seen)
+        if not steps:
+            raise _fail(f"{name}: a stage needs at least one step")
+        stages.append(Stage(id=stage_id, steps=steps))
+    return Plan(stages=tuple(stages))
+
+
+def plan_to_json(plan: Plan) -> dict[str, Any]:
+    """The wire form of a plan: the same shape a caller submitted."""
+    if plan.steps is not None:
+        return {"steps": [_step_json(s) for s in plan.steps]}
+    return {"stages": [{"id": st.id, "steps": [_step_json(s) for s in st.steps]} for st in plan.stages or ()]}
+
+
+def _step_json(step: Step) -> dict[str, Any]:
+    return {"id": step.id, "action": step.action, "args": step.args}

@@ -1,0 +1,129 @@
+"""Errors as RFC 9457 problem documents, with the protocol's machine-readable `code`.
+
+Every refusal leaves the edge as ``application/problem+json``::
+
+    {"type": "urn:amc:problem:<code>", "title": ..., "status": ..., "detail": ..., "code": <code>}
+
+Kernel rejections (`amc.core.errors.Rejection`) and edge refusals (`Problem`) go through
+the same function, and one exception-handler map (`EXCEPTION_HANDLERS`) turns anything
+raised in an endpoint into a problem: unknown routes and methods included, and a bug
+becomes a bare 500 `internal` with no stack trace in the body.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from amc.core.errors import InvalidRequest, Rejection
+
+log = logging.getLogger("amc.http")
+
+MEDIA_TYPE = "application/problem+json"
+
+# code -> (status, title). The kernel's codes carry their status too (`Code.http_status`);
+# this table adds the edge's own and gives every code a stable title.
+CODES: dict[str, tuple[int, str]] = {
+    "invalid_request": (400, "Invalid request"),
+    "unauthorized": (401, "Unauthorized"),
+    "forbidden": (403, "Forbidden"),
+    "not_found": (404, "Not found"),
+    "method_not_allowed": (405, "Method not allowed"),
+    "payload_too_large": (413, "Payload too large"),
+    "internal": (500, "Internal error"),
+    "idempotency_conflict": (409, "Idempotency key reused with a different body"),
+    "task_terminal": (409, "Task already ended"),
+    "lease_foreign": (409, "Lease belongs to another host"),
+    "lease_unknown": (409, "Unknown lease"),
+    "lease_replaced": (409, "Lease replaced by a newer attempt"),
+    "lease_ended": (409, "Attempt already ended"),
+    "lease_expired": (409, "Lease expired"),
+    "result_conflict": (409, "A different result was already recorded"),
+    "no_cancellation_requested": (409, "No cancellation was requested"),
+    "message_conflict": (409, "Message state conflict"),
+}
+
+
+class Problem(Exception):
+    """A refusal decided at the edge (authentication, authorization, a malformed body...)."""
+
+    def __init__(self, code: str, detail: str):
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+    @property
+    def status(self) -> int:
+        return CODES[self.code][0]
+
+
+def unauthorized() -> Problem:
+    return Problem("unauthorized", "a valid bearer token is required")
+
+
+def forbidden(detail: str) -> Problem:
+    return Problem("forbidden", detail)
+
+
+def not_found(detail: str) -> Problem:
+    return Problem("not_found", detail)
+
+
+def invalid(detail: str) -> Problem:
+    return Problem("invalid_request", detail)
+
+
+def problem_response(code: str, detail: str, status: int | None = None, headers: dict | None = None) -> Response:
+    status = status or CODES[code][0]
+    body = {
+        "type": f"urn:amc:problem:{code}",
+        "title": CODES.get(code, (status, code))[1],
+        "status": status,
+        "detail": detail,
+        "code": code,
+    }
+    return Response(orjson.dumps(body), status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+def rejection_response(rejection: Rejection) -> Response:
+    return problem_response(rejection.code.name, rejection.detail, rejection.http_status)
+
+
+async def _on_problem(request: Request, exc: Problem) -> Response:
+    headers = {"WWW-Authenticate": 'Bearer realm="amc"'} if exc.code == "unauthorized" else None
+    return problem_response(exc.code, exc.detail, headers=headers)
+
+
+async def _on_invalid(request: Request, exc: InvalidRequest) -> Response:
+    return problem_response("invalid_request", exc.detail)
+
+
+async def _on_http(request: Request, exc: HTTPException) -> Response:
+    # Starlette raises these for unknown paths (404) and methods a route lacks (405).
+    if exc.status_code == 405:
+        return problem_response("method_not_allowed", f"{request.method} is not allowed on {request.url.path}",
+                                headers=exc.headers)
+    if exc.status_code == 404:
+        return problem_response("not_found", f"no resource at {request.url.path}")
+    code = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 413: "payload_too_large"}.get(
+        exc.status_code, "internal"
+    )
+    return problem_response(code, str(exc.detail), exc.status_code)
+
+
+async def _on_bug(request: Request, exc: Exception) -> Response:
+    # A bug, never bad input: log it (with the path, never the headers) and say nothing more.
+    log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    return problem_response("internal", "internal error")
+
+
+EXCEPTION_HANDLERS = {
+    Problem: _on_problem,
+    InvalidRequest: _on_invalid,
+    HTTPException: _on_http,
+    Exception: _on_bug,
+}

@@ -1,0 +1,118 @@
+"""Running the app under uvicorn: in the foreground (`amc serve`) or in a thread (tests).
+
+`AmcServer` adds two things to uvicorn's graceful shutdown: when SIGTERM (or SIGINT)
+arrives it releases the long-polling claims at once, so "finish in-flight requests" does
+not mean waiting up to 30 s for idle claims; and it exits with status 0 afterwards.
+uvicorn stops accepting, lets the in-flight requests finish, and runs the lifespan
+shutdown, which closes the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+
+import uvicorn
+from starlette.applications import Starlette
+
+
+class AmcServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, app: Starlette):
+        super().__init__(config)
+        self._app = app
+
+    def handle_exit(self, sig, frame) -> None:
+        api = getattr(self._app.state, "api", None)
+        if api is not None:
+            try:
+                asyncio.get_running_loop().call_soon_threadsafe(api.drain)
+            except RuntimeError:  # no loop running (yet): nothing waits
+                pass
+        super().handle_exit(sig, frame)
+        # uvicorn re-raises a captured signal after its graceful shutdown, so the process
+        # would die of it (exit -15, or a KeyboardInterrupt traceback). A graceful stop is
+        # a normal exit for amc serve: status 0.
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list):
+            captured.clear()
+
+
+def config(app: Starlette, host: str, port: int, *, access_log: bool = False, log_level: str = "info") -> uvicorn.Config:
+    """uvicorn settings for amc: HTTP/1.1 keep-alive, the fastest loop and parser installed.
+
+    Access logs are off by default: they cost a good share of the throughput, and they
+    are not needed for the audit trail (every command's events are in the task history).
+    They never contain tokens either way (uvicorn logs the request line, not headers).
+    """
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="auto",  # uvloop when installed
+        http="auto",  # httptools when installed, else h11
+        lifespan="on",
+        access_log=access_log,
+        log_level=log_level,
+        timeout_keep_alive=30,
+        server_header=False,
+        date_header=False,
+    )
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A bound, listening TCP socket for uvicorn to serve on (port 0: any free port).
+
+    The protocol number must be given explicitly: asyncio turns Nagle's algorithm off
+    (TCP_NODELAY) only on sockets whose `proto` is IPPROTO_TCP, and a socket made with
+    proto 0 leaves it on. With Nagle on, a response written as headers then body waits
+    for the client's delayed ACK: every request takes 40 ms.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        # Listening now means connections made between here and uvicorn's start wait in
+        # the backlog instead of being refused, so "listening on" is true when printed.
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class ThreadedServer:
+    """A real uvicorn server on 127.0.0.1 and a free port, in a background thread."""
+
+    def __init__(self, app: Starlette, host: str = "127.0.0.1"):
+        self._socket = listen_socket(host, 0)
+        self.port = self._socket.getsockname()[1]
+        self.url = f"http://{host}:{self.port}"
+        self.server = AmcServer(config(app, host, self.port, log_level="warning"), app)
+        self._thread = threading.Thread(target=self._serve, name=f"uvicorn-{self.port}", daemon=True)
+
+    def _serve(self) -> None:
+        asyncio.run(self.server.serve(sockets=[self._socket]))
+
+    def start(self, timeout: float = 10.0) -> ThreadedServer:
+        self._thread.start()
+        deadline = threading.Event()
+        for _ in range(int(timeout / 0.005)):
+            if self.server.started or not self._thread.is_alive():
+                break
+            deadline.wait(0.005)
+        if not self.server.started:
+            raise RuntimeError("the server did not start")
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout)
+        self._socket.close()
+
+    def __enter__(self) -> ThreadedServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,46 @@
+"""What the HTTP edge needs to know about its deployment, and the limits it enforces.
+
+The limits live here, not in the kernel: they bound what one request may carry (so a
+single caller cannot make the server parse, store or replay something huge), which is a
+property of the edge. The kernel accepts any well-formed command.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+MiB = 1024 * 1024
+
+
+@attrs.frozen(kw_only=True)
+class Limits:
+    """Bounds on request bodies; a request beyond one is refused (413 or 400)."""
+
+    max_body_bytes: int = 1 * MiB
+    # Plans have their own bounds (1000 steps, 100 stages): see `amc.adapters.http.plan`.
+    max_id_length: int = 128  # serials, tenants, host ids
+    max_string_length: int = 65_536  # a shell command, a text to type, an output
+    max_map_entries: int = 64  # labels, requirement attributes, device attributes
+    max_map_string_length: int = 256  # keys and values of those maps
+    max_metadata_bytes: int = 64 * 1024  # a result's metadata, as compact JSON
+    max_devices: int = 256  # in one inventory or one claim filter
+    max_reason_length: int = 1024
+    max_wait_seconds: float = 30.0
+    max_clock_advance_seconds: float = 10 * 365 * 86_400.0
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """The deployment choices of one server (`amc serve` options)."""
+
+    lease_seconds: float = 30.0
+    min_lease_seconds: float = 1.0
+    max_lease_seconds: float = 600.0
+    manual_clock: bool = False  # True: POST /v1/admin/clock exists
+    limits: Limits = attrs.field(factory=Limits)
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 < self.min_lease_seconds <= self.lease_seconds <= self.max_lease_seconds:
+            raise ValueError(
+                "lease seconds must satisfy 0 < min-lease-seconds <= lease-seconds <= max-lease-seconds"
+            )

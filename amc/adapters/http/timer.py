@@ -1,0 +1,80 @@
+"""The expiry timer: expire leases when they fall due, even when no request arrives.
+
+Every command already expires what is due at its `now` (the kernel does it first), so the
+timer only matters when the server is idle; without it an idle server would hold a lapsed
+lease (and its device) until the next request. It sleeps until `service.next_expiry()`
+and then executes `ExpireLeases`.
+
+Re-arming is cheap on the hot path: a renewal only ever moves an expiry *later*, so after
+a command the timer is woken only when the earliest expiry moved *earlier* than the one
+it sleeps for (a new claim with a short lease). When the earliest expiry moves later, the
+timer wakes at the old time, finds nothing due, and goes back to sleep: at most one
+spurious wake per lease period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from amc.core.commands import ExpireLeases
+from amc.service import Service
+
+log = logging.getLogger("amc.http.timer")
+
+SLACK_SECONDS = 0.002  # sleep a little past the expiry: loop timers may fire early
+
+
+class ExpiryTimer:
+    def __init__(self, service: Service, expire: Callable[[ExpireLeases], Awaitable[object]]):
+        self._service = service
+        self._expire = expire  # runs the command through the edge (metrics, wake-ups)
+        self._wake = asyncio.Event()
+        self._armed: int | None = None
+        self._task: asyncio.Task | None = None
+
+    def poke(self) -> None:
+        """A command may have changed the earliest expiry; wake the timer only if it moved earlier."""
+        upcoming = self._service.next_expiry()
+        if upcoming is not None and (self._armed is None or upcoming < self._armed):
+            self._wake.set()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="amc-expiry-timer")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a store error must not kill the timer for good
+                log.exception("expiry timer failed; retrying in 1 s")
+                await asyncio.sleep(1.0)
+
+    async def _step(self) -> None:
+        self._wake.clear()
+        upcoming = self._armed = self._service.next_expiry()
+        if upcoming is None:
+            await self._wake.wait()
+            return
+        delay = (upcoming - self._service.clock.now()) / 1000
+        if delay <= 0:
+            await self._expire(ExpireLeases(now=0))
+            if self._service.next_expiry() == upcoming:
+                await asyncio.sleep(0.01)  # nothing moved: never spin on a store that disagrees
+            return
+        try:
+            await asyncio.wait_for(self._wake.wait(), delay + SLACK_SECONDS)
+        except TimeoutError:
+            pass

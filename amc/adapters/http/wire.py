@@ -1,0 +1,156 @@
+"""Wire views: kernel records and replies -> the JSON objects of PROTOCOL.md.
+
+The kernel keeps integer milliseconds and some facts a caller must not see (a task's
+`seq`, an attempt's `lease_id`); the wire shows RFC 3339 times, seconds where the
+protocol says seconds, and exactly the members PROTOCOL.md lists. These functions build
+plain dicts for orjson; they are written out by hand because each one is a contract.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amc.adapters.http.plan import plan_to_json
+from amc.core.kernel import Assignment, LeaseGranted
+from amc.core.records import Attempt, Cancellation, Device, Host, Result, StepOutcome, Task
+from amc.core.times import to_rfc3339
+from amc.service import HistoryEntry
+
+
+# (second, its RFC 3339 prefix): most times in a response fall in the same second. One
+# tuple, replaced whole, so threads sharing it never see a second with another's prefix.
+_last_second: tuple[int, str] = (-1, "")
+
+
+def rfc3339(ms: int) -> str:
+    """`amc.core.times.to_rfc3339`, reusing the formatted second (strftime is the slow part)."""
+    global _last_second
+    second, millis = divmod(ms, 1000)
+    cached = _last_second
+    if cached[0] != second:
+        cached = _last_second = (second, to_rfc3339(second * 1000)[:-4])  # "YYYY-MM-DDTHH:MM:SS."
+    return f"{cached[1]}{millis:03d}Z"
+
+
+def _time(ms: int | None) -> str | None:
+    return None if ms is None else rfc3339(ms)
+
+
+def seconds(ms: int) -> int | float:
+    """Milliseconds as seconds: 30000 -> 30, 1500 -> 1.5."""
+    whole, rest = divmod(ms, 1000)
+    return whole if rest == 0 else ms / 1000
+
+
+def task_view(task: Task) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "tenant": task.tenant,
+        "status": task.status,
+        "priority": task.priority,
+        "max_attempts": task.max_attempts,
+        "labels": task.labels,
+        "requirements": {"serial": task.requirements.serial, "attributes": task.requirements.attributes},
+        "plan": plan_to_json(task.plan),
+        "created_at": rfc3339(task.created_at),
+        "updated_at": rfc3339(task.updated_at),
+        "attempt": task.attempts[-1].number if task.attempts else None,
+        "attempts": [attempt_view(a) for a in task.attempts],
+        "cancellation": cancellation_view(task.cancellation),
+        "result": result_view(task.result),
+    }
+
+
+def attempt_view(attempt: Attempt) -> dict[str, Any]:
+    return {
+        "number": attempt.number,
+        "host_id": attempt.host_id,
+        "device": attempt.device,
+        "assigned_at": rfc3339(attempt.assigned_at),
+        "dispatched_at": _time(attempt.dispatched_at),
+        "lease_expires_at": rfc3339(attempt.lease_expires_at),
+        "renewals": attempt.renewals,
+        "ended_at": _time(attempt.ended_at),
+        "outcome": attempt.outcome,
+    }
+
+
+def cancellation_view(cancellation: Cancellation | None) -> dict[str, Any] | None:
+    if cancellation is None:
+        return None
+    return {
+        "state": cancellation.state,
+        "requested_at": rfc3339(cancellation.requested_at),
+        "attempt": cancellation.attempt,
+        "delivered_at": _time(cancellation.delivered_at),
+        "reason": cancellation.reason,
+    }
+
+
+def result_view(result: Result | None) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {
+        "status": result.status,
+        "attempt": result.attempt,
+        "reason": result.reason,
+        "metadata": result.metadata,
+        "steps": None if result.steps is None else [step_outcome_view(s) for s in result.steps],
+        "recorded_at": rfc3339(result.recorded_at),
+    }
+
+
+def step_outcome_view(step: StepOutcome) -> dict[str, Any]:
+    """A step outcome; optional members appear only when the host reported them."""
+    view: dict[str, Any] = {"id": step.id, "status": step.status}
+    if step.reason is not None:
+        view["reason"] = step.reason
+    if step.started_at is not None:
+        view["started_at"] = rfc3339(step.started_at)
+    if step.ended_at is not None:
+        view["ended_at"] = rfc3339(step.ended_at)
+    if step.output is not None:
+        view["output"] = step.output
+    return view
+
+
+def host_view(host: Host) -> dict[str, Any]:
+    return {"id": host.id, "updated_at": rfc3339(host.updated_at), "devices": [device_view(d) for d in host.devices]}
+
+
+def device_view(device: Device) -> dict[str, Any]:
+    reservation = device.reservation
+    return {
+        "serial": device.serial,
+        "attributes": device.attributes,
+        "online": device.online,
+        "reservation": None if reservation is None else {"task_id": reservation.task_id, "attempt": reservation.attempt},
+    }
+
+
+def assignment_view(assignment: Assignment) -> dict[str, Any]:
+    return {
+        "task_id": assignment.task_id,
+        "attempt": assignment.attempt,
+        "lease_id": assignment.lease_id,
+        "lease_expires_at": rfc3339(assignment.lease_expires_at),
+        "lease_seconds": seconds(assignment.lease_ms),
+        "device": assignment.device,
+        "plan": plan_to_json(assignment.plan),
+        "cancel_requested": assignment.cancel_requested,
+    }
+
+
+def lease_view(granted: LeaseGranted) -> dict[str, Any]:
+    return {
+        "task_id": granted.task_id,
+        "attempt": granted.attempt,
+        "status": granted.status,
+        "lease_expires_at": rfc3339(granted.lease_expires_at),
+        "cancel_requested": granted.cancel_requested,
+        "messages": [],  # Part B
+    }
+
+
+def history_view(entries: list[HistoryEntry]) -> dict[str, Any]:
+    return {"events": [{"seq": e.seq, "at": rfc3339(e.at), "type": e.type, "data": e.data} for e in entries]}

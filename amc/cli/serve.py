@@ -1,0 +1,120 @@
+"""`amc serve`: the HTTP control plane over the durable store.
+
+This module is the one bootstrap place that wires real adapters: it opens the store,
+loads (or on the first start writes) the tokens, builds the app and runs uvicorn. Imports
+of the store and the server happen inside the command, so `amc --help` opens nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+
+def _open_store(data: Path, clock: str, on_commit, store: str):
+    """The durable `LmdbService` when `amc.adapters.lmdb` provides it, else an in-memory service."""
+    try:
+        from amc.adapters.lmdb import LmdbService  # type: ignore[attr-defined]
+    except ImportError:
+        LmdbService = None
+    if store == "lmdb" and LmdbService is None:
+        raise click.ClickException("--store lmdb: this amc has no LMDB store (amc.adapters.lmdb.LmdbService)")
+    if store != "memory" and LmdbService is not None:
+        from amc.adapters.lmdb import StoreError
+
+        try:
+            return LmdbService.open(data, clock=clock, on_commit=on_commit), True
+        except StoreError as error:
+            raise click.ClickException(str(error)) from None
+    from amc.service import ManualClock, MemoryService, SystemClock
+
+    start = time.time_ns() // 1_000_000
+    return MemoryService(ManualClock(start) if clock == "manual" else SystemClock()), False
+
+
+def _tokens(data: Path, tokens_file: Path | None):
+    """The token table, and the path it came from; writes a first tokens file if there is none."""
+    from amc.adapters.http.auth import TokenFileError, TokenTable, write_initial_tokens
+
+    path = tokens_file or data / "tokens.json"
+    try:
+        if tokens_file is None and not path.exists():
+            write_initial_tokens(path)
+            click.echo(f"amc serve: wrote a tokens file (one admin, one client of tenant 'default', one host 'h1') to {path}")
+        return TokenTable.load(path), path
+    except TokenFileError as error:
+        raise click.ClickException(str(error)) from None
+
+
+@click.command()
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=Path(".amc"), show_default=True,
+              envvar="AMC_DATA", show_envvar=True, help="Data directory: the store and, without --tokens, tokens.json.")
+@click.option("--host", default="127.0.0.1", show_default=True, envvar="AMC_HOST", show_envvar=True,
+              help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, envvar="AMC_PORT",
+              show_envvar=True, help="Port to listen on (0: any free port; the port is printed).")
+@click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              envvar="AMC_TOKENS", show_envvar=True,
+              help="Tokens file (JSON list, see PROTOCOL.md). Default: DATA/tokens.json, written on the first start.")
+@click.option("--lease-seconds", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
+              help="Lease length of a claim that asks for none.")
+@click.option("--min-lease-seconds", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="Shortest lease a claim may ask for.")
+@click.option("--max-lease-seconds", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+              help="Longest lease a claim may ask for.")
+@click.option("--clock", type=click.Choice(["system", "manual"]), default="system", show_default=True,
+              help="manual: time moves only through POST /v1/admin/clock (tests, conformance runs).")
+@click.option("--store", type=click.Choice(["auto", "lmdb", "memory"]), default="auto", show_default=True,
+              help="auto: the LMDB store in DATA; memory: nothing is durable (benchmarks, demos).")
+@click.option("--access-log/--no-access-log", default=False, show_default=True,
+              help="Log every request line (never headers, so never tokens).")
+@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info",
+              show_default=True)
+def serve(data, host, port, tokens_file, lease_seconds, min_lease_seconds, max_lease_seconds, clock,
+          store, access_log, log_level) -> None:
+    """Serve the HTTP control plane (PROTOCOL.md) until SIGTERM or Ctrl-C."""
+    from amc.adapters.http.app import create_app
+    from amc.adapters.http.metrics import Metrics
+    from amc.adapters.http.server import AmcServer, config, listen_socket
+    from amc.adapters.http.settings import Settings
+
+    try:
+        settings = Settings(
+            lease_seconds=lease_seconds,
+            min_lease_seconds=min_lease_seconds,
+            max_lease_seconds=max_lease_seconds,
+            manual_clock=clock == "manual",
+        )
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+    if tokens_file is not None:
+        tokens, tokens_path = _tokens(data, tokens_file)  # a bad file fails before anything opens
+
+    # Bind before opening the store: a port in use fails fast and leaves the store alone.
+    try:
+        listener = listen_socket(host, port)
+    except OSError as error:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {error.strerror}") from None
+    port = listener.getsockname()[1]
+
+    metrics = Metrics()
+    # The store first: it creates the data directory, and it only starts a new store in an
+    # empty directory, so the first tokens file is written into it afterwards.
+    service, durable = _open_store(data, clock, metrics.on_commit, store)
+    if tokens_file is None:
+        try:
+            tokens, tokens_path = _tokens(data, None)
+        except click.ClickException:
+            getattr(service, "close", lambda: None)()
+            raise
+    if not durable:
+        click.echo("amc serve: serving from memory; nothing is durable", err=True)
+    app = create_app(service, settings, tokens=tokens, metrics=metrics, close_service=True)
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"amc serve: tokens from {tokens_path}; {clock} clock; listening on http://{shown}:{port}")
+    sys.stdout.flush()
+    server = AmcServer(config(app, host, port, access_log=access_log, log_level=log_level), app)
+    server.run(sockets=[listener])

@@ -1,0 +1,116 @@
+"""The black-box client the HTTP tests talk through: one `Caller` per token.
+
+Every request goes over a real socket, and every response is checked against
+specs/openapi.yaml (`contract.CONTRACT`) before the test sees it. Helpers take
+``expect=`` (a status) and return the decoded JSON, so a scenario reads as a script.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import orjson
+
+from tests.adapters.http.contract import CONTRACT
+
+_UNSET = object()
+PLAN = {"steps": [{"id": "open", "action": "launch", "args": {"package": "com.android.settings"}}]}
+STEPS_ABC = {"steps": [{"id": s, "action": "wait", "args": {"seconds": 1}} for s in ("a", "b", "c")]}
+
+
+class Caller:
+    def __init__(self, http: httpx.Client, token: str | None, name: str = ""):
+        self.http = http
+        self.token = token
+        self.name = name
+        self.last: httpx.Response | None = None
+
+    def __repr__(self) -> str:
+        return f"Caller({self.name})"
+
+    # -- raw ------------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, *, json: Any = _UNSET, content: bytes | None = None,
+                params: dict | None = None, headers: dict | None = None, expect: int | None = None) -> httpx.Response:
+        sent_headers = dict(headers or {})
+        if self.token is not None:
+            sent_headers.setdefault("Authorization", f"Bearer {self.token}")
+        if json is not _UNSET:
+            content = orjson.dumps(json)
+            sent_headers.setdefault("Content-Type", "application/json")
+        response = self.http.request(method, path, content=content, params=params, headers=sent_headers)
+        self.last = response
+        CONTRACT.check(method, response.request.url.path, response.status_code,
+                       response.headers.get("content-type", ""), response.content, content)
+        if expect is not None:
+            assert response.status_code == expect, (
+                f"{method} {path}: expected {expect}, got {response.status_code} {response.text[:500]}")
+        return response
+
+    def call(self, method: str, path: str, body: Any = _UNSET, expect: int | None = 200, **kwargs) -> Any:
+        response = self.request(method, path, json=body, expect=expect, **kwargs)
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    # -- tasks ----------------------------------------------------------------------------
+
+    def submit(self, plan: dict | None = None, expect: int = 201, **fields) -> dict:
+        return self.call("POST", "/v1/tasks", {"plan": plan or PLAN, **fields}, expect)
+
+    def task(self, task_id: str, expect: int = 200) -> dict:
+        return self.call("GET", f"/v1/tasks/{task_id}", expect=expect)
+
+    def tasks(self, expect: int = 200, **params) -> dict:
+        return self.call("GET", "/v1/tasks", expect=expect, params=params)
+
+    def history(self, task_id: str, expect: int = 200) -> list[dict] | dict:
+        data = self.call("GET", f"/v1/tasks/{task_id}/history", expect=expect)
+        return data["events"] if expect == 200 else data
+
+    def types(self, task_id: str) -> list[str]:
+        return [e["type"] for e in self.history(task_id)]
+
+    def cancel(self, task_id: str, reason: str | None = None, expect: int | None = None) -> dict:
+        body = {} if reason is None else {"reason": reason}
+        return self.call("POST", f"/v1/tasks/{task_id}/cancel", body, expect)
+
+    # -- hosts ----------------------------------------------------------------------------
+
+    def register(self, host_id: str, devices: list, expect: int = 200) -> dict:
+        devices = [{"serial": d, "attributes": {}} if isinstance(d, str) else d for d in devices]
+        return self.call("PUT", f"/v1/hosts/{host_id}", {"devices": devices}, expect)
+
+    def host(self, host_id: str, expect: int = 200) -> dict:
+        return self.call("GET", f"/v1/hosts/{host_id}", expect=expect)
+
+    def hosts(self, expect: int = 200) -> dict:
+        return self.call("GET", "/v1/hosts", expect=expect)
+
+    def claim(self, host_id: str, expect: int | None = 200, **body) -> dict | None:
+        return self.call("POST", f"/v1/hosts/{host_id}/claim", body, expect)
+
+    def start(self, task_id: str, attempt: int, lease_id: str, expect: int = 200) -> dict:
+        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/start", {"lease_id": lease_id}, expect)
+
+    def renew(self, task_id: str, attempt: int, lease_id: str, expect: int = 200) -> dict:
+        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/renew", {"lease_id": lease_id}, expect)
+
+    def report(self, task_id: str, attempt: int, lease_id: str, status: str, expect: int = 200, **extra) -> dict:
+        body = {"lease_id": lease_id, "status": status, **extra}
+        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/result", body, expect)
+
+    # -- admin ----------------------------------------------------------------------------
+
+    def advance(self, seconds: float, expect: int = 200) -> dict:
+        return self.call("POST", "/v1/admin/clock", {"advance_seconds": seconds}, expect)
+
+
+def problem(caller: Caller) -> tuple[int, str]:
+    """The status and code of the last response, which must be a problem document."""
+    response = caller.last
+    assert response.headers["content-type"].startswith("application/problem+json"), response.text
+    body = response.json()
+    assert body["type"] == f"urn:amc:problem:{body['code']}"
+    return response.status_code, body["code"]
