@@ -9,6 +9,7 @@ times in a store's log never go backwards, whatever order callers raced in.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -16,6 +17,7 @@ import attrs
 
 from amc.core import kernel
 from amc.core.commands import Command, ExpireLeases
+from amc.core.errors import InvalidRequest
 from amc.core.events import Event, TaskSubmitted
 from amc.core.history import history_data, history_type
 from amc.core.records import JSON, Host, Task
@@ -92,7 +94,13 @@ class Service(Protocol):
     def task(self, task_id: str) -> Task | None: ...
 
     def tasks(self, tenant: str | None, status: str | None, after: str | None, limit: int) -> Page:
-        """A page of tasks, oldest first; `tenant` None means every tenant."""
+        """A page of tasks, oldest first; `tenant` None means every tenant.
+
+        `after` is the `next` of an earlier page; anything else raises `InvalidRequest`.
+        """
+
+    def status_counts(self) -> dict[str, int]:
+        """How many tasks have each status (for metrics)."""
 
     def history(self, task_id: str) -> list[HistoryEntry]: ...
 
@@ -157,6 +165,8 @@ class MemoryService:
         return self.state.tasks.get(task_id)
 
     def tasks(self, tenant: str | None, status: str | None, after: str | None, limit: int) -> Page:
+        if after is not None and not (after.isdecimal() and int(after) < len(self._order)):
+            raise InvalidRequest("after: not a cursor from this server")
         start = 0 if after is None else int(after) + 1  # a task's seq is its place in _order
         found: list[Task] = []
         for task_id in self._order[start:]:
@@ -166,6 +176,9 @@ class MemoryService:
                     return Page(found, str(found[-1].seq))
                 found.append(task)
         return Page(found, None)
+
+    def status_counts(self) -> dict[str, int]:
+        return dict(Counter(task.status for task in self.state.tasks.values()))
 
     def history(self, task_id: str) -> list[HistoryEntry]:
         return self._history.of(task_id)
