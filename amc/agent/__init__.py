@@ -1,0 +1,18 @@
+"""The Host Agent runtime: runs the control plane's tasks on this host's Android devices.
+
+Theory of operation. One asyncio event loop per host does all the talking to the control
+plane; the blocking ADB work runs in a thread pool. Every decision about an attempt (stop
+or go on, interrupt the running step, each step's outcome, what to report) is made by the
+pure `amc.core.agent.Execution`; the modules here only observe and act:
+
+- `host.HostAgent`: the supervisor (discovery, one slot per device, graceful stop);
+- `registry`: which devices adb sees, and registering them (PUT /v1/hosts/{id});
+- `slot.DeviceSlot`: one device's loop of long-polling claims and attempts;
+- `worker.Attempt`: one attempt: start, run, report (retried with the identical body);
+- `renewer.Renewer`: renews the lease every lease_seconds / 3 and feeds the answers in;
+- `runner.TaskRunner` / `WorkflowRunner`: the step loop, and interrupting a running step;
+- `clock.ServerClock`: the server's time estimated from lease answers and a monotonic clock;
+- `client.ControlPlane`, `wire`: the HTTP calls and their JSON.
+
+`amc host run` (amc/cli/host.py) runs a `HostAgent` until SIGTERM.
+"""

@@ -1,0 +1,134 @@
+"""The Host Agent's side of the wire: register, claim, start, renew and report (PROTOCOL.md Part A).
+
+Every call ends in exactly one of three ways, because the agent's rules depend on which:
+
+- a 2xx answer: the decoded JSON (None for 204);
+- `Rejected`: a definite refusal (a 4xx problem, e.g. 409 `lease_expired`). Asking again
+  with the same request would get the same answer;
+- `Unreachable`: no definite answer (connection refused or cut, a timeout, a 5xx, 408 or
+  429). The request may or may not have taken effect, so only requests that are safe to
+  repeat (all of these are, with identical bodies) may be sent again.
+
+A deadline (`asyncio.timeout`) bounds a whole call, not just one socket read, so a lease
+renewal can be made to give up exactly when the lease would run out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import httpx
+import orjson
+
+from amc.adapters.adb.discovery import DeviceInfo
+
+# Statuses that say "try again later" rather than "no".
+_RETRYABLE_4XX = (408, 429)
+
+
+class Unreachable(Exception):
+    """No definite answer arrived; the request may or may not have taken effect."""
+
+
+class Rejected(Exception):
+    """The server answered with a definite refusal (4xx)."""
+
+    def __init__(self, status: int, code: str, detail: str):
+        super().__init__(f"{status} {code}: {detail}")
+        self.status = status
+        self.code = code
+        self.detail = detail
+
+
+class ControlPlane:
+    """An async client for one host's calls to the control plane.
+
+    Args:
+        server: the base URL, e.g. ``http://127.0.0.1:8000``.
+        token: the host's bearer token; sent in a header, never logged.
+        host_id: the host whose endpoints are called.
+        timeout: the default deadline of one call, in seconds.
+        transport: an httpx transport to use instead of a TCP one (tests).
+    """
+
+    def __init__(self, server: str, token: str, host_id: str, *, timeout: float = 10.0,
+                 transport: httpx.AsyncBaseTransport | None = None):
+        self.host_id = host_id
+        self.timeout = timeout
+        # httpx writes headers and body in separate sends; with Nagle's algorithm on, the
+        # body waits for the server's delayed ACK, adding ~40 ms to every request.
+        transport = transport or httpx.AsyncHTTPTransport(
+            socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        )
+        self._http = httpx.AsyncClient(
+            base_url=server.rstrip("/"),
+            transport=transport,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            # The overall deadline is ours (asyncio.timeout); this only bounds each phase.
+            timeout=httpx.Timeout(None),
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # -- the host's endpoints ---------------------------------------------------------------
+
+    async def register(self, devices: list[DeviceInfo]) -> dict:
+        """Replace this host's inventory (PUT /v1/hosts/{host_id})."""
+        body = {"devices": [{"serial": d.serial, "attributes": d.attributes} for d in devices]}
+        return await self._call("PUT", f"/v1/hosts/{self.host_id}", orjson.dumps(body))
+
+    async def claim(self, serial: str, wait_seconds: float, lease_seconds: float | None) -> dict | None:
+        """One long-polling claim for one device: the assignment, or None (204)."""
+        body: dict[str, Any] = {"devices": [serial], "wait_seconds": wait_seconds}
+        if lease_seconds is not None:
+            body["lease_seconds"] = lease_seconds
+        return await self._call("POST", f"/v1/hosts/{self.host_id}/claim", orjson.dumps(body),
+                                deadline=wait_seconds + self.timeout)
+
+    async def start(self, task_id: str, attempt: int, lease_id: str, *, deadline: float) -> dict:
+        return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/start",
+                                orjson.dumps({"lease_id": lease_id}), deadline=deadline)
+
+    async def renew(self, task_id: str, attempt: int, lease_id: str, *, deadline: float) -> dict:
+        return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/renew",
+                                orjson.dumps({"lease_id": lease_id}), deadline=deadline)
+
+    async def report(self, task_id: str, attempt: int, body: bytes) -> dict:
+        """Post a terminal report; `body` is sent byte for byte (a retry must be identical)."""
+        return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/result", body)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def _call(self, method: str, path: str, content: bytes | None = None, *,
+                    deadline: float | None = None) -> Any:
+        try:
+            async with asyncio.timeout(self.timeout if deadline is None else max(deadline, 0.001)):
+                response = await self._http.request(method, path, content=content)
+        except TimeoutError:
+            raise Unreachable(f"{method} {path}: no answer in time") from None
+        except httpx.HTTPError as error:  # connection refused, reset, protocol errors
+            raise Unreachable(f"{method} {path}: {type(error).__name__}: {error}") from None
+        status = response.status_code
+        if status >= 500 or status in _RETRYABLE_4XX:
+            raise Unreachable(f"{method} {path}: {status} {response.text[:200]}")
+        if status >= 400:
+            code, detail = _problem(response)
+            raise Rejected(status, code, detail)
+        if status == 204 or not response.content:
+            return None
+        return response.json()
+
+
+def _problem(response: httpx.Response) -> tuple[str, str]:
+    """The `code` and `detail` of a problem response, or stand-ins when it is not one."""
+    try:
+        data = response.json()
+    except ValueError:
+        return "unknown", response.text[:200]
+    if not isinstance(data, dict):
+        return "unknown", response.text[:200]
+    return str(data.get("code", "unknown")), str(data.get("detail", ""))

@@ -1,0 +1,38 @@
+"""What one Host Agent is told at start: where the server and the adb server are, and its pacing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class AgentConfig:
+    """The settings of one `HostAgent` (`amc host run` options).
+
+    Args:
+        server: base URL of the control plane, e.g. ``http://127.0.0.1:8000``.
+        token: the host's bearer token (role `host`, bound to `host_id`). Never logged.
+        host_id: the host this agent registers and claims as.
+        adb_host, adb_port: the adb server that sees the devices.
+        artifacts_dir: where screenshots go, one directory per task and attempt.
+        lease_seconds: the lease length to ask for in claims; None takes the server's default.
+        claim_wait_seconds: how long one claim long-polls (the server allows 0..30).
+        scan_seconds: how often adb is asked which devices are attached.
+        request_timeout: the longest a single register, claim (beyond its wait) or result
+            request may take before it counts as having no answer.
+        report_backoff: first and longest pause between retries of a result that got no answer.
+    """
+
+    server: str
+    token: str = attrs.field(repr=False)
+    host_id: str
+    adb_host: str = "127.0.0.1"
+    adb_port: int = 5037
+    artifacts_dir: Path = Path("artifacts")
+    lease_seconds: float | None = None
+    claim_wait_seconds: float = 20.0
+    scan_seconds: float = 5.0
+    request_timeout: float = 10.0
+    report_backoff: tuple[float, float] = (0.1, 5.0)

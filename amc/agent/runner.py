@@ -1,0 +1,135 @@
+"""Running a plan's steps on the device: `TaskRunner` (steps) and `WorkflowRunner` (stages).
+
+The loop asks the `Execution` for the next step at every boundary and tells it how each
+step ended; it never decides by itself whether to go on. A step runs in a worker thread
+(the ADB executor blocks), while the event loop stays free for the renewer. When the
+renewer (or a host shutdown) puts a stop on the Execution, `stop_signal` is set, and if
+the Execution then says `should_interrupt`, the runner calls `executor.interrupt()`.
+
+That interrupt is repeated until the step returns: the stop can land in the instant
+between the Execution marking the step running and the executor registering it, when
+`interrupt()` finds nothing to stop and returns False.
+
+How an executor outcome maps onto the Execution (amc.adapters.adb.errors):
+`Refused` -> `step_refused`; `StepFailed` (also `DeviceUnavailable`, `StepTimedOut`) ->
+`step_failed`; `Interrupted` -> `step_interrupted`; an unexpected exception is a bug of
+ours whose effect on the device is unknown, so the step is `interrupted` (never
+`completed`) and the run stops as if the step had failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+
+from amc.adapters.adb.errors import Interrupted, Refused, StepFailed
+from amc.adapters.adb.executor import ActionResult, AdbExecutor
+from amc.core.agent import Execution, StopReason
+from amc.core.records import Plan, Step
+
+from .clock import ServerClock
+
+log = logging.getLogger("amc.agent.runner")
+
+INTERRUPT_RETRY_SECONDS = 0.05
+
+
+class TaskRunner:
+    """Runs the steps of one attempt in plan order, as its `Execution` decides.
+
+    Args:
+        execution: the attempt's decisions.
+        executor: the device's action executor.
+        clock: the server's clock estimate (step times are server times).
+        pool: the threads that run blocking executor calls.
+        stop_signal: set when a stop may have been put on the Execution.
+        label: names the attempt in logs.
+    """
+
+    def __init__(self, execution: Execution, executor: AdbExecutor, clock: ServerClock,
+                 pool: concurrent.futures.Executor, stop_signal: asyncio.Event, label: str):
+        self.execution = execution
+        self.executor = executor
+        self.clock = clock
+        self.pool = pool
+        self.stop_signal = stop_signal
+        self.label = label
+        self.artifacts: dict[str, str] = {}  # step id -> screenshot path
+
+    async def run(self) -> None:
+        """Run until the Execution has no next step."""
+        while (step := self.execution.next_step(self.clock.now())) is not None:
+            log.debug("%s: step %s (%s) starts", self.label, step.id, step.action)
+            await self._run_step(step)
+            outcome = self.execution.outcomes[step.id]
+            log.info("%s: step %s %s%s", self.label, step.id, outcome.status,
+                     f" ({outcome.reason})" if outcome.reason else "")
+            self.after_step(step)
+
+    def after_step(self, step: Step) -> None:
+        """A step ended (a hook for subclasses)."""
+
+    async def _run_step(self, step: Step) -> None:
+        loop = asyncio.get_running_loop()
+        call = functools.partial(self.executor.run, step.action, step.args, step_id=step.id)
+        future = loop.run_in_executor(self.pool, call)
+        try:
+            await self._supervise(future)
+        except asyncio.CancelledError:
+            self.executor.interrupt()  # a forced shutdown: leave nothing running on the device
+            raise
+        now = self.clock.now()
+        execution = self.execution
+        try:
+            result: ActionResult = future.result()
+        except Refused as error:
+            execution.step_refused(now, error.reason)
+        except Interrupted:
+            execution.step_interrupted(now)
+        except StepFailed as error:
+            execution.step_failed(now, error.reason, output=error.output or None)
+        except Exception as error:  # a bug of ours: the step's effect is unknown
+            log.exception("%s: step %s raised unexpectedly", self.label, step.id)
+            execution.request_stop(StopReason.step_failed, f"agent error: {type(error).__name__}: {error}")
+            execution.step_interrupted(now, f"agent error: {type(error).__name__}")
+        else:
+            if result.artifact is not None:
+                self.artifacts[step.id] = str(result.artifact)
+            execution.step_completed(now, output=result.output or None)
+
+    async def _supervise(self, future: asyncio.Future) -> None:
+        """Wait for the step; once a stop arrives, interrupt it as the Execution says."""
+        stopped = asyncio.ensure_future(self.stop_signal.wait())
+        try:
+            while not future.done():
+                if not stopped.done():
+                    await asyncio.wait([future, stopped], return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                if self.execution.should_interrupt:
+                    self.executor.interrupt()
+                await asyncio.wait([future], timeout=INTERRUPT_RETRY_SECONDS)
+        finally:
+            stopped.cancel()
+
+
+class WorkflowRunner(TaskRunner):
+    """Runs a staged plan; a stage whose steps all completed is a checkpoint.
+
+    The Execution records the checkpoints (they go into the report's metadata); the
+    runner announces each one as it is reached, so an operator can follow progress.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._announced = 0
+
+    def after_step(self, step: Step) -> None:
+        for stage in self.execution.checkpoints[self._announced:]:
+            log.info("%s: checkpoint: stage %s completed", self.label, stage)
+        self._announced = len(self.execution.checkpoints)
+
+
+def runner_for(plan: Plan) -> type[TaskRunner]:
+    return WorkflowRunner if plan.stages is not None else TaskRunner

@@ -1,0 +1,105 @@
+"""One device's loop: claim work for it, run the attempt, claim again.
+
+Each registered device has its own slot, so a host runs one attempt per device and many
+devices in parallel, and an idle device waits in a long poll of its own (`devices:
+[serial]`). A slot is retired when its device leaves the inventory or the host stops:
+its pending claim is called off at once, while an attempt already under way runs to its
+report. The server checks that a long-polling caller is still there before it assigns,
+so a called-off claim takes nothing; only an assignment already on its way back in that
+instant is lost, and then its lease lapses and the task is requeued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from .client import Rejected, Unreachable
+from .wire import Assignment, parse_assignment
+from .worker import Attempt
+
+if TYPE_CHECKING:
+    from .host import HostAgent
+
+log = logging.getLogger("amc.agent.slot")
+
+RETRY_SECONDS = 1.0  # after a claim that got no answer or was refused
+MIN_CLAIM_SECONDS = 0.5  # a claim loop never spins faster than this (a draining server answers 204 at once)
+
+
+class DeviceSlot:
+    """Claims and runs attempts for one device, one at a time, until retired."""
+
+    def __init__(self, serial: str, host: HostAgent):
+        self.serial = serial
+        self.host = host
+        self.retired = False
+        self.attempt: Attempt | None = None
+        self._claim: asyncio.Task | None = None
+        self.task = asyncio.create_task(self.run(), name=f"slot {serial}")
+
+    def retire(self) -> None:
+        """Claim no more for this device; an attempt under way still finishes."""
+        self.retired = True
+        if self._claim is not None:
+            self._claim.cancel()
+
+    @property
+    def done(self) -> bool:
+        return self.task.done()
+
+    async def run(self) -> None:
+        config = self.host.config
+        failing = False
+        while not self.retired:
+            began = time.monotonic()
+            self._claim = asyncio.create_task(
+                self.host.server.claim(self.serial, config.claim_wait_seconds, config.lease_seconds))
+            try:
+                data = await self._claim
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():
+                    raise  # this slot itself is being cancelled (a forced shutdown)
+                continue  # the claim was called off by retire(); the loop condition decides
+            except (Unreachable, Rejected) as error:
+                # Logged when the trouble starts; while the server stays away, quietly.
+                log.log(logging.DEBUG if failing else logging.WARNING, "%s: claim failed (%s); retrying every %g s",
+                        self.serial, error, RETRY_SECONDS)
+                failing = True
+                await asyncio.sleep(RETRY_SECONDS)
+                continue
+            finally:
+                self._claim = None
+            if failing:
+                log.info("%s: claims answered again", self.serial)
+                failing = False
+            received = time.monotonic()
+            if data is None:  # 204: nothing to do for now
+                await asyncio.sleep(max(0.0, MIN_CLAIM_SECONDS - (received - began)))
+                continue
+            try:
+                assignment = parse_assignment(data)
+            except (ValueError, KeyError, TypeError) as error:
+                # Nothing can be run or reported for it; its lease lapses and the task is requeued.
+                log.error("%s: cannot read an assignment (%s): %r", self.serial, error, data)
+                continue
+            try:
+                await self._run(assignment, received)
+            except Exception:  # a bug of ours: the device must not stop claiming because of it
+                log.exception("%s: attempt %s/%s failed unexpectedly", self.serial, assignment.task_id,
+                              assignment.attempt)
+        log.debug("%s: slot retired", self.serial)
+
+    async def _run(self, assignment: Assignment, received: float) -> None:
+        host = self.host
+        attempt = Attempt(assignment, received, host.server, host.executor_for(assignment), host.pool,
+                          host.config.report_backoff)
+        self.attempt = attempt
+        if host.stopping:  # the claim was answered just as the host began to stop
+            attempt.stop(*host.STOP)
+        try:
+            host.records.append(await attempt.run())
+        finally:
+            self.attempt = None

@@ -1,0 +1,124 @@
+"""The JSON the agent reads (assignments, lease grants) and the one it writes (the result).
+
+The plan in an assignment was validated by the server when it was submitted, so it is
+read leniently here: a step with an action this agent does not know still becomes a step,
+and fails when it runs (a truthful `failed` outcome) instead of sinking the whole attempt.
+
+The result body is built once, as bytes, and those exact bytes are what every retry
+sends: PROTOCOL.md answers an identical repeat with the recorded outcome and a different
+one with 409 `result_conflict`. It is also fitted to the server's limits (1 MiB body,
+64 KiB metadata, 64 Ki characters per output, 1 Ki per reason): outputs keep their tail,
+where errors usually are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import orjson
+
+from amc.core.agent import Report
+from amc.core.records import Plan, Stage, Step, StepOutcome
+from amc.core.times import from_rfc3339, seconds_to_ms, to_rfc3339
+
+MAX_BODY_BYTES = 960 * 1024  # under the server's 1 MiB, with room for the envelope
+MAX_METADATA_BYTES = 60 * 1024  # under the server's 64 KiB
+MAX_REASON = 1024
+OUTPUT_BUDGETS = (16_384, 1024, 0)  # characters kept per output, tried in order until it fits
+TRUNCATED = "[...truncated...]\n"
+
+
+@attrs.frozen(kw_only=True)
+class Assignment:
+    """A claim's answer: one attempt of one task on one of this host's devices."""
+
+    task_id: str
+    attempt: int
+    lease_id: str
+    lease_expires_at: int  # server ms
+    lease_ms: int
+    device: str
+    plan: Plan
+    cancel_requested: bool
+
+    @property
+    def granted_at(self) -> int:
+        """The server's time when it made the assignment."""
+        return self.lease_expires_at - self.lease_ms
+
+
+@attrs.frozen(kw_only=True)
+class Grant:
+    """A start or renewal answer."""
+
+    lease_expires_at: int
+    cancel_requested: bool
+
+
+def parse_assignment(data: dict[str, Any]) -> Assignment:
+    """Raises ValueError (or KeyError/TypeError) when the answer is not an assignment."""
+    return Assignment(
+        task_id=str(data["task_id"]),
+        attempt=int(data["attempt"]),
+        lease_id=str(data["lease_id"]),
+        lease_expires_at=from_rfc3339(data["lease_expires_at"]),
+        lease_ms=seconds_to_ms(float(data["lease_seconds"])),
+        device=str(data["device"]),
+        plan=parse_plan(data["plan"]),
+        cancel_requested=bool(data.get("cancel_requested", False)),
+    )
+
+
+def parse_grant(data: dict[str, Any]) -> Grant:
+    return Grant(lease_expires_at=from_rfc3339(data["lease_expires_at"]),
+                 cancel_requested=bool(data.get("cancel_requested", False)))
+
+
+def parse_plan(data: dict[str, Any]) -> Plan:
+    if data.get("stages") is not None:
+        return Plan(stages=tuple(Stage(id=str(stage["id"]), steps=_steps(stage["steps"])) for stage in data["stages"]))
+    return Plan(steps=_steps(data["steps"]))
+
+
+def _steps(raw: list[dict[str, Any]]) -> tuple[Step, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ValueError("a plan needs a non-empty list of steps")
+    return tuple(Step(id=str(step["id"]), action=str(step["action"]), args=dict(step.get("args") or {}))
+                 for step in raw)
+
+
+# -- the result --------------------------------------------------------------------------
+
+
+def result_body(lease_id: str, report: Report, artifacts: dict[str, str]) -> bytes:
+    """The terminal report's body, as the exact bytes to send (and resend)."""
+    metadata = dict(report.metadata)
+    if artifacts:
+        metadata["artifacts"] = dict(artifacts)
+        if len(orjson.dumps(metadata)) > MAX_METADATA_BYTES:
+            # A plan of hundreds of screenshots: the paths do not fit; say where they are.
+            metadata["artifacts"] = {"count": len(artifacts), "first": next(iter(artifacts.values()))}
+    for budget in OUTPUT_BUDGETS:
+        body = orjson.dumps({"lease_id": lease_id, "status": report.status, "metadata": metadata,
+                             "steps": [step_view(step, budget) for step in report.steps]})
+        if len(body) <= MAX_BODY_BYTES:
+            return body
+    return body  # a thousand steps with long reasons: let the server say 413 (definite)
+
+
+def step_view(step: StepOutcome, output_budget: int = OUTPUT_BUDGETS[0]) -> dict[str, Any]:
+    """A step outcome on the wire: optional members only when known."""
+    view: dict[str, Any] = {"id": step.id, "status": step.status}
+    if step.reason is not None:
+        view["reason"] = step.reason if len(step.reason) <= MAX_REASON else step.reason[: MAX_REASON - 3] + "..."
+    if step.started_at is not None:
+        view["started_at"] = to_rfc3339(step.started_at)
+    if step.ended_at is not None:
+        view["ended_at"] = to_rfc3339(step.ended_at)
+    if step.output:
+        output = step.output
+        if len(output) > output_budget:
+            output = TRUNCATED + output[len(output) - output_budget:] if output_budget else TRUNCATED.strip()
+        view["output"] = output
+    return view

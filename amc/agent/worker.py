@@ -1,0 +1,191 @@
+"""One attempt, from the claim's answer to a definite answer to its report.
+
+    start (retried until granted, refused, or the lease runs out)
+      -> the renewer, in the background, every lease_seconds / 3
+      -> the runner: steps, as the Execution decides
+      -> the report, computed once by the Execution, sent until a definite answer
+      -> the renewer stops
+
+All decisions are the `Execution`'s (amc.core.agent); this module only does the IO and
+hands it what was observed. The Execution is touched from the event loop only, so it
+needs no lock: the blocking device calls run in threads and come back to the loop.
+
+The report is retried with the identical bytes (AGENT-RETRY) until the server answers:
+2xx settles the attempt; a 4xx is an answer too (409: the attempt is over for this host,
+e.g. the lease expired and the task was requeued; logged, not retried). Meanwhile the
+renewer keeps the lease, so a slow report does not let the lease run out (LEASE-RENEW/s3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import random
+import time
+
+import attrs
+import orjson
+
+from amc.adapters.adb.executor import AdbExecutor
+from amc.core.agent import Execution, StopReason
+
+from .client import ControlPlane, Rejected, Unreachable
+from .clock import ServerClock
+from .renewer import LEASE_REFUSALS, Renewer
+from .runner import runner_for
+from .wire import Assignment, parse_grant, result_body
+
+log = logging.getLogger("amc.agent.worker")
+
+
+@attrs.define
+class AttemptRecord:
+    """What happened to one attempt, as this host saw it (for logs, tests and benchmarks)."""
+
+    task_id: str
+    attempt: int
+    device: str
+    body: dict  # the report that was sent, decoded
+    answer: int | None = None  # the HTTP status that settled the report
+    code: str | None = None  # the problem code of a refused report
+    tries: int = 0  # how many times the report was sent
+    renewals: int = 0
+
+    @property
+    def status(self) -> str:
+        return self.body["status"]
+
+
+class Attempt:
+    """Runs one assignment on one device.
+
+    Args:
+        assignment: the claim's answer.
+        received_at: local monotonic time when the claim's answer arrived.
+        server: the control plane client.
+        executor: the device's executor (its artifacts directory is this attempt's).
+        pool: threads for the blocking device calls.
+        backoff: first and longest pause between report retries, in seconds.
+    """
+
+    def __init__(self, assignment: Assignment, received_at: float, server: ControlPlane,
+                 executor: AdbExecutor, pool: concurrent.futures.Executor,
+                 backoff: tuple[float, float] = (0.1, 5.0)):
+        self.assignment = assignment
+        self.server = server
+        self.executor = executor
+        self.pool = pool
+        self.backoff = backoff
+        self.label = f"{assignment.task_id}/{assignment.attempt}@{assignment.device}"
+        self.clock = ServerClock(assignment.granted_at, received_at)
+        self.execution = Execution(assignment.plan, assignment.lease_expires_at)
+        self.stop_signal = asyncio.Event()
+
+    def changed(self) -> None:
+        """The Execution observed something: wake the runner if there is a stop to act on."""
+        if self.execution.stop is not None:
+            self.stop_signal.set()
+
+    def stop(self, reason: StopReason, detail: str) -> None:
+        """Ask the attempt to stop at its next step boundary (e.g. the host is shutting down)."""
+        self.execution.request_stop(reason, detail)
+        self.changed()
+
+    async def run(self) -> AttemptRecord:
+        log.info("%s: assigned (%d step(s), lease %.3g s)", self.label, len(self.execution.steps),
+                 self.assignment.lease_ms / 1000)
+        started = await self._start()
+        renewer = None
+        renewing = None
+        if started is not None:
+            renewer = Renewer(self.server, self.assignment, self.execution, self.clock, self.changed,
+                              last_grant=started)
+            renewing = asyncio.create_task(renewer.run(), name=f"renew {self.label}")
+            renewing.add_done_callback(self._renewer_ended)
+        try:
+            runner = runner_for(self.assignment.plan)(self.execution, self.executor, self.clock, self.pool,
+                                                      self.stop_signal, self.label)
+            await runner.run()
+            report = self.execution.report()
+            body = result_body(self.assignment.lease_id, report, runner.artifacts)
+            record = AttemptRecord(task_id=self.assignment.task_id, attempt=self.assignment.attempt,
+                                   device=self.assignment.device, body=orjson.loads(body))
+            await self._report(body, record)
+        finally:
+            if renewing is not None:
+                renewing.cancel()
+                await asyncio.gather(renewing, return_exceptions=True)
+        record.renewals = renewer.renewals if renewer is not None else 0
+        return record
+
+    def _renewer_ended(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            # A bug of ours; the lease is no longer renewed, and the Execution will see it
+            # expire at the next step boundary at the latest.
+            log.error("%s: the renewer failed", self.label, exc_info=task.exception())
+
+    async def _start(self) -> float | None:
+        """Acknowledge the start; the local time the granted request was sent, or None if not granted."""
+        a, execution = self.assignment, self.execution
+        delay = self.backoff[0]
+        while True:
+            sent = time.monotonic()
+            try:
+                data = await self.server.start(a.task_id, a.attempt, a.lease_id,
+                                               deadline=self.clock.seconds_until(execution.lease_expires_at))
+                grant = parse_grant(data)
+            except Rejected as error:
+                if error.status in LEASE_REFUSALS:
+                    log.warning("%s: start refused (%s): the lease is lost", self.label, error)
+                    execution.lease_refused(error.code)
+                    self.changed()
+                    return None
+                log.warning("%s: start refused (%s); trying again", self.label, error)
+            except (Unreachable, ValueError, KeyError, TypeError) as error:
+                log.warning("%s: start got no answer (%s); trying again", self.label, error)
+            else:
+                self.clock.observe(grant.lease_expires_at - a.lease_ms, sent)
+                execution.lease_granted(self.clock.now(), grant.lease_expires_at, grant.cancel_requested)
+                self.changed()
+                if grant.cancel_requested:
+                    log.info("%s: cancellation requested before the first step", self.label)
+                return sent
+            execution.tick(self.clock.now())
+            if execution.stop is not None:
+                self.changed()
+                return None
+            pause = min(delay, max(0.0, self.clock.seconds_until(execution.lease_expires_at)))
+            try:
+                await asyncio.wait_for(self.stop_signal.wait(), pause)
+            except TimeoutError:
+                pass
+            if execution.stop is not None:  # e.g. the host began to stop: no step will run
+                return None
+            delay = min(delay * 2, self.backoff[1])
+
+    async def _report(self, body: bytes, record: AttemptRecord) -> None:
+        a = self.assignment
+        delay = self.backoff[0]
+        while True:
+            record.tries += 1
+            try:
+                await self.server.report(a.task_id, a.attempt, body)
+            except Rejected as error:
+                record.answer, record.code = error.status, error.code
+                if error.status in LEASE_REFUSALS:
+                    log.warning("%s: report %s refused (%s): the attempt is over for this host",
+                                self.label, record.status, error)
+                else:
+                    log.error("%s: report %s refused (%s); not retrying an identical body",
+                              self.label, record.status, error)
+                return
+            except Unreachable as error:
+                log.warning("%s: report %s got no answer (%s); retrying in %.2g s",
+                            self.label, record.status, error, delay)
+            else:
+                record.answer = 200
+                log.info("%s: reported %s", self.label, record.status)
+                return
+            await asyncio.sleep(delay * random.uniform(0.8, 1.2))  # jitter: hosts do not retry in step
+            delay = min(delay * 2, self.backoff[1])

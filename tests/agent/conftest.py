@@ -1,0 +1,188 @@
+"""Fixtures for the Host Agent tests: a real server, simulated devices, agents, a real adb.
+
+- `make_server(...)`: the control plane (create_app + uvicorn on a real socket, in a
+  thread), with short leases; `server` is the default one.
+- `make_sim(*serials)`: a device simulator with those devices.
+- `make_agent(sim, host_id, ...)`: a HostAgent on its own loop in a thread, stopped at
+  teardown.
+- `real_adb`: an isolated Debian adb server (own port and HOME); skipped with a reason when
+  `adb` is missing, failing instead when AMC_REQUIRE_ADB=1.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import attrs
+import pytest
+
+from amc.adapters.adb.client import BoundedClient
+from amc.adapters.adb.policy import ActionPolicy
+from amc.adapters.adb.simulator import DeviceSpec, Simulator
+from amc.adapters.http.app import create_app
+from amc.adapters.http.auth import Principal, TokenTable
+from amc.adapters.http.server import ThreadedServer
+from amc.adapters.http.settings import Settings
+from amc.agent.config import AgentConfig
+from amc.service import ManualClock, MemoryService, SystemClock
+from tests.agent.helpers import AgentThread, Api, TcpProxy, free_port
+
+CLIENT_TOKEN = "tok-agent-tests-client-000"
+ADMIN_TOKEN = "tok-agent-tests-admin-0000"
+HOST_TOKENS = {f"h{i}": f"tok-agent-tests-host-h{i}-0" for i in range(1, 4)}
+
+
+@attrs.define
+class Server:
+    url: str
+    port: int
+    api: Api  # a client of tenant "acme"
+    admin: Api
+    threaded: ThreadedServer
+
+    def stop(self) -> None:
+        self.api.close()
+        self.admin.close()
+        self.threaded.stop()
+
+
+@pytest.fixture
+def make_server():
+    servers: list[Server] = []
+
+    def make(lease_seconds: float = 3.0, manual_clock: bool = False) -> Server:
+        tokens = TokenTable([(CLIENT_TOKEN, Principal(role="client", tenant="acme")),
+                             (ADMIN_TOKEN, Principal(role="admin"))]
+                            + [(token, Principal(role="host", host_id=h)) for h, token in HOST_TOKENS.items()])
+        clock = ManualClock(time.time_ns() // 1_000_000) if manual_clock else SystemClock()
+        settings = Settings(lease_seconds=lease_seconds, min_lease_seconds=0.5, manual_clock=manual_clock)
+        threaded = ThreadedServer(create_app(MemoryService(clock), settings, tokens=tokens)).start()
+        server = Server(url=threaded.url, port=threaded.port, api=Api(threaded.url, CLIENT_TOKEN),
+                        admin=Api(threaded.url, ADMIN_TOKEN), threaded=threaded)
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def server(make_server) -> Server:
+    return make_server()
+
+
+@pytest.fixture
+def make_sim():
+    sims: list[Simulator] = []
+
+    def make(*serials: str, **spec) -> Simulator:
+        sim = Simulator([DeviceSpec(serial=serial, **spec) for serial in serials or ("amc-sim-01",)]).start()
+        sims.append(sim)
+        return sim
+
+    yield make
+    for sim in sims:
+        sim.stop()
+
+
+@pytest.fixture
+def sim(make_sim) -> Simulator:
+    return make_sim("amc-sim-01")
+
+
+@pytest.fixture
+def make_agent(tmp_path):
+    agents: list[AgentThread] = []
+
+    def make(url: str, adb_port: int, host_id: str = "h1", *, lease_seconds: float | None = 1.5,
+             policy: dict | None = None, **options) -> AgentThread:
+        options.setdefault("scan_seconds", 0.2)
+        options.setdefault("claim_wait_seconds", 0.5)  # the server waits out a long poll when it stops
+        options.setdefault("report_backoff", (0.05, 0.5))
+        config = AgentConfig(server=url, token=HOST_TOKENS[host_id], host_id=host_id, adb_port=adb_port,
+                             artifacts_dir=tmp_path / f"artifacts-{host_id}", lease_seconds=lease_seconds, **options)
+        adb = BoundedClient("127.0.0.1", adb_port, io_timeout=5.0)
+        agent = AgentThread(config, adb, ActionPolicy.from_dict(policy) if policy is not None else None).start()
+        agents.append(agent)
+        return agent
+
+    yield make
+    for agent in agents:
+        agent.stop()
+
+
+@pytest.fixture
+def proxy_to():
+    proxies: list[TcpProxy] = []
+
+    def make(port: int) -> TcpProxy:
+        proxy = TcpProxy(port)
+        proxies.append(proxy)
+        return proxy
+
+    yield make
+    for proxy in proxies:
+        proxy.close()
+
+
+# --- the real adb server -----------------------------------------------------------------
+
+
+class RealAdb:
+    """An adb server of its own: its own port (-P) and HOME, so keys and state stay here."""
+
+    def __init__(self, executable: str, home: Path):
+        self.executable = executable
+        self.port = free_port()
+        self.env = {**os.environ, "HOME": str(home), "ANDROID_ADB_SERVER_PORT": str(self.port)}
+        self.env.pop("ADB_VENDOR_KEYS", None)
+
+    def run(self, *args: str, timeout: float = 20.0) -> subprocess.CompletedProcess:
+        return subprocess.run([self.executable, "-P", str(self.port), *args], env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def connect(self, port: int) -> str:
+        """`adb connect` to a simulated adbd; the serial once it is listed as `device`."""
+        serial = f"127.0.0.1:{port}"
+        result = self.run("connect", serial)
+        assert f"connected to {serial}" in result.stdout, result
+        deadline = time.monotonic() + 10
+        while f"{serial}\tdevice" not in self.run("devices").stdout:
+            assert time.monotonic() < deadline, self.run("devices").stdout
+            time.sleep(0.05)
+        return serial
+
+    def stop(self) -> None:
+        try:
+            self.run("kill-server", timeout=10)
+        finally:
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                with socket.socket() as probe:
+                    if probe.connect_ex(("127.0.0.1", self.port)) != 0:
+                        return
+                time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def real_adb(tmp_path_factory):
+    """A running isolated adb server; skipped without `adb`, unless AMC_REQUIRE_ADB=1."""
+    executable = shutil.which("adb")
+    if executable is None:
+        message = "the Debian `adb` executable is not on PATH (apt-get install adb)"
+        if os.environ.get("AMC_REQUIRE_ADB") == "1":
+            pytest.fail(f"AMC_REQUIRE_ADB=1 but {message}")
+        pytest.skip(message)
+    adb = RealAdb(executable, tmp_path_factory.mktemp("adb-home"))
+    started = adb.run("start-server")
+    try:
+        assert started.returncode == 0, started
+        yield adb
+    finally:
+        adb.stop()

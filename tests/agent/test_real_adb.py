@@ -1,0 +1,65 @@
+"""The agent through the real Debian `adb` server, `adb connect`ed to the simulated adbd.
+
+Skipped with a reason when `adb` is not on PATH; with AMC_REQUIRE_ADB=1 they fail instead.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.agent.helpers import device_commands, eventually, outcomes, shell, tap
+
+req = pytest.mark.req
+
+
+@pytest.fixture
+def connected(real_adb, make_sim):
+    """A simulated device connected to the real adb server: (simulator, its adb serial)."""
+    sim = make_sim("amc-sim-01")
+    serial = real_adb.connect(sim.device_ports["amc-sim-01"])
+    yield sim, serial
+    real_adb.run("disconnect", serial)
+
+
+def test_a_plan_runs_through_the_real_adb_server(real_adb, connected, server, make_agent):
+    sim, serial = connected
+    make_agent(server.url, real_adb.port)
+    host = eventually(lambda: (h := server.admin.host("h1")) and h["devices"] and h, what="the device registered")
+    assert host["devices"][0]["serial"] == serial
+    assert host["devices"][0]["attributes"]["model"] == "Pixel 7"
+    plan = {"steps": [tap("a", 5, 6), shell("b", "echo real"), {"id": "c", "action": "screenshot", "args": {}}]}
+    task_id = server.api.submit(plan)
+
+    task = server.api.wait_status(task_id)
+
+    assert task["status"] == "done", task
+    assert task["attempts"][0]["device"] == serial
+    assert task["result"]["steps"][1]["output"] == "real\n"
+    assert "c" in task["result"]["metadata"]["artifacts"]
+    assert [c for c, _ in device_commands(sim, "amc-sim-01")] == ["input tap 5 6", "echo real",
+                                                                  "/system/bin/screencap -p"]
+    assert {r.via for r in sim.log("amc-sim-01")} == {"adbd"}  # it really went through adb
+
+
+@req("CANCEL-OUTCOME/s1", "AGENT-STEPS/s2")
+def test_a_cancellation_through_the_real_adb_server_interrupts_the_running_step(real_adb, connected, server,
+                                                                                  make_agent):
+    sim, serial = connected
+    make_agent(server.url, real_adb.port, lease_seconds=1.5)
+    eventually(lambda: server.admin.serials("h1") == [serial], what="the device registered")
+    task_id = server.api.submit({"steps": [tap("a"), shell("b", "sleep 30"), tap("c")]})
+    eventually(lambda: any(c == "sleep 30" for c, _ in device_commands(sim, "amc-sim-01")), what="b running")
+
+    cancelled_at = time.monotonic()
+    server.api.cancel(task_id)
+    task = server.api.wait_status(task_id)
+
+    assert time.monotonic() - cancelled_at < 0.5 + 1.5
+    assert task["status"] == "cancelled"
+    assert outcomes(task["result"]["steps"]) == [("a", "completed", None), ("b", "interrupted", "cancelled"),
+                                                 ("c", "not_started", "cancelled")]
+    commands = device_commands(sim, "amc-sim-01")
+    assert commands[1][0] == "sleep 30" and commands[1][1] in ("interrupted", "killed")
+    assert commands[2][0].startswith("pkill -f") and len(commands) == 3
