@@ -11,10 +11,11 @@ between the Execution marking the step running and the executor registering it, 
 `interrupt()` finds nothing to stop and returns False.
 
 How an executor outcome maps onto the Execution (amc.adapters.adb.errors):
-`Refused` -> `step_refused`; `StepFailed` (also `DeviceUnavailable`, `StepTimedOut`) ->
-`step_failed`; `Interrupted` -> `step_interrupted`; an unexpected exception is a bug of
-ours whose effect on the device is unknown, so the step is `interrupted` (never
-`completed`) and the run stops as if the step had failed.
+`Refused` -> `step_refused`; `Interrupted` -> `step_interrupted`; `DeviceUnavailable`
+(the device went away mid-step) -> `step_lost`: the step's effect is unknown, so it is
+`interrupted` and the run stops; `StepFailed` (also `StepTimedOut`) -> `step_failed`. An
+unexpected exception is a bug of ours whose effect on the device is just as unknown:
+`step_lost` too.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import concurrent.futures
 import functools
 import logging
 
-from amc.adapters.adb.errors import Interrupted, Refused, StepFailed
+from amc.adapters.adb.errors import DeviceUnavailable, Interrupted, Refused, StepFailed
 from amc.adapters.adb.executor import ActionResult, AdbExecutor
-from amc.core.agent import Execution, StopReason
+from amc.core.agent import Execution
 from amc.core.records import Plan, Step
 
 from .clock import ServerClock
@@ -88,12 +89,13 @@ class TaskRunner:
             execution.step_refused(now, error.reason)
         except Interrupted:
             execution.step_interrupted(now)
+        except DeviceUnavailable as error:
+            execution.step_lost(now, error.reason)
         except StepFailed as error:
             execution.step_failed(now, error.reason, output=error.output or None)
         except Exception as error:  # a bug of ours: the step's effect is unknown
             log.exception("%s: step %s raised unexpectedly", self.label, step.id)
-            execution.request_stop(StopReason.step_failed, f"agent error: {type(error).__name__}: {error}")
-            execution.step_interrupted(now, f"agent error: {type(error).__name__}")
+            execution.step_lost(now, f"agent error: {type(error).__name__}: {error}")
         else:
             if result.artifact is not None:
                 self.artifacts[step.id] = str(result.artifact)

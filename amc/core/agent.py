@@ -10,7 +10,8 @@ Rules (seed 001 and PROTOCOL.md "Host Agent duties"):
 - A start or renewal response with ``cancel_requested: true`` is a stop request for
   reason ``cancelled``. A 409 on renewal, or reaching ``lease_expires_at`` without a
   successful renewal, is ``lease_lost``. A step that fails is ``step_failed``; a step the
-  action policy refuses is ``step_refused``; a host shutting down is ``host_stopping``.
+  action policy refuses is ``step_refused``; a step whose outcome cannot be known (its
+  device went away mid-step) is ``step_lost``; a host shutting down is ``host_stopping``.
   The first stop reason observed is the one that counts.
 - Stops take effect at step boundaries: no step starts after a stop. A step running when
   the stop arrives is interrupted where the runtime can (`should_interrupt`), and is
@@ -39,6 +40,7 @@ class StopReason(enum.Enum):
     lease_lost = "lease_lost"
     step_failed = "step_failed"
     step_refused = "step_refused"
+    step_lost = "step_lost"
     host_stopping = "host_stopping"
 
 
@@ -48,6 +50,7 @@ NOT_STARTED_BECAUSE = {
     StopReason.lease_lost: "lease_lost",
     StopReason.step_failed: "previous_step_failed",
     StopReason.step_refused: "previous_step_refused",
+    StopReason.step_lost: "previous_step_lost",
     StopReason.host_stopping: "host_stopping",
 }
 
@@ -128,6 +131,12 @@ class Execution:
     def step_refused(self, now: int, reason: str) -> None:
         self._end_step("refused", now, reason=reason)
         self.request_stop(StopReason.step_refused, reason)
+
+    def step_lost(self, now: int, reason: str) -> None:
+        """The running step's outcome is unknown (its device went away): it is
+        ``interrupted``, never ``completed`` or ``failed``, and the run stops."""
+        self.request_stop(StopReason.step_lost, reason)
+        self._end_step("interrupted", now, reason=reason)
 
     def step_interrupted(self, now: int, reason: str | None = None) -> None:
         """The running step was stopped, or its outcome is unknown."""

@@ -211,3 +211,13 @@ def test_every_planned_step_gets_one_truthful_outcome(observations, size):
     if execution.stop is StopReason.cancelled and report.status != "done":
         assert report.status == "cancelled"
     assert report is execution.report()
+
+
+def test_a_step_whose_device_went_away_is_interrupted_and_stops_the_run():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    execution.next_step(T0)
+    execution.step_lost(T0 + 1, "the device went away mid-command")
+    assert execution.next_step(T0 + 1) is None
+    report = execution.report()
+    assert [s.status for s in report.steps] == ["interrupted", "not_started", "not_started"]
+    assert report.steps[1].reason == "previous_step_lost" and report.status == "failed"

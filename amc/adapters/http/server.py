@@ -22,13 +22,17 @@ class AmcServer(uvicorn.Server):
         super().__init__(config)
         self._app = app
 
+    def drain(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Let every waiting long-poll claim answer now, so stopping never waits them out."""
+        api = getattr(getattr(self._app, "state", None), "api", None)
+        if api is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(api.drain)
+
     def handle_exit(self, sig, frame) -> None:
-        api = getattr(self._app.state, "api", None)
-        if api is not None:
-            try:
-                asyncio.get_running_loop().call_soon_threadsafe(api.drain)
-            except RuntimeError:  # no loop running (yet): nothing waits
-                pass
+        try:
+            self.drain(asyncio.get_running_loop())
+        except RuntimeError:  # no loop running (yet): nothing waits
+            pass
         super().handle_exit(sig, frame)
         # uvicorn re-raises a captured signal after its graceful shutdown, so the process
         # would die of it (exit -15, or a KeyboardInterrupt traceback). A graceful stop is
@@ -91,9 +95,14 @@ class ThreadedServer:
         self.url = f"http://{host}:{self.port}"
         self.server = AmcServer(config(app, host, self.port, log_level="warning"), app)
         self._thread = threading.Thread(target=self._serve, name=f"uvicorn-{self.port}", daemon=True)
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _serve(self) -> None:
-        asyncio.run(self.server.serve(sockets=[self._socket]))
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self.server.serve(sockets=[self._socket])
 
     def start(self, timeout: float = 10.0) -> ThreadedServer:
         self._thread.start()
@@ -107,6 +116,7 @@ class ThreadedServer:
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
+        self.server.drain(self._loop)
         self.server.should_exit = True
         self._thread.join(timeout)
         self._socket.close()
