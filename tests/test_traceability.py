@@ -32,7 +32,7 @@ def defined_ids() -> dict[str, bool]:
     return ids
 
 
-def tested_ids() -> set[str]:
+def ids_in_tests() -> set[str]:
     ids: set[str] = set()
     for path in ROOT.joinpath("tests").rglob("*.py"):
         for group in MARKER.findall(path.read_text()):
@@ -46,10 +46,10 @@ def test_every_listed_id_is_defined_in_specs_and_nothing_else_is():
 
 def test_every_current_scenario_is_checked_by_a_test():
     scenarios = [i for i, now in defined_ids().items() if now and "/" in i]
-    missing = sorted(set(scenarios) - tested_ids())
+    missing = sorted(set(scenarios) - ids_in_tests())
     assert not missing, f"scenarios without a test carrying their id: {missing}"
 
 
 def test_tests_only_name_ids_that_exist():
-    unknown = sorted(tested_ids() - set(defined_ids()))
+    unknown = sorted(ids_in_tests() - set(defined_ids()))
     assert not unknown, f"tests carry ids that specs/ does not define: {unknown}"

@@ -17,6 +17,10 @@ COMMANDS: dict[str, str] = {
     "store": "amc.cli.store:store",
     "serve": "amc.cli.serve:serve",
     "host": "amc.cli.host:host",
+    "conformance": "amc.cli.conformance:conformance",
+    "task": "amc.cli.task:task",
+    "up": "amc.cli.up:up",
+    "demo": "amc.cli.demo:demo",
 }
 
 

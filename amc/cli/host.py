@@ -12,16 +12,21 @@ from pathlib import Path
 
 import click
 
+from amc.cli.hosts import list_hosts
+
 
 @click.group()
 def host() -> None:
-    """Run a Host Agent: serve this machine's Android devices (over adb) to a control plane."""
+    """Host Agents: run one on this machine, or list the hosts a control plane knows."""
+
+
+host.add_command(list_hosts)
 
 
 @host.command()
-@click.option("--server", required=True, envvar="AMC_SERVER", show_envvar=True,
+@click.option("--server", required=True, envvar="AMC_URL", show_envvar=True,
               help="Base URL of the control plane, e.g. http://127.0.0.1:8000.")
-@click.option("--token", required=True, envvar="AMC_TOKEN", show_envvar=True,
+@click.option("--token", required=True, envvar="AMC_HOST_TOKEN", show_envvar=True,
               help="The host's bearer token (role host). Prefer the environment variable: "
                    "arguments are visible to other users of this machine.")
 @click.option("--host-id", required=True, envvar="AMC_HOST_ID", show_envvar=True,
@@ -88,3 +93,4 @@ def run(server, token, host_id, adb_host, adb_port, policy_file, artifacts, leas
         asyncio.run(main())
     except RegistrationRefused as error:
         raise click.ClickException(f"the server refused host {host_id!r}: {error} (check --token and --host-id)")
+

@@ -15,7 +15,7 @@ AMC = str(Path(sys.executable).with_name("amc"))
 
 
 def host_run(server_url: str, adb_port: int, tmp_path: Path, token: str, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "AMC_TOKEN": token}  # the token from the environment, not argv
+    env = {**os.environ, "AMC_HOST_TOKEN": token}  # the token from the environment, not argv
     command = [AMC, "host", "run", "--server", server_url, "--host-id", "h1", "--adb-port", str(adb_port),
                "--artifacts", str(tmp_path / "artifacts"), "--lease-seconds", "1.5", "--claim-wait", "1",
                "--scan-seconds", "0.2", *extra]

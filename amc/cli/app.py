@@ -1,0 +1,191 @@
+"""The application object of the caller commands: output, connection, and clean exits.
+
+In the manner of hatch, every caller command (`amc task ...`, `amc host list`) gets one
+`Application` in `ctx.obj`. It owns:
+
+- output: `display_*` for people (rich, to stdout; errors and notes to stderr), and
+  `display_json` for scripts when `--json` is given. In JSON mode stdout carries exactly one
+  JSON document and nothing else, so `amc task show ID --json | jq .status` always works;
+- the connection: `--url`/`AMC_URL` and `--token`/`AMC_TOKEN`, with the token falling back to
+  the tokens file in `--data`/`AMC_DATA` (what `amc up` and `amc serve` write), resolved only
+  when a command first talks to the server, so `--help` never reads it;
+- exits: `abort(message, code)` prints one line and exits with `code`. Every `ApiError` a
+  command lets escape is turned into such a line by `caller_command`, with the exit code of
+  its kind (`Exit` below), never a traceback.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, NoReturn
+
+import click
+
+from amc.cli.client import DEFAULT_URL, ApiClient, ApiError, Refused, Unreachable, local_token
+
+
+class Exit(enum.IntEnum):
+    """The exit codes of the caller commands (also in `amc task --help`)."""
+
+    OK = 0
+    FAILED = 1  # the command ran and the answer is "no": a watched task did not end done, a demo verdict failed
+    USAGE = 2  # click's own: a bad option or argument
+    UNREACHABLE = 3  # no answer from the server
+    UNAUTHORIZED = 4  # 401 or 403: the token is missing, unknown or not allowed to do this
+    NOT_FOUND = 5  # 404
+    CONFLICT = 6  # 409: the protocol's rules refuse it now (e.g. task_terminal)
+    INVALID = 7  # 400 or 413: the request itself is malformed (a bad plan, a bad option value)
+
+
+EXIT_HELP = ("Exit codes: 0 ok; 1 the answer is no (a watched task did not end done); 2 usage; "
+             "3 server unreachable; 4 token refused (401/403); 5 not found (404); "
+             "6 conflict (409, with its code); 7 invalid request (400/413).")
+
+
+def make_console(stderr: bool = False):
+    """A rich console for stdout (or stderr) that also reads well in a pipe or a CI log."""
+    from rich.console import Console  # rich is imported by commands only, never by --help
+
+    # Outside a terminal rich would wrap at 80 columns; tables of ids and times read better
+    # wider, and COLUMNS still wins when it is set.
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else 132
+    return Console(stderr=stderr, width=width, highlight=False)
+
+
+def exit_code(error: ApiError) -> Exit:
+    if isinstance(error, Unreachable):
+        return Exit.UNREACHABLE
+    if isinstance(error, Refused):
+        if error.status in (401, 403):
+            return Exit.UNAUTHORIZED
+        if error.status == 404:
+            return Exit.NOT_FOUND
+        if error.status == 409:
+            return Exit.CONFLICT
+        if error.status in (400, 413, 422):
+            return Exit.INVALID
+    return Exit.FAILED
+
+
+def _hint(error: ApiError) -> str:
+    """What to try next, appended to the error line where there is an obvious next step."""
+    if isinstance(error, Unreachable):
+        return "; is `amc up` (or `amc serve`) running? Set --url or AMC_URL"
+    if isinstance(error, Refused) and error.status == 401:
+        return "; check --token or AMC_TOKEN"
+    return ""
+
+
+class Application:
+    """Output and connection for one invocation of a caller command.
+
+    Args:
+        as_json: print one JSON document to stdout instead of tables and sentences.
+        url: the server's base URL.
+        token: the bearer token; None reads the tokens file in `data` on first use.
+        data: the local data directory whose tokens file is the fallback.
+    """
+
+    def __init__(self, *, as_json: bool = False, url: str = DEFAULT_URL, token: str | None = None,
+                 data: Path = Path(".amc")):
+        self.as_json = as_json
+        self.url = url
+        self.data = data
+        self._token = token
+        self._client: ApiClient | None = None
+        self.out = make_console()
+        self.err = make_console(stderr=True)
+
+    # -- the connection ------------------------------------------------------------------
+
+    @property
+    def client(self) -> ApiClient:
+        if self._client is None:
+            token = self._token
+            if not token:
+                try:
+                    token = local_token(self.data)
+                except ApiError as error:
+                    self.abort(f"no token: pass --token or set AMC_TOKEN ({error.message}; "
+                               f"`amc up` writes one there)", Exit.UNAUTHORIZED)
+            self._client = ApiClient(self.url, token)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    # -- output --------------------------------------------------------------------------
+
+    def display(self, renderable: Any = "") -> None:
+        """Something for people (a table, a sentence); nothing in JSON mode."""
+        if not self.as_json:
+            self.out.print(renderable)
+
+    def display_json(self, data: Any) -> None:
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+    def display_result(self, data: Any, renderable: Callable[[], Any]) -> None:
+        """`data` as JSON in JSON mode, else what `renderable()` builds from it, for people."""
+        if self.as_json:
+            self.display_json(data)
+        else:
+            self.out.print(renderable())
+
+    def display_info(self, text: str) -> None:
+        """A note for people, on stderr so it never mixes with a command's output."""
+        if not self.as_json:
+            self.err.print(text, style="dim")
+
+    def display_warning(self, text: str) -> None:
+        self.err.print(f"Warning: {text}", style="yellow", markup=False)
+
+    def display_error(self, text: str) -> None:
+        self.err.print(f"Error: {text}", style="red", markup=False, soft_wrap=True)
+
+    def abort(self, message: str, code: int = Exit.FAILED) -> NoReturn:
+        """Print `message` as one error line and exit with `code`."""
+        self.display_error(message)
+        raise click.exceptions.Exit(int(code))
+
+    def fail(self, error: ApiError) -> NoReturn:
+        self.abort(error.message + _hint(error), exit_code(error))
+
+
+# -- the options every caller command takes -------------------------------------------------
+
+
+def caller_command(function: Callable) -> Callable:
+    """Give a click command the connection and output options, and an `Application` as `app`.
+
+    The application goes into `ctx.obj` as well; an `ApiError` escaping the command becomes
+    one error line and its exit code.
+    """
+
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (for scripts) instead of tables.")
+    @click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=Path(".amc"),
+                  show_default=True, envvar="AMC_DATA", show_envvar=True,
+                  help="Local data directory whose tokens.json supplies the token when none is given.")
+    @click.option("--token", envvar="AMC_TOKEN", show_envvar=True,
+                  help="Bearer token (client or admin). Default: the client token of DATA/tokens.json. "
+                       "Prefer the environment variable: arguments are visible to other users.")
+    @click.option("--url", default=DEFAULT_URL, show_default=True, envvar="AMC_URL", show_envvar=True,
+                  help="Base URL of the control plane.")
+    @click.pass_context
+    @functools.wraps(function)
+    def wrapper(ctx: click.Context, as_json: bool, data: Path, token: str | None, url: str, **kwargs):
+        app = Application(as_json=as_json, url=url, token=token, data=data)
+        ctx.obj = app
+        ctx.call_on_close(app.close)
+        try:
+            return function(app, **kwargs)
+        except ApiError as error:
+            app.fail(error)
+
+    return wrapper

@@ -1,0 +1,209 @@
+"""A small synchronous client for the caller's side of the protocol (PROTOCOL.md Part A).
+
+The CLI's commands, `amc up` and `amc demo` reach the server only through this module.
+Every call returns the decoded JSON or raises exactly one `ApiError`:
+
+- `Unreachable`: no HTTP answer at all (connection refused, a timeout, a cut connection,
+  a URL that is not http(s)). Nothing can be said about whether the request took effect.
+- `Refused`: the server answered with a problem document; `status`, `code` (the protocol's
+  machine-readable code, e.g. `task_terminal`) and `detail` say why. A reply that is not a
+  problem (a proxy's HTML page, another program on the port) gets the code `http_<status>`.
+
+Both carry a one-line `message` meant for people; the CLI prints it and exits with the code
+`amc.cli.app` assigns to the error, so scripts can tell "down" from "no" from "not there".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+TOKENS_FILE = "tokens.json"  # inside the data directory, written by `amc serve` on its first start
+
+
+class ApiError(Exception):
+    """A call that did not succeed; `message` is one line for people."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class Unreachable(ApiError):
+    """No answer from the server: it is down, the URL is wrong, or the network cut the call."""
+
+
+class Refused(ApiError):
+    """The server answered with an error (a problem+json document)."""
+
+    def __init__(self, status: int, code: str, detail: str):
+        super().__init__(f"{detail} ({status} {code})" if detail else f"{status} {code}")
+        self.status = status
+        self.code = code
+        self.detail = detail
+
+
+class ApiClient:
+    """The caller endpoints of one server, with one bearer token (client or admin role).
+
+    Args:
+        url: the server's base URL, e.g. ``http://127.0.0.1:8000``.
+        token: the bearer token; sent in a header, never printed.
+        timeout: seconds one request may take before it counts as unanswered.
+    """
+
+    def __init__(self, url: str, token: str, *, timeout: float = 10.0):
+        import httpx  # here, not at the top: `amc --help` imports this module and should stay instant
+
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, timeout=timeout,
+                                  headers={"Authorization": f"Bearer {token}"})
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    # -- endpoints -----------------------------------------------------------------------
+
+    def health(self) -> dict:
+        return self._call("GET", "/v1/health")[1]
+
+    def submit(self, body: dict) -> tuple[dict, bool]:
+        """The task, and whether it was created (201) rather than found by idempotency key (200)."""
+        status, task = self._call("POST", "/v1/tasks", body)
+        return task, status == 201
+
+    def task(self, task_id: str) -> dict:
+        return self._call("GET", f"/v1/tasks/{_segment(task_id)}")[1]
+
+    def tasks(self, status: str | None = None, limit: int = 100, after: str | None = None) -> dict:
+        """One page: ``{"tasks": [...], "next": cursor or None}``, oldest first."""
+        params: dict[str, Any] = {"limit": limit}
+        if status:
+            params["status"] = status
+        if after:
+            params["after"] = after
+        return self._call("GET", "/v1/tasks", params=params)[1]
+
+    def all_tasks(self, status: str | None = None, limit: int = 1000, after: str | None = None) -> dict:
+        """Up to `limit` tasks, following `next` across pages; same shape as `tasks`."""
+        found: list[dict] = []
+        cursor = after
+        while True:
+            page = self.tasks(status, min(1000, limit - len(found)), cursor)
+            found.extend(page["tasks"])
+            cursor = page["next"]
+            if cursor is None or len(found) >= limit:
+                return {"tasks": found, "next": cursor}
+
+    def history(self, task_id: str) -> dict:
+        return self._call("GET", f"/v1/tasks/{_segment(task_id)}/history")[1]
+
+    def cancel(self, task_id: str, reason: str | None = None) -> tuple[dict, bool]:
+        """The task, and whether the cancellation is pending (202: the task is still running)."""
+        body = {} if reason is None else {"reason": reason}
+        status, task = self._call("POST", f"/v1/tasks/{_segment(task_id)}/cancel", body)
+        return task, status == 202
+
+    def hosts(self) -> dict:
+        return self._call("GET", "/v1/hosts")[1]
+
+    def host(self, host_id: str) -> dict:
+        return self._call("GET", f"/v1/hosts/{_segment(host_id)}")[1]
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, body: Any = None, params: dict | None = None) -> tuple[int, Any]:
+        import httpx
+
+        try:
+            response = self._http.request(method, path, json=body, params=params)
+        except httpx.UnsupportedProtocol:
+            raise Unreachable(f"{self.url} is not an http:// or https:// URL") from None
+        except httpx.TimeoutException:
+            raise Unreachable(f"the server at {self.url} did not answer in time") from None
+        except httpx.ConnectError as error:
+            raise Unreachable(f"cannot connect to the server at {self.url} ({_reason(error)})") from None
+        except (httpx.HTTPError, httpx.InvalidURL) as error:
+            raise Unreachable(f"no answer from the server at {self.url} ({_reason(error)})") from None
+        if response.status_code >= 400:
+            raise _refusal(response)
+        try:
+            return response.status_code, response.json()
+        except ValueError:
+            raise Refused(response.status_code, "not_amc",
+                          f"the server at {self.url} answered something that is not JSON; is it an amc server?") from None
+
+
+def _segment(value: str) -> str:
+    """A path segment with its reserved characters escaped, so an id can never change the route."""
+    from urllib.parse import quote
+
+    return quote(value, safe="")
+
+
+def _reason(error: Exception) -> str:
+    text = str(error).strip()
+    if "Connection refused" in text or "Errno 111" in text:
+        return "connection refused"
+    return text.splitlines()[-1] if text else type(error).__name__
+
+
+def _refusal(response: "httpx.Response") -> Refused:
+    try:
+        problem = response.json()
+    except ValueError:
+        problem = None
+    if isinstance(problem, dict) and isinstance(problem.get("code"), str):
+        return Refused(response.status_code, problem["code"], str(problem.get("detail") or problem.get("title") or ""))
+    return Refused(response.status_code, f"http_{response.status_code}",
+                   f"{response.reason_phrase or 'error'} (not a problem document; is this an amc server?)")
+
+
+# -- the local tokens file ------------------------------------------------------------------
+
+
+def read_tokens_file(path: Path) -> list[dict]:
+    """The entries of a tokens file (PROTOCOL.md format); ApiError if it cannot be read."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ApiError(f"no tokens file at {path}") from None
+    except (OSError, ValueError) as error:
+        raise ApiError(f"cannot read the tokens file {path}: {type(error).__name__}") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ApiError(f"{path} is not a tokens file (a JSON list of token objects)")
+    return entries
+
+
+def token_for(entries: list[dict], *roles: str) -> dict | None:
+    """The first entry whose role is `roles[0]`, else `roles[1]`, ...; None if there is none."""
+    for role in roles:
+        for entry in entries:
+            if entry.get("role") == role and isinstance(entry.get("token"), str):
+                return entry
+    return None
+
+
+def local_token(data_dir: str | os.PathLike) -> str:
+    """The caller token of a local stack: the tokens file's client token, else its admin token.
+
+    The client token comes first: it is the least privilege that can do everything the task
+    commands do (on its tenant, `default` for a file `amc serve` wrote).
+    """
+    path = Path(data_dir) / TOKENS_FILE
+    entry = token_for(read_tokens_file(path), "client", "admin")
+    if entry is None:
+        raise ApiError(f"{path} has no client or admin token")
+    return entry["token"]

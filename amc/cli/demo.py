@@ -1,0 +1,414 @@
+"""`amc demo`: the local stack with a small workload, a live table, and a verdict.
+
+What happens, in order (about ten seconds):
+
+1. A server on a fresh temporary store, with 3-second leases so expiries show quickly,
+   and its own tokens file (admin, client, hosts h1 and h2); simulated phones: three for
+   host h1, one (a Pixel 7, like one of h1's) for host h2.
+2. Only h2's Host Agent starts at first, and `checkout` (any Pixel 7) is submitted: h2 is
+   then the only host that can claim it.
+3. h1's agent starts and the rest of the workload is submitted (`amc.cli.workload`);
+   `nightly-report`, last in line, is cancelled while still queued.
+4. While `checkout` runs a shell command on h2's phone, the h2 agent is SIGKILLed: its
+   lease lapses, the server requeues the task, and h1 runs it on its own Pixel 7.
+5. While `long-sync` runs `sleep 8` on its phone, it is cancelled: the agent learns it at
+   its next lease renewal, stops the command at once and reports `cancelled`.
+6. When every task has ended, the verdict (`workload.check`) compares each task resource
+   with what the protocol says, and the summary shows the tasks by status and each
+   cancellation's request-to-stop latency (to the delivery, to the last device command of
+   the attempt from the simulator's log, and to the recorded result).
+
+Exit 0 only when every task ended as it must. The store and the logs are deleted, unless
+the demo failed or --keep was given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+LEASE_SECONDS = 3.0
+
+
+@click.command()
+@click.option("--timeout", type=click.FloatRange(10, 600), default=60.0, show_default=True,
+              help="Give up (exit 1) if the workload has not ended after this many seconds.")
+@click.option("--keep", is_flag=True, help="Keep the temporary store and logs, and print where they are.")
+def demo(timeout: float, keep: bool) -> None:
+    """Run a small workload on a local stack with simulated phones, live, and check the outcome.
+
+    A server, two Host Agents and four simulated phones on a throwaway store. Several app
+    flows, one cancellation of a queued task, one of a running task, and one host killed
+    mid-task. Exits 0 only when every task ended as the protocol says it must.
+    """
+    from amc.cli.app import make_console
+    from amc.cli.client import ApiError
+    from amc.cli.stack import Stack, StackError
+
+    console = make_console()
+    workdir = Path(tempfile.mkdtemp(prefix="amc-demo-"))
+    logs = workdir / "logs"
+    logs.mkdir()
+    files: dict[str, object] = {}
+
+    def sink(name: str, line: str) -> None:
+        out = files.get(name)
+        if out is None:
+            out = files[name] = open(logs / f"{name}.log", "a", encoding="utf-8")
+        out.write(line + "\n")
+        out.flush()
+
+    passed = False
+    stack = Stack(sink)
+    try:
+        try:
+            passed = DemoRun(stack, console, workdir).run(timeout)
+        except (StackError, ApiError) as error:
+            from rich.markup import escape
+
+            console.print(f"[red]Error:[/red] {escape(str(getattr(error, 'message', error)))}")
+        except KeyboardInterrupt:
+            console.print("interrupted: stopping the stack")
+            stack.stop(force=True)
+            raise
+        finally:
+            stack.stop()
+    finally:
+        for out in files.values():
+            out.close()
+        if passed and not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            console.print(f"The store and the logs of this run are in {workdir}")
+    if not passed:
+        raise click.exceptions.Exit(1)
+
+
+def _write_tokens(path: Path) -> dict[str, dict]:
+    """A tokens file for the demo: role or host id -> entry. Mode 0600, like amc serve's own."""
+    entries = {
+        "admin": {"token": secrets.token_urlsafe(32), "role": "admin"},
+        "client": {"token": secrets.token_urlsafe(32), "role": "client", "tenant": "default"},
+        "h1": {"token": secrets.token_urlsafe(32), "role": "host", "host_id": "h1"},
+        "h2": {"token": secrets.token_urlsafe(32), "role": "host", "host_id": "h2"},
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(list(entries.values()), out, indent=2)
+    return entries
+
+
+class DemoRun:
+    """One run of the demo: start, drive the workload, watch, judge."""
+
+    def __init__(self, stack, console, workdir: Path):
+        from amc.cli import workload
+
+        self.stack = stack
+        self.console = console
+        self.workdir = workdir
+        self.jobs = workload.jobs()
+        self.by_name = {job.name: job for job in self.jobs}
+        self.ids: dict[str, str] = {}  # job name -> task id
+        self.tasks: dict[str, dict] = {}  # job name -> latest task resource
+        self.notes: dict[str, str] = {}  # job name -> what the demo did to it
+        self.began = time.monotonic()
+        self.live = None
+        self.simulators: dict[str, object] = {}  # host id -> its Simulator
+        self.killed_at: float | None = None  # wall time h2 was killed
+        self.cancel_sent = False  # long-sync's cancellation
+
+    # -- narration ------------------------------------------------------------------------
+
+    def say(self, text: str) -> None:
+        line = f"[dim]{time.monotonic() - self.began:5.1f}s[/dim]  {text}"
+        (self.live.console if self.live is not None else self.console).print(line)
+
+    # -- the run --------------------------------------------------------------------------
+
+    def run(self, timeout: float) -> bool:
+        from amc.adapters.adb.simulator import default_specs
+        from amc.cli import workload
+        from amc.cli.client import ApiClient
+
+        stack, workdir = self.stack, self.workdir
+        tokens = _write_tokens(workdir / "tokens.json")
+        url = stack.start_server(workdir / "store", tokens=workdir / "tokens.json", lease_seconds=LEASE_SECONDS)
+        specs = default_specs(4)
+        self.simulators = {workload.SURVIVOR_HOST: stack.start_simulator(specs[:3]),
+                           workload.DOOMED_HOST: stack.start_simulator(specs[3:])}
+        self.client = ApiClient(url, tokens["client"]["token"])
+        admin = ApiClient(url, tokens["admin"]["token"])
+        self.console.print(
+            f"[bold]amc demo[/bold]: a control plane, two Host Agents and four simulated phones, on a throwaway store.\n"
+            f"  server  {url}  (store {workdir / 'store'}, leases of {LEASE_SECONDS:g} s)\n"
+            f"  h1      {self._phones(specs[:3])}\n"
+            f"  h2      {self._phones(specs[3:])}: this host will die mid-task\n")
+        self.console.print(f"The workload ({len(self.jobs)} tasks):")
+        for job in self.jobs:
+            self.console.print(f"  [bold]{job.name:<15}[/bold] {job.story}")
+        self.console.print()
+        try:
+            self._start_agent(workload.DOOMED_HOST, tokens)
+            stack.wait_registered(admin, workload.DOOMED_HOST, 1)
+            self.say("host h2 registered its phone; submitting [bold]checkout[/bold] (any Pixel 7): only h2 can claim it now")
+            self._submit(self.by_name["checkout"])
+            self._wait_for(lambda: self._task("checkout")["status"] in ("assigned", "dispatched"), 10,
+                           "checkout to be claimed by h2")
+            self._start_agent(workload.SURVIVOR_HOST, tokens)
+            self.say("host h1 starting with three phones; submitting the rest of the workload")
+            for job in self.jobs:
+                if job.name not in self.ids:
+                    self._submit(job)
+            self._cancel_queued()
+            self._follow(timeout)
+            histories = {name: self.client.history(task_id)["events"] for name, task_id in self.ids.items()}
+            self._refresh()
+        finally:
+            self.client.close()
+            admin.close()
+        return self._summary(histories)
+
+    def _phones(self, specs) -> str:
+        return ", ".join(f"{spec.serial} ({spec.model})" for spec in specs)
+
+    def _start_agent(self, host_id: str, tokens: dict) -> None:
+        simulator = self.simulators[host_id]
+        self.stack.start_agent(host_id, tokens[host_id]["token"], adb_port=simulator.server_port,
+                               artifacts=self.workdir / "artifacts", scan_seconds=0.5, claim_wait=5)
+
+    def _submit(self, job) -> None:
+        task, _ = self.client.submit(job.submission())
+        self.ids[job.name] = task["id"]
+        self.tasks[job.name] = task
+
+    def _task(self, name: str) -> dict:
+        self.tasks[name] = self.client.task(self.ids[name])
+        return self.tasks[name]
+
+    def _wait_for(self, condition, timeout: float, what: str) -> None:
+        from amc.cli.stack import StackError
+
+        deadline = time.monotonic() + timeout
+        while not condition():
+            self.stack.check()
+            if time.monotonic() > deadline:
+                raise StackError(f"timed out waiting for {what}")
+            time.sleep(0.05)
+
+    def _cancel_queued(self) -> None:
+        """Cancel `nightly-report` right after submitting it: it is last in line, so still queued."""
+        name = "nightly-report"
+        task, pending = self.client.cancel(self.ids[name], "no longer needed")
+        self.tasks[name] = task
+        self.notes[name] = "cancel requested while queued"
+        self.say(f"cancel [bold]{name}[/bold] while it waits in the queue: "
+                 + ("it was already running!" if pending else f"{task['status']} at once, nothing ran"))
+
+    # -- following the workload -----------------------------------------------------------
+
+    def _follow(self, timeout: float) -> None:
+        """Poll the tasks until all ended, acting on them when their moment comes."""
+        import sys
+
+        from rich.live import Live
+
+        from amc.cli.stack import StackError
+
+        deadline = time.monotonic() + timeout
+        shown: dict[str, str] = {}
+        # A live table on a terminal; in a pipe or CI log, one line per status change.
+        live = Live(self._table(), console=self.console, refresh_per_second=8,
+                    transient=False) if sys.stdout.isatty() else None
+        if live is not None:
+            live.start()
+            self.live = live
+        try:
+            while True:
+                self._refresh()
+                self._act()
+                if live is not None:
+                    live.update(self._table())
+                else:
+                    for name, task in self.tasks.items():
+                        state = f"{task['status']} {self._where(task)}"
+                        if shown.get(name) != state:
+                            shown[name] = state
+                            self.say(f"{name:<15} {task['status']:<10} {self._where(task)}")
+                if all(task["status"] in ("done", "failed", "cancelled") for task in self.tasks.values()):
+                    break
+                self.stack.check()
+                if time.monotonic() > deadline:
+                    raise StackError(f"the workload did not end within {timeout:g} s")
+                time.sleep(0.2)
+        finally:
+            if live is not None:
+                live.stop()
+                self.live = None
+        if live is None:
+            self.console.print(self._table())
+
+    def _refresh(self) -> None:
+        page = self.client.all_tasks()
+        by_id = {task["id"]: task for task in page["tasks"]}
+        for name, task_id in self.ids.items():
+            if task_id in by_id:
+                self.tasks[name] = by_id[task_id]
+
+    def _act(self) -> None:
+        """Kill h2 while checkout runs its shell command there; cancel long-sync while its runs."""
+        from amc.cli import workload
+
+        checkout = self.tasks["checkout"]
+        if self.killed_at is None and checkout["status"] == "dispatched" and self._sleeping(checkout):
+            agent = self.stack.agents[workload.DOOMED_HOST]
+            agent.signal(signal.SIGKILL)
+            agent.process.wait(5)
+            self.killed_at = time.time()
+            self.notes["checkout"] = "h2 killed while running it"
+            self.say("[bold red]host h2 killed[/bold red] (SIGKILL) while [bold]checkout[/bold] runs on it: "
+                     f"nobody renews its lease now; the server requeues it when the lease lapses")
+        sync = self.tasks["long-sync"]
+        if not self.cancel_sent and sync["status"] == "dispatched" and self._sleeping(sync):
+            self.cancel_sent = True
+            task, pending = self.client.cancel(self.ids["long-sync"], "the user changed their mind")
+            self.tasks["long-sync"] = task
+            self.notes["long-sync"] = "cancel requested while running"
+            self.say(f"cancel [bold]long-sync[/bold] while `sleep 8` runs on {self._where(task)}: "
+                     + ("pending until its host hears of it" if pending else f"answered {task['status']}"))
+        if checkout["status"] in ("queued", "assigned", "dispatched") and len(checkout["attempts"]) > 1:
+            self.notes["checkout"] = "h2 killed; lease lapsed, requeued"
+
+    def _sleeping(self, task: dict) -> bool:
+        """True when the task's current attempt has a `sleep` running on its simulated phone."""
+        attempt = task["attempts"][-1]
+        simulator = self.simulators.get(attempt["host_id"])
+        if simulator is None:
+            return False
+        return any("sleep" in record.command and record.end == "running"
+                   for record in simulator.log(attempt["device"]))
+
+    @staticmethod
+    def _where(task: dict) -> str:
+        from amc.cli.views import where
+
+        return where(task)
+
+    def _table(self):
+        from rich.table import Table
+        from rich.text import Text
+
+        from amc.cli.views import status_text
+
+        table = Table(show_edge=False, pad_edge=False, title="tasks", title_justify="left")
+        for column in ("JOB", "STATUS", "ATTEMPTS", "WHERE", "WHAT HAPPENED"):
+            table.add_column(column, no_wrap=column != "WHAT HAPPENED")
+        for job in self.jobs:
+            task = self.tasks.get(job.name)
+            if task is None:
+                table.add_row(job.name, "-", "", "", "")
+                continue
+            attempts = " ".join(f"{a['number']}:{a['outcome'] or 'active'}" for a in task["attempts"]) or "-"
+            table.add_row(job.name, status_text(task["status"]), attempts, self._where(task),
+                          Text(self.notes.get(job.name, "")))
+        return table
+
+    # -- the verdict ----------------------------------------------------------------------
+
+    def _summary(self, histories: dict[str, list[dict]]) -> bool:
+        from collections import Counter
+
+        from amc.cli import workload
+
+        counts = Counter(task["status"] for task in self.tasks.values())
+        self.console.print("\n[bold]Tasks by status:[/bold] "
+                           + ", ".join(f"{status} {counts[status]}" for status in ("done", "failed", "cancelled")
+                                       if counts[status]))
+        self._latencies()
+        self._lease_loss()
+        problems = {job.name: workload.check(job, self.tasks[job.name], histories[job.name]) for job in self.jobs}
+        bad = {name: found for name, found in problems.items() if found}
+        if bad:
+            self.console.print("\n[bold red]FAILED[/bold red]: these tasks did not end as the protocol says they must:")
+            for name, found in bad.items():
+                for problem in found:
+                    self.console.print(f"  {name} ({self.ids[name]}): {problem}")
+            return False
+        self.console.print(f"\n[bold green]OK[/bold green]: all {len(self.jobs)} tasks ended as the protocol says "
+                           f"they must (done, cancelled while queued, cancelled while running, requeued after a lost "
+                           f"lease). Try it yourself: `amc up`, then `amc task --help`.")
+        return True
+
+    def _latencies(self) -> None:
+        from rich.table import Table
+
+        from amc.cli.views import parse_time
+
+        table = Table(show_edge=False, pad_edge=False, title="Cancellations, from the request to:",
+                      title_justify="left")
+        for column in ("JOB", "ASKED WHILE", "DELIVERED", "DEVICE QUIET", "REPORTED", "RESULT"):
+            table.add_column(column, no_wrap=True)
+
+        def ms(start: float, end: float | None) -> str:
+            return "-" if end is None else f"{max(0.0, end - start) * 1000:.0f} ms"
+
+        for name in ("nightly-report", "long-sync"):
+            task = self.tasks[name]
+            cancellation = task.get("cancellation")
+            result = task.get("result") or {}
+            outcome = f"{task['status']} ({result.get('reason')})"
+            if not cancellation:
+                table.add_row(name, "?", "-", "-", "-", outcome)
+                continue
+            asked = parse_time(cancellation["requested_at"])
+            recorded = parse_time(result["recorded_at"]) if result.get("recorded_at") else None
+            if cancellation["attempt"] is None:  # queued: it ends in the request itself; nothing ran
+                table.add_row(name, "queued", "n/a", "n/a", ms(asked, recorded), outcome)
+                continue
+            delivered = parse_time(cancellation["delivered_at"]) if cancellation.get("delivered_at") else None
+            table.add_row(name, "running", ms(asked, delivered), ms(asked, self._device_quiet(task)),
+                          ms(asked, recorded), outcome)
+        self.console.print(table)
+        self.console.print(f"[dim]  A running task hears of its cancellation at its next lease renewal (every "
+                           f"{LEASE_SECONDS / 3:g} s with {LEASE_SECONDS:g} s leases); its agent then stops the running "
+                           f"command at once.[/dim]")
+
+    def _device_quiet(self, task: dict) -> float | None:
+        """When the last device command of the cancelled attempt ended (the simulator's log)."""
+        from amc.cli.views import parse_time
+
+        if not task.get("attempts"):
+            return None
+        attempt = task["attempts"][-1]
+        simulator = self.simulators.get(attempt["host_id"])
+        if simulator is None:
+            return None
+        # The attempt's commands: those that started between its assignment and its report
+        # (the device runs other tasks' commands afterwards). Server and simulator share
+        # this machine's clock.
+        began, reported = parse_time(attempt["assigned_at"]), parse_time(attempt["ended_at"])
+        ended = [record.ended_at for record in simulator.log(attempt["device"])
+                 if began <= record.started_at <= reported and record.ended_at is not None]
+        return max(ended) if ended else None
+
+    def _lease_loss(self) -> None:
+        from amc.cli.views import parse_time, when
+
+        task = self.tasks["checkout"]
+        attempts = task["attempts"]
+        if len(attempts) < 2 or self.killed_at is None:
+            return
+        first, last = attempts[0], attempts[-1]
+        lapse = parse_time(first["lease_expires_at"]) - self.killed_at
+        self.console.print(
+            f"[bold]Lease loss:[/bold] checkout's attempt 1 on {first['host_id']}/{first['device']} lost its host; "
+            f"its lease lapsed {lapse:.1f} s after the kill ({when(first['ended_at'])}), the task was requeued, "
+            f"and attempt {last['number']} on {last['host_id']}/{last['device']} ended {last['outcome']}.")

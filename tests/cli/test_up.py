@@ -1,0 +1,100 @@
+"""`amc up` as a person runs it: a subprocess in a fresh directory, then Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+from click.testing import CliRunner
+
+from amc.cli import main
+from tests.cli.conftest import PLAN
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def lines_of(stream) -> queue.Queue:
+    lines: queue.Queue = queue.Queue()
+
+    def pump():
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def read_until(lines: queue.Queue, marker: str, timeout: float) -> str:
+    seen = []
+    deadline = time.monotonic() + timeout
+    while True:
+        line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        assert line is not None, "amc up exited:\n" + "".join(seen)
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
+
+
+def test_up_runs_a_local_stack_that_the_cli_finds_and_stops_cleanly_on_ctrl_c(tmp_path):
+    adb_port = closed_port()  # no adb server there: up must fall back to simulated phones
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AMC_")}
+    process = subprocess.Popen([sys.executable, "-m", "amc", "up", "--port", "0", "--sim-devices", "2",
+                                "--adb-port", str(adb_port)], cwd=tmp_path, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        banner = read_until(lines_of(process.stdout), "Ctrl-C stops everything.", timeout=60)
+        url = re.search(r"server\s+(http://\S+)", banner).group(1)
+        assert f"2 simulated device(s) (no adb server is running at 127.0.0.1:{adb_port})" in banner
+        assert "amc-sim-01 (Pixel 7), amc-sim-02 (SM-G991B)" in banner
+        tokens = tmp_path / ".amc" / "tokens.json"
+        assert ".amc/tokens.json" in banner and stat.S_IMODE(tokens.stat().st_mode) == 0o600
+
+        # The CLI, from the same directory, needs only the URL: the token comes from .amc.
+        runner = CliRunner()
+        env = {"AMC_URL": url, "AMC_DATA": str(tmp_path / ".amc"), "AMC_TOKEN": None}
+        done = runner.invoke(main, ["task", "submit", "-", "--watch"], input=json.dumps(PLAN), env=env)
+        assert done.exit_code == 0, done.output
+        assert "ended done (reported) on h1/amc-sim-0" in done.stdout
+        hosts = runner.invoke(main, ["task", "list", "--json"], env=env)
+        assert [t["status"] for t in json.loads(hosts.stdout)["tasks"]] == ["done"]
+
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+        stderr = process.stderr.read()
+        assert "amc up: stopped" in stderr
+        try:
+            httpx.get(f"{url}/v1/health", timeout=2)
+            raise AssertionError("the server still answers after amc up stopped")
+        except httpx.ConnectError:
+            pass
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_up_fails_in_one_line_when_its_port_is_taken(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {key: value for key, value in os.environ.items() if not key.startswith("AMC_")}
+        result = subprocess.run([sys.executable, "-m", "amc", "up", "--port", str(port), "--devices", "sim"],
+                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"Error: the server exited (status 1): cannot listen on 127.0.0.1:{port}" in result.stderr
