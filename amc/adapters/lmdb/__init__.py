@@ -1,0 +1,40 @@
+"""The durable store: an event log, records and indexes in one LMDB environment.
+
+    from amc.adapters.lmdb import LmdbService, verify
+
+    with LmdbService.open(".amc") as service:        # refuses a second writer
+        decision = service.execute_sync(command)    # returns after the fsync
+        page = service.tasks(tenant="acme", status=None, after=None, limit=100)
+    verify(".amc")                                  # [] when records == replayed log
+
+Modules: `layout` (the on-disk format: databases, keys, schema version), `store`
+(opening, refusals, the writer lock, map growth), `writer` (group commit), `reads`,
+`service` (`LmdbService`), `verify`.
+"""
+
+from amc.adapters.lmdb.errors import (
+    CommitFailed,
+    NotAStore,
+    SchemaMismatch,
+    StoreClosed,
+    StoreError,
+    StoreLocked,
+)
+from amc.adapters.lmdb.layout import SCHEMA_VERSION
+from amc.adapters.lmdb.service import DEFAULT_DATA_DIR, LmdbService
+from amc.adapters.lmdb.verify import Report, check, verify
+
+__all__ = [
+    "DEFAULT_DATA_DIR",
+    "SCHEMA_VERSION",
+    "CommitFailed",
+    "LmdbService",
+    "NotAStore",
+    "Report",
+    "SchemaMismatch",
+    "StoreClosed",
+    "StoreError",
+    "StoreLocked",
+    "check",
+    "verify",
+]

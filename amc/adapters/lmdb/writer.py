@@ -1,0 +1,460 @@
+"""The writer: one thread that owns the kernel state and commits commands in batches.
+
+Theory of operation
+===================
+
+Callers, on any thread or event loop, put `Work` on a queue and wait for its future. The
+writer thread takes the first item and then everything else already waiting (up to
+`max_batch`): that is the batch. For each item, in arrival order, it stamps the command
+with the clock and runs `kernel.execute` on the in-memory state, which is the only place
+the state changes. A rejected command is just a decision without events; it does not
+disturb the others. Then the batch's events, the records they changed and the index
+entries that moved are written in ONE LMDB write transaction, committed with one fsync,
+and only then are the callers' futures resolved. While the writer waits for the fsync
+(LMDB releases the GIL), callers keep queueing the next batch: group commit falls out of
+the queue, with no timer and no added latency for a lone caller.
+
+What goes into the transaction. The state's task and host dicts are `TrackedDict`s: the
+first time a batch replaces a record, the dict remembers the value it replaced. At the
+end of the batch, each changed record is encoded once, however many events touched it,
+and its index entries (listing, queue, leases) are diffed between the remembered and
+the current value, so an unchanged index entry costs nothing. Events get consecutive log
+sequence numbers; those that a task's history shows also get a `history` entry.
+
+A batch that produced no events (claims that found nothing, rejections) has nothing to
+make durable: its replies are released without a transaction. Every decision in it was
+taken on a state whose changes were all committed before the batch began.
+
+Failures, so that nothing is ever half-applied:
+
+- the kernel (or encoding an event) raises on one command: that is a bug, and the state
+  may be half-changed. Reload the state from disk, fail that caller with the exception,
+  and run the rest of the batch again.
+- the commit fails (disk full, IO error): the transaction was aborted. Reload the state
+  from disk and fail every caller of the batch with `CommitFailed`.
+- the map is full: `Store.write` grows it and retries the same prepared writes; callers
+  never see it.
+
+The clock: commands are stamped in the order they run, so the times in the log never go
+backwards. The latest stamp is stored with every batch, and a store reopens its system
+clock no earlier than that. A manual clock moves only here, inside a batch, and its new
+reading is stored in the same transaction as the expiries it caused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
+
+from amc.adapters.lmdb import layout
+from amc.adapters.lmdb.errors import CommitFailed, StoreClosed, StoreError
+from amc.adapters.lmdb.store import Store
+from amc.core import kernel
+from amc.core.commands import Command, ExpireLeases
+from amc.core.history import HISTORY_TYPES
+from amc.core.state import State
+from amc.service import Clock, ManualClock, stamp
+
+log = logging.getLogger("amc.store")
+
+ABSENT: Any = object()  # a key the dict did not hold before the batch
+_STOP: Any = object()
+
+
+class TrackedDict(dict):
+    """A dict that remembers, per batch, the value each key held before its first change.
+
+    The kernel changes records only by item assignment (records are frozen and replaced),
+    so this sees every change without the kernel knowing about storage.
+    """
+
+    __slots__ = ("before",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.before: dict = {}
+
+    def __setitem__(self, key, value) -> None:
+        before = self.before
+        if key not in before:
+            before[key] = dict.get(self, key, ABSENT)
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key) -> None:
+        before = self.before
+        if key not in before:
+            before[key] = dict.get(self, key, ABSENT)
+        dict.__delitem__(self, key)
+
+    def pop(self, key, *default):
+        if key in self:
+            value = self[key]
+            del self[key]
+            return value
+        return dict.pop(self, key, *default)
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args, **kwargs) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def popitem(self):
+        raise TypeError("a TrackedDict does not support popitem")
+
+    def clear(self) -> None:
+        raise TypeError("a TrackedDict does not support clear")
+
+
+def track(state: State) -> State:
+    """Wrap the state's records in `TrackedDict`s (once, after loading)."""
+    state.tasks = TrackedDict(state.tasks)
+    state.hosts = TrackedDict(state.hosts)
+    return state
+
+
+class Work:
+    """One caller's request: a command, or a manual clock advance."""
+
+    __slots__ = ("command", "advance_ms", "loop", "future")
+
+    def __init__(
+        self,
+        command: Command | None,
+        future: Future | asyncio.Future,
+        loop: asyncio.AbstractEventLoop | None = None,
+        advance_ms: int | None = None,
+    ):
+        self.command = command
+        self.advance_ms = advance_ms
+        self.future = future
+        self.loop = loop
+
+
+class _Poison(Exception):
+    """Running item `index` of the batch raised `error`."""
+
+    def __init__(self, index: int, error: BaseException):
+        self.index = index
+        self.error = error
+
+
+class _Prepared:
+    """A decided batch: the replies, and the writes that make it durable."""
+
+    __slots__ = ("replies", "log_items", "history_items", "deletes", "puts", "meta", "last_seq", "last_time", "advanced")
+
+    def __init__(self) -> None:
+        self.replies: list[Any] = []
+        self.log_items: list[tuple[bytes, bytes]] = []
+        self.history_items: list[tuple[bytes, bytes]] = []
+        self.deletes: list[tuple[Any, bytes]] = []
+        self.puts: dict[Any, list[tuple[bytes, bytes]]] = {}
+        self.meta: list[tuple[bytes, bytes]] = []
+        self.last_seq = 0
+        self.last_time = 0
+        self.advanced = 0
+
+    @property
+    def empty(self) -> bool:
+        return not self.log_items and not self.advanced
+
+
+class Writer:
+    """The thread that owns the state and commits batches (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        *,
+        on_commit: Callable[[int, float], None] | None = None,
+        max_batch: int = 512,
+    ):
+        self.store = store
+        self.clock = clock
+        self.manual = isinstance(clock, ManualClock)
+        self.on_commit = on_commit
+        self.max_batch = max_batch
+        self.state: State = State()
+        self.next_seq = 1
+        self.last_time = 0
+        self._broken: BaseException | None = None
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._accepting = True
+        self._submit_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=f"amc-store-writer:{store.path}", daemon=True)
+        self._reload()
+
+    # --- the callers' side -----------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, work: Work) -> None:
+        """Queue `work`; its future is resolved after the batch holding it committed."""
+        with self._submit_lock:
+            if not self._accepting:
+                raise StoreClosed(f"the store in {self.store.path} is closed")
+            self._queue.put(work)
+
+    def stop(self) -> None:
+        """Refuse new work, let the writer finish what is queued, and wait for it."""
+        with self._submit_lock:
+            if self._accepting:
+                self._accepting = False
+                self._queue.put(_STOP)
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    # --- the writer thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        take = self._queue.get
+        take_waiting = self._queue.get_nowait
+        while True:
+            first = take()
+            if first is _STOP:
+                return
+            batch, stop = [first], False
+            while len(batch) < self.max_batch:
+                try:
+                    work = take_waiting()
+                except queue.Empty:
+                    break
+                if work is _STOP:
+                    stop = True
+                    break
+                batch.append(work)
+            try:
+                self._process(batch)
+            except BaseException as exc:  # a bug in this module: fail the batch, keep serving
+                log.exception("the store writer failed on a batch")
+                _release([(work, None, CommitFailed(f"internal store error: {exc!r}")) for work in batch])
+                self._try_reload()
+            if stop:
+                return
+
+    def _process(self, batch: list[Work]) -> None:
+        started = time.perf_counter()
+        if self._broken is not None:
+            error = CommitFailed(f"the store in {self.store.path} failed and must be reopened: {self._broken!r}")
+            _release([(work, None, error) for work in batch])
+            return
+        outcomes: list[tuple[Work, Any, BaseException | None]] = []
+        while True:
+            try:
+                prepared = self._decide(batch)
+                break
+            except _Poison as poison:
+                # The state may hold part of the failed command: start over from disk.
+                log.error("command %r raised in the kernel", batch[poison.index].command, exc_info=poison.error)
+                outcomes.append((batch[poison.index], None, poison.error))
+                del batch[poison.index]
+                if not self._try_reload():
+                    outcomes.extend((work, None, CommitFailed(repr(self._broken))) for work in batch)
+                    _release(outcomes)
+                    return
+        if not prepared.empty:
+            try:
+                self.store.write(lambda txn: self._write(txn, prepared))
+            except BaseException as exc:
+                log.exception("a batch of %d commands could not be committed", len(batch))
+                failure = CommitFailed(f"the batch could not be committed to {self.store.path}: {exc!r}")
+                failure.__cause__ = exc
+                self._try_reload()
+                outcomes.extend((work, None, failure) for work in batch)
+                _release(outcomes)
+                return
+            self.next_seq = prepared.last_seq + 1
+            self.last_time = prepared.last_time
+            if prepared.advanced:
+                self.clock.advance(prepared.advanced)
+        outcomes.extend((work, reply, None) for work, reply in zip(batch, prepared.replies))
+        _release(outcomes)
+        if self.on_commit is not None and not prepared.empty:
+            try:
+                self.on_commit(len(batch), time.perf_counter() - started)
+            except Exception:
+                log.exception("on_commit failed")
+
+    def _decide(self, batch: list[Work]) -> _Prepared:
+        """Run the batch through the kernel and prepare its writes (no IO)."""
+        state = self.state
+        tasks, hosts = state.tasks, state.hosts
+        tasks.before = {}
+        hosts.before = {}
+        prepared = _Prepared()
+        replies = prepared.replies
+        log_items, history_items = prepared.log_items, prepared.history_items
+        encode, u64, shown = layout.encode, layout.u64, HISTORY_TYPES
+        seq = self.next_seq - 1
+        last_time = self.last_time
+        manual_now = self.clock.now() if self.manual else 0
+        for index, work in enumerate(batch):
+            try:
+                if work.advance_ms is not None:
+                    manual_now += work.advance_ms
+                    prepared.advanced += work.advance_ms
+                    now = manual_now
+                    decision = kernel.execute(state, ExpireLeases(now=now))
+                    reply: Any = now
+                else:
+                    now = manual_now if self.manual else max(self.clock.now(), last_time)
+                    decision = reply = kernel.execute(state, stamp(work.command, now))
+                for event in decision.events:
+                    seq += 1
+                    key = u64(seq)
+                    log_items.append((key, encode(event)))
+                    if type(event) in shown:
+                        history_items.append((event.task_id.encode(), key))
+            except Exception as exc:
+                raise _Poison(index, exc) from None
+            if now > last_time:
+                last_time = now
+            replies.append(reply)
+        prepared.last_seq = seq
+        prepared.last_time = last_time
+        if not prepared.empty:
+            self._prepare_records(prepared, tasks.before, hosts.before)
+            prepared.meta.append((layout.META_LAST_TIME, u64(last_time)))
+            if self.manual:
+                prepared.meta.append((layout.META_MANUAL_NOW, u64(manual_now)))
+        return prepared
+
+    def _prepare_records(self, prepared: _Prepared, tasks_before: dict, hosts_before: dict) -> None:
+        """Encode each changed record once, and diff its index entries."""
+        store, encode = self.store, layout.encode
+        tasks, hosts = self.state.tasks, self.state.hosts
+        deletes = prepared.deletes
+        task_puts: list = []
+        listing_puts: list = []
+        queue_puts: list = []
+        lease_puts: list = []
+        for task_id, old in tasks_before.items():
+            new = dict.get(tasks, task_id, ABSENT)
+            if new is old:
+                continue
+            key = task_id.encode()
+            if new is ABSENT:
+                deletes.append((store.tasks, key))
+            else:
+                task_puts.append((key, encode(new)))
+            # listing: every task once per scope; only the status scopes ever move
+            if old is ABSENT:
+                listing_puts.extend((k, key) for k in layout.listing_keys(new))
+            elif new is ABSENT:
+                deletes.extend((store.listing, k) for k in layout.listing_keys(old))
+            elif old.status != new.status:
+                deletes.extend((store.listing, k) for k in layout.status_listing_keys(old))
+                listing_puts.extend((k, key) for k in layout.status_listing_keys(new))
+            # queue: queued tasks by priority, then age
+            old_rank = layout.queue_key(old) if old is not ABSENT and old.status == "queued" else None
+            new_rank = layout.queue_key(new) if new is not ABSENT and new.status == "queued" else None
+            if old_rank != new_rank:
+                if old_rank is not None:
+                    deletes.append((store.queue, old_rank))
+                if new_rank is not None:
+                    queue_puts.append((new_rank, key))
+            # leases: active leases by expiry
+            old_lease = layout.lease_of(old) if old is not ABSENT else None
+            new_lease = layout.lease_of(new) if new is not ABSENT else None
+            if old_lease != new_lease:
+                if old_lease is not None:
+                    deletes.append((store.leases, old_lease[0]))
+                if new_lease is not None:
+                    lease_puts.append(new_lease)
+        host_puts: list = []
+        for host_id, old in hosts_before.items():
+            new = dict.get(hosts, host_id, ABSENT)
+            if new is old:
+                continue
+            if new is ABSENT:
+                deletes.append((store.hosts, host_id.encode()))
+            else:
+                host_puts.append((host_id.encode(), encode(new)))
+        prepared.puts = {
+            store.tasks: task_puts,
+            store.hosts: host_puts,
+            store.listing: listing_puts,
+            store.queue: queue_puts,
+            store.leases: lease_puts,
+        }
+
+    def _write(self, txn, prepared: _Prepared) -> None:
+        """Apply the prepared writes in `txn` (repeatable: `Store.write` may retry it)."""
+        store = self.store
+        for db, key in prepared.deletes:
+            txn.delete(key, db=db)
+        if prepared.log_items:
+            # append=True skips the B-tree search; a key that is not past the last one is
+            # not written, which would mean a second writer: refuse the whole batch.
+            _, added = txn.cursor(db=store.log).putmulti(prepared.log_items, append=True)
+            if added != len(prepared.log_items):
+                raise StoreError(f"the event log of {store.path} has entries this writer did not expect")
+        if prepared.history_items:
+            txn.cursor(db=store.history).putmulti(prepared.history_items)
+        for db, items in prepared.puts.items():
+            if items:
+                txn.cursor(db=db).putmulti(items)
+        for key, value in prepared.meta:
+            txn.put(key, value, db=store.meta)
+
+    # --- loading ---------------------------------------------------------------------------
+
+    def _reload(self) -> None:
+        """Rebuild the state, the next log sequence number and the clock floor from disk."""
+        self.state = track(self.store.load_state())
+        with self.store.read() as txn:
+            self.next_seq = self.store.last_log_seq(txn) + 1
+            raw = txn.get(layout.META_LAST_TIME, db=self.store.meta)
+        self.last_time = 0 if raw is None else layout.read_u64(raw)
+
+    def _try_reload(self) -> bool:
+        try:
+            self._reload()
+            return True
+        except BaseException as exc:
+            log.exception("the store could not be reloaded; refusing further commands")
+            self._broken = exc
+            return False
+
+
+def _release(outcomes: list[tuple[Work, Any, BaseException | None]]) -> None:
+    """Resolve the callers' futures: directly for threads, one wake-up per event loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+    for work, reply, error in outcomes:
+        if work.loop is None:
+            try:
+                if error is None:
+                    work.future.set_result(reply)
+                else:
+                    work.future.set_exception(error)
+            except InvalidStateError:
+                pass  # cancelled by its caller
+        else:
+            by_loop.setdefault(work.loop, []).append((work.future, reply, error))
+    for loop, items in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_settle, items)
+        except RuntimeError:
+            pass  # that event loop is closed; nobody is waiting any more
+
+
+def _settle(items: list) -> None:
+    for future, reply, error in items:
+        if future.done():  # cancelled: the caller stopped waiting (the command still happened)
+            continue
+        if error is None:
+            future.set_result(reply)
+        else:
+            future.set_exception(error)

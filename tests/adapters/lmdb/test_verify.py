@@ -1,0 +1,67 @@
+"""`verify` notices every kind of damage it claims to check."""
+
+from __future__ import annotations
+
+import lmdb
+import pytest
+
+from amc.adapters.lmdb import LmdbService, layout, verify
+from amc.core.commands import ClaimTask, RegisterHost, SubmitTask
+from amc.core.records import DeviceSpec
+from tests.adapters.lmdb.conftest import PLAN
+
+
+@pytest.fixture
+def store_dir(data_dir):
+    with LmdbService.open(data_dir, clock="manual") as service:
+        service.execute_sync(RegisterHost(now=0, host_id="h1", devices=(DeviceSpec(serial="s1"),)))
+        service.execute_sync(SubmitTask(now=0, task_id="t1", tenant="acme", plan=PLAN))
+        service.execute_sync(SubmitTask(now=0, task_id="t2", tenant="acme", plan=PLAN))
+        service.execute_sync(ClaimTask(now=0, host_id="h1", lease_id="L1", lease_ms=10_000))
+    assert verify(data_dir) == []
+    return data_dir
+
+
+def damage(path, change) -> list[str]:
+    with lmdb.open(str(path), max_dbs=16) as env:
+        dbs = {name: env.open_db(name, **flags) for name, flags in layout.DATABASES.items()}
+        with env.begin(write=True) as txn:
+            change(txn, dbs)
+    return verify(path)
+
+
+def test_a_missing_log_entry(store_dir):
+    found = damage(store_dir, lambda txn, dbs: txn.delete(layout.u64(2), db=dbs[layout.DB_LOG]))
+    assert any("entries 2..2 are missing" in f for f in found), found
+    assert any("task t1: in the records but not in the replayed log" in f for f in found), found
+
+
+def test_a_lost_lease_entry(store_dir):
+    def change(txn, dbs):
+        cursor = txn.cursor(db=dbs[layout.DB_LEASES])
+        assert cursor.first()
+        cursor.delete()
+
+    found = damage(store_dir, change)
+    assert any(f.startswith("index leases: missing entry") for f in found), found
+
+
+def test_a_stray_queue_entry(store_dir):
+    found = damage(store_dir, lambda txn, dbs: txn.put(b"\x00" * 16, b"t9", db=dbs[layout.DB_QUEUE]))
+    assert any(f.startswith("index queue: stray entry") for f in found), found
+
+
+def test_a_lost_history_entry(store_dir):
+    found = damage(store_dir, lambda txn, dbs: txn.delete(b"t1", layout.u64(4), db=dbs[layout.DB_HISTORY]))
+    assert any(f.startswith("index history: entry b't1'") for f in found), found
+
+
+def test_a_record_that_does_not_decode(store_dir):
+    found = damage(store_dir, lambda txn, dbs: txn.put(b"h1", b'{"type": "host"}', db=dbs[layout.DB_HOSTS]))
+    assert any(f.startswith("host h1: the record cannot be decoded") for f in found), found
+    assert any("host h1: in the replayed log but missing from the records" in f for f in found), found
+
+
+def test_a_clock_that_went_back(store_dir):
+    found = damage(store_dir, lambda txn, dbs: txn.put(layout.META_LAST_TIME, layout.u64(0), db=dbs[layout.DB_META]))
+    assert any(f.startswith("clock: the latest recorded time 0 is earlier") for f in found), found

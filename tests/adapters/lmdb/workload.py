@@ -1,0 +1,108 @@
+"""A random but plausible stream of commands, chosen from what a reference state holds.
+
+`next_command(rng, state)` looks at the state (usually a `MemoryService`'s) to pick task
+ids, attempts and leases that mostly exist, with a share of wrong ones, so that every
+command and most rejections and every event type come up in a few hundred steps.
+"""
+
+from __future__ import annotations
+
+import random
+
+from amc.core.commands import (
+    CancelTask,
+    ClaimTask,
+    Command,
+    RegisterHost,
+    RenewLease,
+    ReportResult,
+    StartAttempt,
+    SubmitTask,
+)
+from amc.core.records import DeviceSpec, Plan, Requirements, Stage, Step, StepOutcome
+from amc.core.state import State
+
+TENANTS = ("acme", "beta", "gamma")
+HOSTS = ("h1", "h2", "h3")
+SERIALS = ("s1", "s2", "s3", "s4")
+MODELS = ("pixel", "galaxy")
+
+PLANS = (
+    Plan(steps=(Step(id="open", action="launch", args={"package": "com.android.settings"}),)),
+    Plan(steps=(Step(id="a", action="tap", args={"x": 1, "y": 2}), Step(id="b", action="wait", args={"seconds": 0.5}))),
+    Plan(stages=(Stage(id="one", steps=(Step(id="s", action="screenshot"),)), Stage(id="two", steps=(Step(id="t", action="text", args={"text": "héllo"}),)))),
+)
+REQUIREMENTS = (
+    Requirements(),
+    Requirements(attributes={"model": "pixel"}),
+    Requirements(serial="s2"),
+    Requirements(attributes={"model": "galaxy"}),
+)
+
+
+class Workload:
+    """Generates commands; remembers nothing but a counter for fresh ids."""
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
+        self.counter = 0
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def next_command(self, state: State) -> Command:
+        rng = self.rng
+        roll = rng.random()
+        tasks = list(state.tasks.values())
+        if roll < 0.22 or not tasks:
+            return self.submit()
+        if roll < 0.28 or not state.hosts:
+            return self.register()
+        if roll < 0.45:
+            devices = None if rng.random() < 0.8 else tuple(rng.sample(SERIALS, 2))
+            return ClaimTask(now=0, host_id=rng.choice(HOSTS), lease_id=self.fresh("L"), lease_ms=rng.choice((1000, 4000, 9000)), devices=devices)
+        active = [t for t in tasks if t.active_attempt is not None]
+        if roll < 0.55:
+            task = rng.choice(active if active and rng.random() < 0.5 else tasks)
+            tenant = rng.choice((task.tenant, task.tenant, None, "nobody"))
+            return CancelTask(now=0, task_id=task.id, tenant=tenant, reason=rng.choice((None, "user asked")))
+        with_attempts = [t for t in tasks if t.attempts] or tasks
+        task = rng.choice(active if active and rng.random() < 0.75 else with_attempts)
+        attempt = task.current
+        number = attempt.number if attempt else 1
+        if rng.random() < 0.15 and task.attempts:
+            number = rng.randint(1, len(task.attempts) + 1)
+        host_id = attempt.host_id if attempt and rng.random() < 0.9 else rng.choice(HOSTS)
+        lease_id = attempt.lease_id if attempt and rng.random() < 0.9 else "L-wrong"
+        common = dict(now=0, host_id=host_id, task_id=task.id, attempt=number, lease_id=lease_id)
+        if roll < 0.68:
+            return StartAttempt(**common)
+        if roll < 0.85:
+            return RenewLease(**common)
+        status = rng.choice(("done", "done", "failed", "cancelled"))
+        steps = None
+        if rng.random() < 0.5:
+            steps = tuple(StepOutcome(id=s.id, status="completed", started_at=1, ended_at=2, output="ok") for s in task.plan.all_steps())
+        return ReportResult(**common, status=status, metadata={"exit": rng.randint(0, 2), "notes": ["a", {"b": None}]}, steps=steps)
+
+    def submit(self) -> SubmitTask:
+        rng = self.rng
+        key = None if rng.random() < 0.7 else f"k{rng.randint(1, 6)}"
+        return SubmitTask(
+            now=0,
+            task_id=self.fresh("t"),
+            tenant=rng.choice(TENANTS),
+            plan=rng.choice(PLANS) if key is None else PLANS[0],
+            requirements=rng.choice(REQUIREMENTS),
+            priority=rng.choice((-1, 0, 0, 1, 5)),
+            max_attempts=rng.choice((1, 2, 3)),
+            labels={} if rng.random() < 0.5 else {"team": rng.choice(("x", "y"))},
+            idempotency_key=key,
+        )
+
+    def register(self) -> RegisterHost:
+        rng = self.rng
+        serials = rng.sample(SERIALS, rng.randint(0, 3))
+        devices = tuple(DeviceSpec(serial=s, attributes={"model": rng.choice(MODELS)}) for s in sorted(serials))
+        return RegisterHost(now=0, host_id=rng.choice(HOSTS), devices=devices)
