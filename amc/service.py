@@ -20,7 +20,7 @@ from amc.core.commands import Command, ExpireLeases
 from amc.core.errors import InvalidRequest
 from amc.core.events import Event, TaskSubmitted
 from amc.core.history import history_data, history_type
-from amc.core.records import JSON, Host, Task
+from amc.core.records import JSON, Host, Task, replace
 from amc.core.state import State
 
 # ---------------------------------------------------------------------------------------
@@ -113,7 +113,7 @@ class Service(Protocol):
 
 
 def stamp(command: Command, now: int) -> Command:
-    return attrs.evolve(command, now=now)
+    return replace(command, now=now)
 
 
 class HistoryLog:
