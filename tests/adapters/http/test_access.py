@@ -55,6 +55,7 @@ def fill(value, task_id, lease_id):
 
 @pytest.mark.req("TENANCY/s1")
 @pytest.mark.req("TENANCY/s2")
+@pytest.mark.req("ACCESS/s1")
 @pytest.mark.parametrize("caller", CALLERS)
 @pytest.mark.parametrize("endpoint", list(ENDPOINTS))
 def test_role_endpoint_tenant_matrix(amc, endpoint, caller):
@@ -83,6 +84,7 @@ def test_malformed_authorization_headers_are_unauthorized(amc):
     amc.anon.request("GET", "/v1/tasks", headers={"Authorization": f"bearer {token}"}, expect=200)
 
 
+@pytest.mark.req("ACCESS/s2")
 def test_a_host_acting_for_another_host_is_forbidden(amc):
     amc.h1.register("h1", ["d1"])
     amc.acme.submit()
@@ -96,6 +98,7 @@ def test_a_host_acting_for_another_host_is_forbidden(amc):
 # -- the order of checks ---------------------------------------------------------------------
 
 
+@pytest.mark.req("ACCESS/s3")
 def test_size_comes_before_authentication(amc):
     huge = b"{" + b" " * (1024 * 1024) + b"}"
     amc.anon.request("POST", "/v1/tasks", content=huge, expect=413)
@@ -113,17 +116,20 @@ def test_a_chunked_body_over_the_limit_is_refused(amc):
     assert response.json()["code"] == "payload_too_large"
 
 
+@pytest.mark.req("ACCESS/s3")
 def test_authentication_comes_before_authorization_and_existence(amc):
     amc.stranger.request("GET", "/v1/tasks/t_nope", expect=401)
     amc.anon.request("POST", "/v1/hosts/h1/claim", json={"wait_seconds": 99}, expect=401)
 
 
+@pytest.mark.req("ACCESS/s3")
 def test_authorization_comes_before_existence_and_body(amc):
     amc.h1.request("POST", "/v1/tasks/t_nope/cancel", json={"reason": 5}, expect=403)
     amc.acme.request("POST", "/v1/hosts/h1/claim", json={"wait_seconds": 99}, expect=403)
     amc.h2.request("PUT", "/v1/hosts/h1", content=b"not json", expect=403)
 
 
+@pytest.mark.req("ACCESS/s3")
 def test_existence_comes_before_the_body(amc):
     x = amc.acme.submit()["id"]
     amc.beta.request("POST", f"/v1/tasks/{x}/cancel", json={"reason": 5}, expect=404)
@@ -131,6 +137,7 @@ def test_existence_comes_before_the_body(amc):
     amc.h1.request("POST", f"/v1/tasks/{x}/attempts/1/renew", content=b"{", expect=404)
 
 
+@pytest.mark.req("ACCESS/s3")
 def test_the_body_comes_before_the_rules(amc):
     task_id, lease = amc.claimed(start=True, max_attempts=1)
     amc.h1.report(task_id, 1, lease["lease_id"], "done")

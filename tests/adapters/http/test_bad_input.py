@@ -168,6 +168,7 @@ def test_bad_submissions(world, name, body, named):
 
 
 @pytest.mark.parametrize("name, method, path, body, named", OTHERS, ids=[case[0] for case in OTHERS])
+@pytest.mark.req("INPUT/s1")
 def test_bad_bodies(world, name, method, path, body, named):
     amc, task_id, lease_id = world
     caller = getattr(amc, CALLER_FOR.get(path, "h1"))

@@ -645,6 +645,7 @@ def test_the_clock_endpoint_is_absent_without_a_manual_clock(make_amc):
 # -- listing ------------------------------------------------------------------------------
 
 
+@pytest.mark.req("LISTING/s1")
 def test_listing_pages_oldest_first_with_a_cursor(amc):
     ids = [amc.acme.submit()["id"] for _ in range(5)]
     amc.beta.submit()
