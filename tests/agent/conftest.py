@@ -31,6 +31,7 @@ from amc.adapters.http.settings import Settings
 from amc.agent.config import AgentConfig
 from amc.service import ManualClock, MemoryService, SystemClock
 from tests.agent.helpers import AgentThread, Api, TcpProxy, free_port
+from tests.support.realadb import real_adb  # noqa: F401  (a fixture)
 
 CLIENT_TOKEN = "tok-agent-tests-client-000"
 ADMIN_TOKEN = "tok-agent-tests-admin-0000"
@@ -134,55 +135,3 @@ def proxy_to():
 # --- the real adb server -----------------------------------------------------------------
 
 
-class RealAdb:
-    """An adb server of its own: its own port (-P) and HOME, so keys and state stay here."""
-
-    def __init__(self, executable: str, home: Path):
-        self.executable = executable
-        self.port = free_port()
-        self.env = {**os.environ, "HOME": str(home), "ANDROID_ADB_SERVER_PORT": str(self.port)}
-        self.env.pop("ADB_VENDOR_KEYS", None)
-
-    def run(self, *args: str, timeout: float = 20.0) -> subprocess.CompletedProcess:
-        return subprocess.run([self.executable, "-P", str(self.port), *args], env=self.env,
-                              capture_output=True, text=True, timeout=timeout)
-
-    def connect(self, port: int) -> str:
-        """`adb connect` to a simulated adbd; the serial once it is listed as `device`."""
-        serial = f"127.0.0.1:{port}"
-        result = self.run("connect", serial)
-        assert f"connected to {serial}" in result.stdout, result
-        deadline = time.monotonic() + 10
-        while f"{serial}\tdevice" not in self.run("devices").stdout:
-            assert time.monotonic() < deadline, self.run("devices").stdout
-            time.sleep(0.05)
-        return serial
-
-    def stop(self) -> None:
-        try:
-            self.run("kill-server", timeout=10)
-        finally:
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                with socket.socket() as probe:
-                    if probe.connect_ex(("127.0.0.1", self.port)) != 0:
-                        return
-                time.sleep(0.05)
-
-
-@pytest.fixture(scope="module")
-def real_adb(tmp_path_factory):
-    """A running isolated adb server; skipped without `adb`, unless AMC_REQUIRE_ADB=1."""
-    executable = shutil.which("adb")
-    if executable is None:
-        message = "the Debian `adb` executable is not on PATH (apt-get install adb)"
-        if os.environ.get("AMC_REQUIRE_ADB") == "1":
-            pytest.fail(f"AMC_REQUIRE_ADB=1 but {message}")
-        pytest.skip(message)
-    adb = RealAdb(executable, tmp_path_factory.mktemp("adb-home"))
-    started = adb.run("start-server")
-    try:
-        assert started.returncode == 0, started
-        yield adb
-    finally:
-        adb.stop()

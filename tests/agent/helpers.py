@@ -13,7 +13,7 @@ import shlex
 import socket
 import threading
 import time
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 import httpx
 
@@ -21,21 +21,11 @@ from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.policy import ActionPolicy
 from amc.agent.config import AgentConfig
 from amc.agent.host import HostAgent
+from tests.support.waiting import eventually, free_port  # noqa: F401  (re-exported for the tests here)
 
-T = TypeVar("T")
 TERMINAL = ("done", "failed", "cancelled")
 
 
-def eventually(probe: Callable[[], T], timeout: float = 10.0, interval: float = 0.02, what: str = "") -> T:
-    """probe()'s first truthy value, polling up to `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what or 'condition'} not met within {timeout} s (last value: {value!r})")
-        time.sleep(interval)
 
 
 def shell(step_id: str, command: str, **args: Any) -> dict:
@@ -129,10 +119,6 @@ class AgentThread:
             raise self.error
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class TcpProxy:

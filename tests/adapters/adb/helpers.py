@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import time
-from typing import Callable, TypeVar
-
-T = TypeVar("T")
+from tests.support.waiting import eventually  # noqa: F401  (re-exported for the tests here)
 
 SERIAL = "amc-sim-01"  # the default device of the `sim` fixture
 
 
-def eventually(probe: Callable[[], T], timeout: float = 3.0, interval: float = 0.02) -> T:
-    """Return probe()'s first truthy value, polling up to `timeout`; fail with its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s (last value: {value!r})")
-        time.sleep(interval)
 
 
 def ends(sim, serial: str) -> list[tuple[str, str]]:

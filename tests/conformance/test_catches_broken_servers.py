@@ -1,0 +1,139 @@
+"""The suite fails where it should: run it against deliberately broken servers.
+
+Each broken server is our own `amc serve` started from `tools.mutation_check.mutated_copy`,
+a scratch copy of the repository with one rule of the kernel broken. The suite (this
+directory, unmodified) runs against it in a pytest subprocess, exactly as an implementer
+would run it (`--target-url`, `--tokens`, `--conformance-report`), and the JSON report must
+name the requirement ids that the broken rule violates as failed, while the rest of the
+suite still runs and passes. The differential run must catch every broken rule too.
+
+These are tests of the suite, not of a server: they are left out of the conformance report
+and skipped when the suite runs against a `--target-url`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.conformance import plugin
+from tests.conformance.target import ManagedServer
+
+SUITE = Path(__file__).resolve().parent
+ROOT = SUITE.parents[1]
+
+pytestmark = [pytest.mark.conformance_meta, pytest.mark.slow]
+
+# broken rule (tools/mutation_check.py) -> the requirement ids the report must list as failed
+CAUGHT_BY = {
+    "expiry-with-pending-cancel-requeues": {"CANCEL-EXPIRY/s1"},  # the mutant breaks it for assigned tasks
+    "cancel-of-done-task-succeeds": {"CANCEL-TERMINAL/s1", "CANCELLATION-RECORD/s2"},
+    "stale-attempt-report-accepted": {"RESULT-IDEMPOTENT/s4", "LEASE-CHECKS/s1"},
+    "renewal-drops-cancel-requested": {"CANCEL-INFLIGHT/s2", "LEASE-RENEW/s3", "CANCELLATION-RECORD/s1", "START/s2"},
+}
+DIFFERENTIAL = "test_the_target_agrees_with_the_kernel_on_random_request_sequences"
+
+
+def run_suite(url: str, tokens: Path, report: Path, *pytest_args: str, timeout: float = 280) -> subprocess.CompletedProcess:
+    """The conformance suite against `url`, in a pytest subprocess, as an implementer runs it."""
+    command = [sys.executable, "-m", "pytest", str(SUITE), "-q", "-p", "no:cacheprovider", "--no-header",
+               "--target-url", url, "--tokens", str(tokens), "--conformance-report", str(report), *pytest_args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def against_broken_server(name: str, work: Path) -> dict:
+    from tools.mutation_check import mutated_copy
+
+    with mutated_copy(name) as copy, ManagedServer(work / "server", pythonpath=copy) as server:
+        report = work / "report.json"
+        result = run_suite(server.url, server.tokens_path, report)
+        document = json.loads(report.read_text()) if report.exists() else None
+        return {"returncode": result.returncode, "output": result.stdout[-4000:] + result.stderr[-2000:],
+                "report": document, "server_log": server.log_tail()}
+
+
+@pytest.fixture(scope="module")
+def broken_runs(pytestconfig, tmp_path_factory):
+    """Every broken server of CAUGHT_BY, each with a full conformance run against it (in parallel)."""
+    if plugin.option(pytestconfig, "--target-url"):
+        pytest.skip("a test of the suite itself (it starts its own broken servers), not of the target")
+    root = tmp_path_factory.mktemp("broken")
+    with ThreadPoolExecutor(max_workers=len(CAUGHT_BY)) as pool:
+        futures = {name: pool.submit(against_broken_server, name, root / name) for name in CAUGHT_BY}
+        runs = {name: future.result() for name, future in futures.items()}
+    summary = {name: sorted(r["id"] for r in run["report"]["requirements"] if r["status"] == "failed")
+               for name, run in runs.items() if run["report"]}
+    (root / "caught.json").write_text(json.dumps(summary, indent=2))
+    print(f"requirement ids reported failed, by broken rule ({root / 'caught.json'}):")
+    for name, ids in summary.items():
+        print(f"  {name}: {', '.join(ids)}")
+    return runs
+
+
+def status_of(report: dict) -> dict[str, str]:
+    return {row["id"]: row["status"] for row in report["requirements"]}
+
+
+@pytest.mark.parametrize("name", sorted(CAUGHT_BY))
+def test_the_report_names_the_broken_rule(broken_runs, name):
+    """Against a server with one rule broken, the report lists that rule's requirement ids as failed."""
+    run = broken_runs[name]
+    # The suite ran to the end: pytest reports failures (1), not an interruption or a crash
+    assert run["returncode"] == 1, f"pytest exited {run['returncode']}:\n{run['output']}"
+    assert run["report"] is not None, f"no JSON report was written:\n{run['output']}"
+    status = status_of(run["report"])
+    # The broken rule's scenarios are reported failed, with their parent requirements
+    failed = {ident for ident, state in status.items() if state == "failed"}
+    missing = CAUGHT_BY[name] - failed
+    assert not missing, f"{name}: not reported failed: {sorted(missing)}; failed: {sorted(failed)}"
+    assert {ident.split("/")[0] for ident in CAUGHT_BY[name]} <= failed
+    # And the rest of the suite still ran and passed: the failure is the rule's, not the suite's
+    passed = {ident for ident, state in status.items() if state == "passed" and "/" in ident}
+    assert len(passed) >= 35, f"only {len(passed)} scenarios passed:\n{run['output']}"
+    assert run["report"]["clock"] == "manual"
+
+
+@pytest.mark.parametrize("name", sorted(CAUGHT_BY))
+def test_the_differential_run_catches_the_broken_rule(broken_runs, name):
+    """The model-based run, with amc.core as the oracle, disagrees with every broken server."""
+    checks = {check["test"].split("::")[-1]: check for check in broken_runs[name]["report"]["other_checks"]}
+    assert checks[DIFFERENTIAL]["outcome"] == "failed", checks[DIFFERENTIAL]
+
+
+def test_amc_conformance_runs_the_suite_and_passes_pytest_options(pytestconfig, tmp_path):
+    """`amc conformance URL --tokens FILE -k ...` runs the selected scenarios and writes the report."""
+    if plugin.option(pytestconfig, "--target-url"):
+        pytest.skip("a test of the suite itself, not of the target")
+    with ManagedServer(tmp_path / "server") as server:
+        report = tmp_path / "report.json"
+        command = [sys.executable, "-m", "amc", "conformance", server.url, "--tokens", str(server.tokens_path),
+                   "--report", str(report), "-k", "never_assigned or cancel_twice", "-q"]
+        result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "amc conformance report" in result.stdout
+    assert "clock:  manual" in result.stdout
+    status = status_of(json.loads(report.read_text()))
+    assert status["CANCEL-QUEUED/s1"] == "passed"
+    assert status["CANCEL-IDEMPOTENT/s1"] == "passed"
+    assert status["CANCEL-EXPIRY/s1"] == "skipped"  # deselected by -k
+    assert status["AGENT-STOP-REASON/s1"] == "not applicable"
+
+
+def test_a_tokens_file_without_every_role_is_refused_with_what_is_missing(pytestconfig, tmp_path):
+    """A tokens file lacking the second tenant, a host or the admin stops the run and says which."""
+    if plugin.option(pytestconfig, "--target-url"):
+        pytest.skip("a test of the suite itself, not of the target")
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps([{"token": "a", "role": "client", "tenant": "acme"},
+                                  {"token": "b", "role": "host", "host_id": "h1"}]))
+    result = run_suite("http://127.0.0.1:9", tokens, tmp_path / "report.json", timeout=60)
+    message = result.stdout + result.stderr
+    assert result.returncode == 4, message
+    assert "two client tokens of different tenants (found 1 (tenant 'acme'))" in message
+    assert "two host tokens of different host ids (found 1 (host 'h1'))" in message
+    assert "an admin token (found none)" in message
