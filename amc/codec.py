@@ -67,3 +67,199 @@ def dumps(value: Any) -> bytes:
 
 def loads(raw: bytes) -> Any:
     return from_data(orjson.loads(raw))
+
+
+# --- the hot records, by hand ------------------------------------------------------------
+#
+# The store encodes every changed task record on every commit and decodes every task at
+# start-up; the converter's generated hooks spend most of that time on generic handling
+# of optional fields, tuples and dicts. These functions produce and accept exactly what
+# the converter does for these classes (the same keys in the same order, so the same JSON
+# bytes), which `tests/adapters/lmdb/test_codec.py` proves by property. Structuring takes
+# a dict fresh from `orjson.loads` (its nested dicts become the records' dict fields) that
+# holds exactly the keys the converter writes; anything else raises, and the store then
+# asks the converter, which fills defaults or refuses with its own error.
+# Keep them in step with `amc.core.records`: a field added there must be added here.
+
+
+
+def unstructure_step(s: records.Step) -> dict[str, Any]:
+    return {"id": s.id, "action": s.action, "args": s.args}
+
+
+def unstructure_plan(p: records.Plan) -> dict[str, Any]:
+    steps, stages = p.steps, p.stages
+    return {
+        "steps": None if steps is None else [{"id": s.id, "action": s.action, "args": s.args} for s in steps],
+        "stages": None
+        if stages is None
+        else [
+            {"id": g.id, "steps": [{"id": s.id, "action": s.action, "args": s.args} for s in g.steps]}
+            for g in stages
+        ],
+    }
+
+
+def unstructure_attempt(a: records.Attempt) -> dict[str, Any]:
+    return {
+        "number": a.number,
+        "host_id": a.host_id,
+        "device": a.device,
+        "lease_id": a.lease_id,
+        "lease_ms": a.lease_ms,
+        "assigned_at": a.assigned_at,
+        "lease_expires_at": a.lease_expires_at,
+        "dispatched_at": a.dispatched_at,
+        "renewals": a.renewals,
+        "ended_at": a.ended_at,
+        "outcome": a.outcome,
+    }
+
+
+def unstructure_step_outcome(o: records.StepOutcome) -> dict[str, Any]:
+    return {
+        "id": o.id,
+        "status": o.status,
+        "reason": o.reason,
+        "started_at": o.started_at,
+        "ended_at": o.ended_at,
+        "output": o.output,
+    }
+
+
+def unstructure_host(h: records.Host) -> dict[str, Any]:
+    return {
+        "id": h.id,
+        "updated_at": h.updated_at,
+        "devices": [
+            {
+                "serial": d.serial,
+                "attributes": d.attributes,
+                "online": d.online,
+                "reservation": None
+                if d.reservation is None
+                else {"task_id": d.reservation.task_id, "attempt": d.reservation.attempt},
+            }
+            for d in h.devices
+        ],
+    }
+
+
+def unstructure_task(t: records.Task, plan: Any = None) -> dict[str, Any]:
+    """`converter.unstructure(t)`; `plan`, when given, stands in for the plan's value
+    (the store passes the plan's JSON as an `orjson.Fragment`, encoded once per plan)."""
+    r = t.requirements
+    c = t.cancellation
+    res = t.result
+    return {
+        "id": t.id,
+        "tenant": t.tenant,
+        "status": t.status,
+        "plan": unstructure_plan(t.plan) if plan is None else plan,
+        "requirements": {"serial": r.serial, "attributes": r.attributes},
+        "priority": t.priority,
+        "max_attempts": t.max_attempts,
+        "labels": t.labels,
+        "idempotency_key": t.idempotency_key,
+        "created_at": t.created_at,
+        "updated_at": t.updated_at,
+        "seq": t.seq,
+        "attempts": [unstructure_attempt(a) for a in t.attempts],
+        "cancellation": None
+        if c is None
+        else {
+            "state": c.state,
+            "requested_at": c.requested_at,
+            "attempt": c.attempt,
+            "delivered_at": c.delivered_at,
+            "reason": c.reason,
+        },
+        "result": None
+        if res is None
+        else {
+            "status": res.status,
+            "attempt": res.attempt,
+            "reason": res.reason,
+            "metadata": res.metadata,
+            "steps": None if res.steps is None else [unstructure_step_outcome(o) for o in res.steps],
+            "recorded_at": res.recorded_at,
+        },
+    }
+
+
+class UnexpectedKeys(ValueError):
+    """A dict the hand-written structure functions do not take (see above)."""
+
+
+def _steps(items: list) -> tuple[records.Step, ...]:
+    Step = records.Step
+    out = tuple([Step(id=s["id"], action=s["action"], args=s["args"]) for s in items])
+    for s in items:
+        if len(s) != 3:
+            raise UnexpectedKeys(f"a step with the keys {sorted(s)}")
+    return out
+
+
+def structure_plan(d: dict[str, Any]) -> records.Plan:
+    if len(d) != 2:
+        raise UnexpectedKeys(f"a plan with the keys {sorted(d)}")
+    steps = d["steps"]
+    stages = d["stages"]
+    if stages is not None:
+        Stage = records.Stage
+        for g in stages:
+            if len(g) != 2:
+                raise UnexpectedKeys(f"a stage with the keys {sorted(g)}")
+        stages = tuple([Stage(id=g["id"], steps=_steps(g["steps"])) for g in stages])
+    return records.Plan(steps=None if steps is None else _steps(steps), stages=stages)
+
+
+def structure_requirements(d: dict[str, Any]) -> records.Requirements:
+    if len(d) != 2:
+        raise UnexpectedKeys(f"requirements with the keys {sorted(d)}")
+    return records.Requirements(serial=d["serial"], attributes=d["attributes"])
+
+
+def structure_task(d: dict[str, Any], plan: Any = None, requirements: Any = None) -> records.Task:
+    """`converter.structure(d, Task)` for a dict fresh from `orjson.loads` whose every
+    key the converter wrote (records written by this codec). A dict missing a key raises
+    KeyError, and one with a key too many may be accepted: give such a dict to the
+    converter instead, which fills defaults and refuses unknown keys (the store does).
+
+    `plan` and `requirements`, when given, structure those two fields instead (the
+    start-up loader shares equal plans between tasks)."""
+    if len(d) != 15:
+        raise UnexpectedKeys(f"a task with the keys {sorted(d)}")
+    r = d["requirements"]
+    attempts = d["attempts"]
+    c = d["cancellation"]
+    res = d["result"]
+    if res is not None:
+        if len(res) != 6:
+            raise UnexpectedKeys(f"a result with the keys {sorted(res)}")
+        steps = res["steps"]
+        res = records.Result(
+            status=res["status"],
+            attempt=res["attempt"],
+            reason=res["reason"],
+            metadata=res["metadata"],
+            steps=None if steps is None else tuple([records.StepOutcome(**o) for o in steps]),
+            recorded_at=res["recorded_at"],
+        )
+    return records.Task(
+        id=d["id"],
+        tenant=d["tenant"],
+        status=d["status"],
+        plan=structure_plan(d["plan"]) if plan is None else plan(d["plan"]),
+        requirements=structure_requirements(r) if requirements is None else requirements(r),
+        priority=d["priority"],
+        max_attempts=d["max_attempts"],
+        labels=d["labels"],
+        idempotency_key=d["idempotency_key"],
+        created_at=d["created_at"],
+        updated_at=d["updated_at"],
+        seq=d["seq"],
+        attempts=tuple([records.Attempt(**a) for a in attempts]) if attempts else (),
+        cancellation=None if c is None else records.Cancellation(**c),
+        result=res,
+    )

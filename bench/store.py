@@ -22,6 +22,14 @@ start-up
 
 Run: python bench/store.py [--repeat 5] [--seconds 3] [--startup-tasks 100000] [--dir DIR]
 Every figure is the median of --repeat runs (start-up: of 3 opens).
+
+    python bench/store.py --compare [--repeat 5] [--seconds 3] [--callers 64]
+
+compares, in one process and alternating run by run, the store with the codec it had
+before the hand-written one (every record and event through the cattrs converter's
+hooks; the start-up loader with cattrs' generated Task structure function) and with the
+current codec: CPU per durable command, commands/s, and start-up of the two backlogs
+(built once each, opened alternately). The stored bytes are the same either way.
 """
 
 from __future__ import annotations
@@ -36,11 +44,13 @@ import time
 from pathlib import Path
 
 import lmdb
+import orjson
 
-from amc.adapters.lmdb import LmdbService
+from amc import codec
+from amc.adapters.lmdb import LmdbService, layout
 from amc.core.commands import ClaimTask, RegisterHost, RenewLease, ReportResult, StartAttempt, SubmitTask
 from amc.core.kernel import Assignment
-from amc.core.records import DeviceSpec, Plan, Step
+from amc.core.records import DeviceSpec, Host, Plan, Step, Task
 from amc.service import MemoryService
 
 PLAN = Plan(steps=(Step(id="open", action="launch", args={"package": "com.example"}), Step(id="shot", action="screenshot")))
@@ -207,6 +217,122 @@ def startup(base: Path, tasks: int, opens: int, distinct_plans: bool) -> dict:
         shutil.rmtree(path)
 
 
+# --- before / after: the converter's codec against the hand-written one -------------------
+
+
+class ConverterTaskLoader:
+    """The start-up loader as it was: cattrs' generated Task structure function, with
+    plan and requirements structured once per distinct JSON."""
+
+    def __init__(self) -> None:
+        from cattrs.gen import make_dict_structure_fn, override
+
+        from amc.core.records import Requirements, Task
+
+        def shared(cls):
+            structure = codec.converter.get_structure_hook(cls)
+            cache: dict = {}
+
+            def structure_shared(data, _):
+                key = orjson.dumps(data)
+                found = cache.get(key)
+                if found is None:
+                    found = cache[key] = structure(data, cls)
+                return found
+
+            return structure_shared
+
+        self._structure = make_dict_structure_fn(
+            Task, codec.converter, plan=override(struct_hook=shared(Plan)), requirements=override(struct_hook=shared(Requirements))
+        )
+
+    def __call__(self, raw: bytes):
+        from amc.core.records import Task
+
+        data = orjson.loads(raw)
+        if data.pop("type", None) != "task":
+            raise ValueError("not a task")
+        return self._structure(data, Task)
+
+
+_CURRENT = {
+    "encoders": dict(layout._ENCODERS),
+    "loader": layout.TaskLoader,
+    "encode_task": layout.encode_task,
+    "encode_host": layout.encode_host,
+}
+
+
+def use_codec(name: str) -> None:
+    """'converter': every record and event through the converter's hooks (as before);
+    'current': the codec as it is now."""
+    layout._ENCODERS.clear()
+    if name == "converter":
+        for cls in (*codec.EVENT_TAGS.values(), *codec.RECORD_TAGS.values()):
+            hook, tag = codec.converter.get_unstructure_hook(cls), layout._TAGS[cls]
+
+            def encode(value, hook=hook, tag=tag):
+                data = hook(value)
+                data["type"] = tag
+                return orjson.dumps(data)
+
+            layout._ENCODERS[cls] = encode
+        layout.TaskLoader = ConverterTaskLoader
+        layout.encode_task = layout._ENCODERS[Task]  # the writer calls these two directly
+        layout.encode_host = layout._ENCODERS[Host]
+    else:
+        layout._ENCODERS.update(_CURRENT["encoders"])
+        layout.TaskLoader = _CURRENT["loader"]
+        layout.encode_task = _CURRENT["encode_task"]
+        layout.encode_host = _CURRENT["encode_host"]
+
+
+def compare(args, base: Path) -> None:
+    callers = [int(c) for c in args.callers.split(",")]
+    modes = ("converter", "current")
+    runs: dict = {(m, c): [] for m in modes for c in callers}
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+    for _ in range(args.repeat):
+        for c in callers:
+            for m in modes:
+                use_codec(m)
+                runs[m, c].append(durable(base, c, args.seconds))
+    use_codec("current")
+    for c in callers if args.repeat else ():
+        if c == callers[0]:
+            print(f"{'callers':>7} {'codec':>10} {'commands/s':>11} {'CPU us/cmd':>11} {'batch':>6} {'p50 ms':>7}   (medians of {args.repeat})")
+        for m in modes:
+            med = {k: statistics.median(r[k] for r in runs[m, c]) for k in runs[m, c][0]}
+            print(f"{c:>7} {m:>10} {med['rate']:>11,.0f} {med['cpu_us']:>11.0f} {med['batch']:>6.1f} {med['p50']:>7.2f}")
+        ratio_cpu = statistics.median(a["cpu_us"] / b["cpu_us"] for a, b in zip(runs["current", c], runs["converter", c]))
+        ratio_rate = statistics.median(a["rate"] / b["rate"] for a, b in zip(runs["current", c], runs["converter", c]))
+        print(f"{c:>7} current/converter, paired runs: CPU per command x{ratio_cpu:.2f}, commands/s x{ratio_rate:.2f}")
+    if args.startup_tasks:
+        for distinct in (False, True):
+            path = Path(tempfile.mkdtemp(dir=base, prefix="startup-"))
+            try:
+                built = time.perf_counter()
+                build_backlog(path, args.startup_tasks, devices=1_000, distinct_plans=distinct)
+                built = time.perf_counter() - built
+                times: dict = {m: [] for m in modes}
+                for _ in range(3):
+                    for m in modes:
+                        use_codec(m)
+                        started, cpu = time.perf_counter(), time.process_time()
+                        with LmdbService.open(path) as service:
+                            service.execute_sync(ClaimTask(now=0, host_id="h0", lease_id=f"probe-{m}-{len(times[m])}", lease_ms=1_000))
+                            times[m].append((time.perf_counter() - started, time.process_time() - cpu))
+                use_codec("current")
+                plans = "every task its own plan" if distinct else "one plan for all"
+                for m in modes:
+                    wall = statistics.median(w for w, _ in times[m])
+                    cpu = statistics.median(u for _, u in times[m])
+                    print(f"start-up, {args.startup_tasks:,} tasks ({plans}), {m:>9}: {wall:.2f} s wall, {cpu:.2f} s CPU (median of 3; built in {built:.0f} s)")
+            finally:
+                shutil.rmtree(path)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -215,10 +341,11 @@ def main() -> None:
     parser.add_argument("--raw-commits", type=int, default=1_000)
     parser.add_argument("--startup-tasks", type=int, default=100_000)
     parser.add_argument("--dir", type=Path, default=None, help="where to create the stores (default: a temp dir)")
+    parser.add_argument("--compare", action="store_true", help="the converter's codec against the current one")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(dir=args.dir, prefix="amc-bench-store-"))
     try:
-        run(args, base)
+        (compare if args.compare else run)(args, base)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

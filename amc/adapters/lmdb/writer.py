@@ -333,7 +333,7 @@ class Writer:
 
     def _prepare_records(self, prepared: _Prepared, tasks_before: dict, hosts_before: dict) -> None:
         """Encode each changed record once, and diff its index entries."""
-        store, encode = self.store, layout.encode
+        store, encode_task, encode_host = self.store, layout.encode_task, layout.encode_host
         tasks, hosts = self.state.tasks, self.state.hosts
         deletes = prepared.deletes
         task_puts: list = []
@@ -348,7 +348,7 @@ class Writer:
             if new is ABSENT:
                 deletes.append((store.tasks, key))
             else:
-                task_puts.append((key, encode(new)))
+                task_puts.append((key, encode_task(new)))
             # listing: every task once per scope; only the status scopes ever move
             if old is ABSENT:
                 listing_puts.extend((k, key) for k in layout.listing_keys(new))
@@ -381,7 +381,7 @@ class Writer:
             if new is ABSENT:
                 deletes.append((store.hosts, host_id.encode()))
             else:
-                host_puts.append((host_id.encode(), encode(new)))
+                host_puts.append((host_id.encode(), encode_host(new)))
         prepared.puts = {
             store.tasks: task_puts,
             store.hosts: host_puts,

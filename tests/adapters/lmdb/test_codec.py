@@ -206,3 +206,27 @@ def test_the_loader_stops_sharing_plans_when_all_are_distinct_and_still_decodes_
         assert load(layout.encode(original)) == original
     first, second = load(layout.encode(task(1, shared))), load(layout.encode(task(2, shared)))
     assert first == task(1, shared) and second == task(2, shared)
+
+
+hosts = st.builds(
+    records.Host,
+    id=text,
+    updated_at=st.integers(0, 2**53),
+    devices=st.lists(
+        st.builds(
+            records.Device,
+            serial=text,
+            attributes=str_dict,
+            online=st.booleans(),
+            reservation=st.none() | st.builds(records.Reservation, task_id=text, attempt=st.integers(1, 10)),
+        ),
+        max_size=4,
+    ).map(tuple),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(hosts)
+def test_host_encoder_is_the_converters(host):
+    assert layout.encode(host) == codec.dumps(host)
+    assert layout.decode_host(layout.encode(host)) == host
