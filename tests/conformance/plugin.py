@@ -258,7 +258,7 @@ class ConformanceReport:
             if row["status"] != "passed":
                 line = f"{line:<{width + 20}}{row['why']}"
             write(line[:220])
-        others = document["other_checks"]
+        others = [c for c in document["other_checks"] if self.foreign_items == 0 or c["outcome"] == "failed"]
         if others:
             write("checks without a requirement id:")
             for check in others:
