@@ -13,6 +13,9 @@ from .helpers import SERIAL
 from .helpers import eventually
 
 SLACK = 0.5  # allowed overshoot of a deadline or an interrupt
+# How a stopped command ends on the device: its stream closed (SIGHUP), or the executor's
+# follow-up `pkill` reached it first (SIGTERM). Which comes first is a race; both stop it.
+STOPPED = {("interrupted", "SIGHUP"), ("killed", "SIGTERM")}
 
 
 def timed(function):
@@ -37,7 +40,7 @@ def test_shell_deadline_is_wall_clock(executor, sim, command):
     assert 0.8 <= timed.elapsed < 0.8 + SLACK
     if "ticker" in command:
         assert caught.value.output.startswith("tick 1\ntick 2\n"), "partial output is kept"
-    assert supervised_end(sim, SERIAL, command) == ("interrupted", "SIGHUP")
+    assert supervised_end(sim, SERIAL, command) in STOPPED
     assert sim.commands(SERIAL)[-1].startswith("pkill -f 'amc-ste[p]-"), "it is stopped on the device too"
 
 
@@ -55,7 +58,7 @@ def test_interrupt_from_another_thread(executor, sim):
     with pytest.raises(Interrupted, match="was interrupted"):
         timed(lambda: executor.run("shell", {"command": "amc-sim-ticker 30"}))
     assert 0.3 <= timed.elapsed < 0.3 + SLACK
-    assert supervised_end(sim, SERIAL, "amc-sim-ticker") == ("interrupted", "SIGHUP")
+    assert supervised_end(sim, SERIAL, "amc-sim-ticker") in STOPPED
     assert executor.interrupt() is False, "nothing runs any more"
 
 
