@@ -13,9 +13,10 @@ from .helpers import SERIAL
 from .helpers import eventually
 
 SLACK = 0.5  # allowed overshoot of a deadline or an interrupt
-# How a stopped command ends on the device: its stream closed (SIGHUP), or the executor's
-# follow-up `pkill` reached it first (SIGTERM). Which comes first is a race; both stop it.
-STOPPED = {("interrupted", "SIGHUP"), ("killed", "SIGTERM")}
+# How a stopped command ends on the device: its stream closed (SIGHUP, or SIGPIPE when a
+# chatty one writes first), or the executor's follow-up `pkill` reached it first (SIGTERM).
+# Which comes first is a race; each of them stops it.
+STOPPED = {("interrupted", "SIGHUP"), ("interrupted", "SIGPIPE"), ("killed", "SIGTERM")}
 
 
 def timed(function):
