@@ -275,7 +275,7 @@ class DemoRun:
             self.killed_at = time.time()
             self.notes["checkout"] = "h2 killed while running it"
             self.say("[bold red]host h2 killed[/bold red] (SIGKILL) while [bold]checkout[/bold] runs on it: "
-                     f"nobody renews its lease now; the server requeues it when the lease lapses")
+                     "nobody renews its lease now; the server requeues it when the lease lapses")
         sync = self.tasks["long-sync"]
         if not self.cancel_sent and sync["status"] == "dispatched" and self._sleeping(sync):
             self.cancel_sent = True

@@ -56,7 +56,10 @@ class _Guarded(StateMachine):
 
     def __init__(self, guards: Mapping[str, bool] | None = None, start: str | None = None):
         self.guards: dict[str, bool] = dict(guards or {})
-        super().__init__(start_value=start) if start else super().__init__()
+        if start is None:
+            super().__init__()
+        else:
+            super().__init__(start_value=start)
 
     def cancellation_pending(self) -> bool:
         return self.guards.get("cancellation_pending", False)

@@ -11,12 +11,7 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
 import time
-from pathlib import Path
 
 import attrs
 import pytest
@@ -30,7 +25,7 @@ from amc.adapters.http.server import ThreadedServer
 from amc.adapters.http.settings import Settings
 from amc.agent.config import AgentConfig
 from amc.service import ManualClock, MemoryService, SystemClock
-from tests.agent.helpers import AgentThread, Api, TcpProxy, free_port
+from tests.agent.helpers import AgentThread, Api, TcpProxy
 from tests.support.realadb import real_adb  # noqa: F401  (a fixture)
 
 CLIENT_TOKEN = "tok-agent-tests-client-000"

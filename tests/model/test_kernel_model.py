@@ -239,11 +239,11 @@ class KernelModel(RuleBasedStateMachine):
     @invariant()
     def queued_cancel_never_gets_an_attempt(self):
         cancelled_while_queued: set[str] = set()
-        for event in self.log:
-            if isinstance(event, CancellationRequested) and event.attempt is None:
-                cancelled_while_queued.add(event.task_id)
-            elif isinstance(event, TaskAssigned):
-                assert event.task_id not in cancelled_while_queued, f"{event.task_id} assigned after a queued cancel"
+        for logged in self.log:
+            if isinstance(logged, CancellationRequested) and logged.attempt is None:
+                cancelled_while_queued.add(logged.task_id)
+            elif isinstance(logged, TaskAssigned):
+                assert logged.task_id not in cancelled_while_queued, f"{logged.task_id} assigned after a queued cancel"
 
     @invariant()
     def indexes_agree_with_records(self):

@@ -25,7 +25,7 @@ from amc.core.commands import (
     SubmitTask,
 )
 from amc.core.errors import Code
-from amc.core.records import DeviceSpec, Plan, Requirements, Step, StepOutcome
+from amc.core.records import DeviceSpec, Plan, Step, StepOutcome
 from amc.core.state import State
 
 PLAN = Plan(

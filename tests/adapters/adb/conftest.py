@@ -3,13 +3,6 @@ isolated Debian `adb` server for the tests that need one."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import time
-from pathlib import Path
-
 import pytest
 
 from amc.adapters.adb.client import BoundedClient
