@@ -28,6 +28,12 @@ EVENT_TAGS: dict[str, type] = {
     "lease_expired": events.LeaseExpired,
     "task_requeued": events.TaskRequeued,
     "task_ended": events.TaskEnded,
+    "message_posted": events.MessagePosted,
+    "messages_delivered": events.MessagesDelivered,
+    "message_acknowledged": events.MessageAcknowledged,
+    "message_applied": events.MessageApplied,
+    "messages_not_admitted": events.MessagesNotAdmitted,
+    "follow_ups_collected": events.FollowUpsCollected,
 }
 
 COMMAND_TAGS: dict[str, type] = {
@@ -38,6 +44,8 @@ COMMAND_TAGS: dict[str, type] = {
     "start_attempt": commands.StartAttempt,
     "renew_lease": commands.RenewLease,
     "report_result": commands.ReportResult,
+    "post_message": commands.PostMessage,
+    "acknowledge_message": commands.AcknowledgeMessage,
     "expire_leases": commands.ExpireLeases,
 }
 
@@ -184,6 +192,11 @@ def unstructure_task(t: records.Task, plan: Any = None) -> dict[str, Any]:
             "steps": None if res.steps is None else [unstructure_step_outcome(o) for o in res.steps],
             "recorded_at": res.recorded_at,
         },
+        "paused": t.paused,
+        "messages": [converter.unstructure(m) for m in t.messages] if t.messages else [],
+        "admissions": list(t.admissions),
+        "follow_up_of": t.follow_up_of,
+        "collected": [converter.unstructure(f) for f in t.collected] if t.collected else [],
     }
 
 
@@ -228,7 +241,7 @@ def structure_task(d: dict[str, Any], plan: Any = None, requirements: Any = None
 
     `plan` and `requirements`, when given, structure those two fields instead (the
     start-up loader shares equal plans between tasks)."""
-    if len(d) != 15:
+    if len(d) != 20:
         raise UnexpectedKeys(f"a task with the keys {sorted(d)}")
     r = d["requirements"]
     attempts = d["attempts"]
@@ -262,4 +275,9 @@ def structure_task(d: dict[str, Any], plan: Any = None, requirements: Any = None
         attempts=tuple([records.Attempt(**a) for a in attempts]) if attempts else (),
         cancellation=None if c is None else records.Cancellation(**c),
         result=res,
+        paused=d["paused"],
+        messages=tuple([converter.structure(m, records.Message) for m in d["messages"]]) if d["messages"] else (),
+        admissions=tuple(d["admissions"]),
+        follow_up_of=d["follow_up_of"],
+        collected=tuple([converter.structure(f, records.FollowUp) for f in d["collected"]]) if d["collected"] else (),
     )

@@ -75,11 +75,11 @@ MUTANTS: dict[str, list[tuple[str, str, str]]] = {
     "renewal-drops-cancel-requested": [(
         "amc/core/kernel.py",
         '''        cancel_requested=pending,
-    )
-    return Decision(events=events, reply=reply)''',
+        messages=carried,
+    )''',
         '''        cancel_requested=False,
-    )
-    return Decision(events=events, reply=reply)''',
+        messages=carried,
+    )''',
     )],
     "claim-ignores-priority": [(
         "amc/core/state.py",

@@ -9,8 +9,12 @@ pure `amc.core.agent.Execution`; the modules here only observe and act:
 - `registry`: which devices adb sees, and registering them (PUT /v1/hosts/{id});
 - `slot.DeviceSlot`: one device's loop of long-polling claims and attempts;
 - `worker.Attempt`: one attempt: start, run, report (retried with the identical body);
-- `renewer.Renewer`: renews the lease every lease_seconds / 3 and feeds the answers in;
-- `runner.TaskRunner` / `WorkflowRunner`: the step loop, and interrupting a running step;
+- `renewer.Renewer`: renews the lease every lease_seconds / 3 and feeds the answers in,
+  with the messages (steer, pause, resume) they carry;
+- `runner.TaskRunner` / `WorkflowRunner`: the step loop, waiting while paused, and
+  interrupting a running step;
+- `acks.Acknowledger`: sends the message acknowledgements the Execution decides, in order,
+  all of them before the result;
 - `clock.ServerClock`: the server's time estimated from lease answers and a monotonic clock;
 - `client.ControlPlane`, `wire`: the HTTP calls and their JSON.
 

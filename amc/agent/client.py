@@ -1,4 +1,5 @@
-"""The Host Agent's side of the wire: register, claim, start, renew and report (PROTOCOL.md Part A).
+"""The Host Agent's side of the wire: register, claim, start, renew, acknowledge messages and
+report (PROTOCOL.md Parts A and B).
 
 Every call ends in exactly one of three ways, because the agent's rules depend on which:
 
@@ -96,6 +97,10 @@ class ControlPlane:
     async def renew(self, task_id: str, attempt: int, lease_id: str, *, deadline: float) -> dict:
         return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/renew",
                                 orjson.dumps({"lease_id": lease_id}), deadline=deadline)
+
+    async def acknowledge(self, task_id: str, attempt: int, message_id: str, body: bytes) -> dict:
+        """Acknowledge a message; `body` is sent byte for byte (a retry must be identical)."""
+        return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/messages/{message_id}", body)
 
     async def report(self, task_id: str, attempt: int, body: bytes) -> dict:
         """Post a terminal report; `body` is sent byte for byte (a retry must be identical)."""

@@ -4,7 +4,8 @@ Runs beside the step loop from the start answer until the report gets a definite
 (LEASE-RENEW/s3: an agent that stopped keeps its lease while it reports). Every
 `lease_seconds / 3` it renews; each answer goes to the Execution, which decides:
 
-- 200 -> `lease_granted` (a `cancel_requested: true` there is a stop request);
+- 200 -> `lease_granted` (a `cancel_requested: true` there is a stop request; the
+  messages it carries wait in the Execution for the next step boundary);
 - 409 (or 404) -> `lease_refused`: the lease is lost, and no later renewal can revive it;
 - no answer -> try again sooner, and `tick` at the lease's expiry, which is lease loss.
 
@@ -103,7 +104,8 @@ class Renewer:
             self._due = time.monotonic() + self.retry_delay
             return
         self._clock.observe(grant.lease_expires_at - a.lease_ms, sent)
-        self._execution.lease_granted(self._clock.now(), grant.lease_expires_at, grant.cancel_requested)
+        self._execution.lease_granted(self._clock.now(), grant.lease_expires_at, grant.cancel_requested,
+                                      grant.messages)
         self.renewals += 1
         if grant.cancel_requested and not self._cancel_seen:
             self._cancel_seen = True

@@ -10,6 +10,13 @@ That interrupt is repeated until the step returns: the stop can land in the inst
 between the Execution marking the step running and the executor registering it, when
 `interrupt()` finds nothing to stop and returns False.
 
+At each boundary the Execution also applies the messages it was given (steering edits,
+pause, resume) and decides their acknowledgements; `on_boundary` hands those to the
+sender. When it answers "no step now" without having finished, the run is paused: the
+runner waits for `wake` (set whenever the Execution observed something: a resume, a stop)
+and asks again. The renewer keeps the lease meanwhile; the wait is also bounded by the
+lease's expiry, so a paused run notices a lost lease even if nothing wakes it.
+
 How an executor outcome maps onto the Execution (amc.adapters.adb.errors):
 `Refused` -> `step_refused`; `Interrupted` -> `step_interrupted`; `DeviceUnavailable`
 (the device went away mid-step) -> `step_lost`: the step's effect is unknown, so it is
@@ -24,10 +31,11 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+from typing import Callable
 
 from amc.adapters.adb.errors import DeviceUnavailable, Interrupted, Refused, StepFailed
 from amc.adapters.adb.executor import ActionResult, AdbExecutor
-from amc.core.agent import Execution
+from amc.core.agent import Execution, Pause
 from amc.core.records import Plan, Step
 
 from .clock import ServerClock
@@ -46,22 +54,36 @@ class TaskRunner:
         clock: the server's clock estimate (step times are server times).
         pool: the threads that run blocking executor calls.
         stop_signal: set when a stop may have been put on the Execution.
+        wake: set whenever the Execution observed something (what a paused run waits for).
+        on_boundary: called after each boundary, to send the acknowledgements decided there.
         label: names the attempt in logs.
     """
 
     def __init__(self, execution: Execution, executor: AdbExecutor, clock: ServerClock,
-                 pool: concurrent.futures.Executor, stop_signal: asyncio.Event, label: str):
+                 pool: concurrent.futures.Executor, stop_signal: asyncio.Event, wake: asyncio.Event,
+                 on_boundary: Callable[[], None], label: str):
         self.execution = execution
         self.executor = executor
         self.clock = clock
         self.pool = pool
         self.stop_signal = stop_signal
+        self.wake = wake
+        self.on_boundary = on_boundary
         self.label = label
         self.artifacts: dict[str, str] = {}  # step id -> screenshot path
+        self._pause_logged: Pause | None = None
 
     async def run(self) -> None:
-        """Run until the Execution has no next step."""
-        while (step := self.execution.next_step(self.clock.now())) is not None:
+        """Run until the Execution has finished."""
+        while True:
+            self.wake.clear()  # before asking: whatever arrives after the answer wakes the wait
+            step = self.execution.next_step(self.clock.now())
+            self.on_boundary()
+            if step is None:
+                if self.execution.finished:
+                    return
+                await self._wait_paused()
+                continue
             log.debug("%s: step %s (%s) starts", self.label, step.id, step.action)
             await self._run_step(step)
             outcome = self.execution.outcomes[step.id]
@@ -71,6 +93,19 @@ class TaskRunner:
 
     def after_step(self, step: Step) -> None:
         """A step ended (a hook for subclasses)."""
+
+    async def _wait_paused(self) -> None:
+        """Paused at a boundary: wait for news, or at most until the lease would expire."""
+        pause = self.execution.pauses[-1]
+        if pause is not self._pause_logged:
+            self._pause_logged = pause
+            log.info("%s: paused by message %s before %s", self.label, pause.message_id,
+                     f"step {pause.before_step}" if pause.before_step else "the report")
+        timeout = max(0.0, self.clock.seconds_until(self.execution.lease_expires_at))
+        try:
+            await asyncio.wait_for(self.wake.wait(), timeout)
+        except TimeoutError:
+            pass
 
     async def _run_step(self, step: Step) -> None:
         loop = asyncio.get_running_loop()

@@ -1,4 +1,5 @@
-"""The JSON the agent reads (assignments, lease grants) and the one it writes (the result).
+"""The JSON the agent reads (assignments, lease grants and the messages they carry) and the
+JSON it writes (acknowledgements and the result).
 
 The plan in an assignment was validated by the server when it was submitted, so it is
 read leniently here: a step with an action this agent does not know still becomes a step,
@@ -18,8 +19,8 @@ from typing import Any
 import attrs
 import orjson
 
-from amc.core.agent import Report
-from amc.core.records import Plan, Stage, Step, StepOutcome
+from amc.core.agent import Acknowledgement, Report
+from amc.core.records import Message, Plan, Stage, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms, to_rfc3339
 
 MAX_BODY_BYTES = 960 * 1024  # under the server's 1 MiB, with room for the envelope
@@ -54,6 +55,7 @@ class Grant:
 
     lease_expires_at: int
     cancel_requested: bool
+    messages: tuple[Message, ...] = ()  # every message the server has not seen acknowledged
 
 
 def parse_assignment(data: dict[str, Any]) -> Assignment:
@@ -72,7 +74,28 @@ def parse_assignment(data: dict[str, Any]) -> Assignment:
 
 def parse_grant(data: dict[str, Any]) -> Grant:
     return Grant(lease_expires_at=from_rfc3339(data["lease_expires_at"]),
-                 cancel_requested=bool(data.get("cancel_requested", False)))
+                 cancel_requested=bool(data.get("cancel_requested", False)),
+                 messages=tuple(parse_message(m) for m in data.get("messages") or ()))
+
+
+def parse_message(data: dict[str, Any]) -> Message:
+    """A carried message: what the Execution needs (id, intent, text, data) and its state."""
+    payload = data.get("data")
+    if payload is not None and not isinstance(payload, dict):
+        raise ValueError(f"message {data.get('id')!r}: data is not an object")
+    return Message(id=str(data["id"]), intent=str(data["intent"]), text=data.get("text"), data=payload,
+                   state=str(data.get("state", "delivered")), created_at=from_rfc3339(data["created_at"]),
+                   attempt=data.get("attempt"))
+
+
+def acknowledgement_body(lease_id: str, ack: Acknowledgement) -> bytes:
+    """POST .../messages/{message_id}: the same bytes on every retry."""
+    body: dict[str, Any] = {"lease_id": lease_id, "state": ack.state}
+    if ack.boundary is not None:
+        body["boundary"] = {"before_step": ack.boundary.before_step}
+    if ack.detail is not None:
+        body["detail"] = ack.detail if len(ack.detail) <= MAX_REASON else ack.detail[: MAX_REASON - 3] + "..."
+    return orjson.dumps(body)
 
 
 def parse_plan(data: dict[str, Any]) -> Plan:

@@ -2,13 +2,19 @@
 
     start (retried until granted, refused, or the lease runs out)
       -> the renewer, in the background, every lease_seconds / 3
-      -> the runner: steps, as the Execution decides
-      -> the report, computed once by the Execution, sent until a definite answer
+      -> the runner: steps, as the Execution decides (paused: waiting for a resume or a stop)
+      -> the report, computed once by the Execution
+      -> every message acknowledgement answered (`Acknowledger.flush`)
+      -> the report sent until a definite answer
       -> the renewer stops
 
 All decisions are the `Execution`'s (amc.core.agent); this module only does the IO and
-hands it what was observed. The Execution is touched from the event loop only, so it
-needs no lock: the blocking device calls run in threads and come back to the loop.
+hands it what was observed: the messages the start and renewal answers carry go to it
+with the grant, and the acknowledgements it decides go to the `Acknowledger`, which sends
+them beside the run. The acknowledgements are flushed before the result because the server
+checks the result's steps against the steering edits it recorded as admitted. The
+Execution is touched from the event loop only, so it needs no lock: the blocking device
+calls run in threads and come back to the loop.
 
 The report is retried with the identical bytes (AGENT-RETRY) until the server answers:
 2xx settles the attempt; a 4xx is an answer too (409: the attempt is over for this host,
@@ -30,6 +36,7 @@ import orjson
 from amc.adapters.adb.executor import AdbExecutor
 from amc.core.agent import Execution, StopReason
 
+from .acks import Acknowledger, Sent
 from .client import ControlPlane, Rejected, Unreachable
 from .clock import ServerClock
 from .renewer import LEASE_REFUSALS, Renewer
@@ -51,6 +58,7 @@ class AttemptRecord:
     code: str | None = None  # the problem code of a refused report
     tries: int = 0  # how many times the report was sent
     renewals: int = 0
+    acknowledgements: list[Sent] = attrs.Factory(list)  # in the order sent
 
     @property
     def status(self) -> str:
@@ -80,10 +88,14 @@ class Attempt:
         self.label = f"{assignment.task_id}/{assignment.attempt}@{assignment.device}"
         self.clock = ServerClock(assignment.granted_at, received_at)
         self.execution = Execution(assignment.plan, assignment.lease_expires_at)
-        self.stop_signal = asyncio.Event()
+        self.stop_signal = asyncio.Event()  # set once there is a stop to act on
+        self.wake = asyncio.Event()  # set whenever the Execution observed something
+        self.acks = Acknowledger(server, assignment, self.execution, self.changed, backoff, self.label)
 
     def changed(self) -> None:
-        """The Execution observed something: wake the runner if there is a stop to act on."""
+        """The Execution observed something: wake a paused runner, and interrupt a step if
+        there is a stop to act on."""
+        self.wake.set()
         if self.execution.stop is not None:
             self.stop_signal.set()
 
@@ -93,37 +105,43 @@ class Attempt:
         self.changed()
 
     async def run(self) -> AttemptRecord:
-        log.info("%s: assigned (%d step(s), lease %.3g s)", self.label, len(self.execution.steps),
+        log.info("%s: assigned (%d step(s), lease %.3g s)", self.label, len(self.execution.outline),
                  self.assignment.lease_ms / 1000)
         started = await self._start()
         renewer = None
-        renewing = None
+        background = []
         if started is not None:
             renewer = Renewer(self.server, self.assignment, self.execution, self.clock, self.changed,
                               last_grant=started)
-            renewing = asyncio.create_task(renewer.run(), name=f"renew {self.label}")
-            renewing.add_done_callback(self._renewer_ended)
+            background.append(asyncio.create_task(renewer.run(), name=f"renew {self.label}"))
+            background.append(asyncio.create_task(self.acks.run(), name=f"acknowledge {self.label}"))
+            for task in background:
+                task.add_done_callback(self._helper_ended)
         try:
             runner = runner_for(self.assignment.plan)(self.execution, self.executor, self.clock, self.pool,
-                                                      self.stop_signal, self.label)
+                                                      self.stop_signal, self.wake, self.acks.collect, self.label)
             await runner.run()
             report = self.execution.report()
             body = result_body(self.assignment.lease_id, report, runner.artifacts)
             record = AttemptRecord(task_id=self.assignment.task_id, attempt=self.assignment.attempt,
-                                   device=self.assignment.device, body=orjson.loads(body))
+                                   device=self.assignment.device, body=orjson.loads(body),
+                                   acknowledgements=self.acks.sent)
+            if started is not None:
+                await self.acks.flush()
             await self._report(body, record)
         finally:
-            if renewing is not None:
-                renewing.cancel()
-                await asyncio.gather(renewing, return_exceptions=True)
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
         record.renewals = renewer.renewals if renewer is not None else 0
         return record
 
-    def _renewer_ended(self, task: asyncio.Task) -> None:
+    def _helper_ended(self, task: asyncio.Task) -> None:
         if not task.cancelled() and task.exception() is not None:
-            # A bug of ours; the lease is no longer renewed, and the Execution will see it
-            # expire at the next step boundary at the latest.
-            log.error("%s: the renewer failed", self.label, exc_info=task.exception())
+            # A bug of ours. Renewer: the lease is no longer renewed, and the Execution will
+            # see it expire at the next step boundary at the latest. Acknowledger: what it had
+            # not sent is lost, and the report goes out without waiting for it.
+            log.error("%s: %s failed", self.label, task.get_name(), exc_info=task.exception())
 
     async def _start(self) -> float | None:
         """Acknowledge the start; the local time the granted request was sent, or None if not granted."""
@@ -146,7 +164,8 @@ class Attempt:
                 log.warning("%s: start got no answer (%s); trying again", self.label, error)
             else:
                 self.clock.observe(grant.lease_expires_at - a.lease_ms, sent)
-                execution.lease_granted(self.clock.now(), grant.lease_expires_at, grant.cancel_requested)
+                execution.lease_granted(self.clock.now(), grant.lease_expires_at, grant.cancel_requested,
+                                        grant.messages)
                 self.changed()
                 if grant.cancel_requested:
                     log.info("%s: cancellation requested before the first step", self.label)

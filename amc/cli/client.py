@@ -1,4 +1,4 @@
-"""A small synchronous client for the caller's side of the protocol (PROTOCOL.md Part A).
+"""A small synchronous client for the caller's side of the protocol (PROTOCOL.md Parts A and B).
 
 The CLI's commands, `amc up` and `amc demo` reach the server only through this module.
 Every call returns the decoded JSON or raises exactly one `ApiError`:
@@ -115,6 +115,19 @@ class ApiClient:
         body = {} if reason is None else {"reason": reason}
         status, task = self._call("POST", f"/v1/tasks/{_segment(task_id)}/cancel", body)
         return task, status == 202
+
+    def post_message(self, task_id: str, intent: str, text: str | None = None, data: dict | None = None) -> dict:
+        """Send an intent (steer, follow_up, pause, resume) to a task; the message as posted."""
+        body: dict[str, Any] = {"intent": intent}
+        if text is not None:
+            body["text"] = text
+        if data is not None:
+            body["data"] = data
+        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/messages", body)[1]
+
+    def messages(self, task_id: str) -> dict:
+        """``{"messages": [...]}``: every message of the task, in posting order."""
+        return self._call("GET", f"/v1/tasks/{_segment(task_id)}/messages")[1]
 
     def hosts(self) -> dict:
         return self._call("GET", "/v1/hosts")[1]

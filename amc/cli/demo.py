@@ -13,13 +13,22 @@ What happens, in order (about ten seconds):
    lease lapses, the server requeues the task, and h1 runs it on its own Pixel 7.
 5. While `long-sync` runs `sleep 8` on its phone, it is cancelled: the agent learns it at
    its next lease renewal, stops the command at once and reports `cancelled`.
-6. When every task has ended, the verdict (`workload.check`) compares each task resource
-   with what the protocol says, and the summary shows the tasks by status and each
-   cancellation's request-to-stop latency (to the delivery, to the last device command of
-   the attempt from the simulator's log, and to the recorded result).
+6. While `photo-share` runs `sleep 2`, it is steered twice (skip `upload`, insert `crop`
+   after `capture`): its agent applies both at the next step boundary.
+7. While `inventory-scan` runs `sleep 2`, it is paused and sent a follow-up. The demo
+   keeps it paused until it has seen the lease renewed twice while the task reads
+   `paused`, then resumes it; when it ends done, the server collects the follow-up into a
+   successor task (`scan-send`), which a host then runs.
+8. When every task has ended, the verdict (`workload.check`) compares each task resource,
+   history and messages with what the protocol says, and the summary shows the tasks by
+   status, the messages and what became of them, and each cancellation's request-to-stop
+   latency (to the delivery, to the last device command of the attempt from the
+   simulator's log, and to the recorded result).
 
-Exit 0 only when every task ended as it must. The store and the logs are deleted, unless
-the demo failed or --keep was given.
+Exit 0 only when every task ended as it must. With --json the narration and tables go to
+stderr and stdout carries one JSON document: the verdict, and per job its task, messages
+and problems. The store and the logs are deleted, unless the demo failed or --keep was
+given.
 """
 
 from __future__ import annotations
@@ -42,18 +51,22 @@ LEASE_SECONDS = 3.0
 @click.option("--timeout", type=click.FloatRange(10, 600), default=60.0, show_default=True,
               help="Give up (exit 1) if the workload has not ended after this many seconds.")
 @click.option("--keep", is_flag=True, help="Keep the temporary store and logs, and print where they are.")
-def demo(timeout: float, keep: bool) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON document (the verdict, each job's task, messages and problems) to stdout; "
+                   "the narration goes to stderr.")
+def demo(timeout: float, keep: bool, as_json: bool) -> None:
     """Run a small workload on a local stack with simulated phones, live, and check the outcome.
 
     A server, two Host Agents and four simulated phones on a throwaway store. Several app
-    flows, one cancellation of a queued task, one of a running task, and one host killed
-    mid-task. Exits 0 only when every task ended as the protocol says it must.
+    flows, one cancellation of a queued task, one of a running task, one host killed
+    mid-task, one task steered while it runs, and one paused, sent a follow-up and resumed.
+    Exits 0 only when every task ended as the protocol says it must.
     """
     from amc.cli.app import make_console
     from amc.cli.client import ApiError
     from amc.cli.stack import Stack, StackError
 
-    console = make_console()
+    console = make_console(stderr=as_json)
     workdir = Path(tempfile.mkdtemp(prefix="amc-demo-"))
     logs = workdir / "logs"
     logs.mkdir()
@@ -68,9 +81,10 @@ def demo(timeout: float, keep: bool) -> None:
 
     passed = False
     stack = Stack(sink)
+    run = DemoRun(stack, console, workdir)
     try:
         try:
-            passed = DemoRun(stack, console, workdir).run(timeout)
+            passed = run.run(timeout)
         except (StackError, ApiError) as error:
             from rich.markup import escape
 
@@ -88,6 +102,8 @@ def demo(timeout: float, keep: bool) -> None:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             console.print(f"The store and the logs of this run are in {workdir}")
+    if as_json:
+        click.echo(json.dumps(run.document(passed), indent=2, ensure_ascii=False))
     if not passed:
         raise click.exceptions.Exit(1)
 
@@ -120,11 +136,18 @@ class DemoRun:
         self.ids: dict[str, str] = {}  # job name -> task id
         self.tasks: dict[str, dict] = {}  # job name -> latest task resource
         self.notes: dict[str, str] = {}  # job name -> what the demo did to it
+        self.messages: dict[str, list[dict]] = {}  # job name -> its messages, read at the end
+        self.histories: dict[str, list[dict]] = {}  # job name -> its history, read at the end
+        self.problems: dict[str, list[str]] = {}  # job name -> the verdict's findings
+        self.seen: dict[str, dict] = {}  # job name -> what the demo saw while it ran (workload.check)
         self.began = time.monotonic()
         self.live = None
         self.simulators: dict[str, object] = {}  # host id -> its Simulator
         self.killed_at: float | None = None  # wall time h2 was killed
         self.cancel_sent = False  # long-sync's cancellation
+        self.steered = False  # photo-share's steers
+        self.pause_sent = False  # inventory-scan's pause (and its follow-up)
+        self.resume_sent = False
 
     # -- narration ------------------------------------------------------------------------
 
@@ -166,16 +189,18 @@ class DemoRun:
             self._start_agent(workload.SURVIVOR_HOST, tokens)
             self.say("host h1 starting with three phones; submitting the rest of the workload")
             for job in self.jobs:
-                if job.name not in self.ids:
+                if job.name not in self.ids and job.body is not None:
                     self._submit(job)
             self._cancel_queued()
             self._follow(timeout)
-            histories = {name: self.client.history(task_id)["events"] for name, task_id in self.ids.items()}
+            for name, task_id in self.ids.items():
+                self.histories[name] = self.client.history(task_id)["events"]
+                self.messages[name] = self.client.messages(task_id)["messages"]
             self._refresh()
         finally:
             self.client.close()
             admin.close()
-        return self._summary(histories)
+        return self._summary()
 
     def _phones(self, specs) -> str:
         return ", ".join(f"{spec.serial} ({spec.model})" for spec in specs)
@@ -217,8 +242,6 @@ class DemoRun:
 
     def _follow(self, timeout: float) -> None:
         """Poll the tasks until all ended, acting on them when their moment comes."""
-        import sys
-
         from rich.live import Live
 
         from amc.cli.stack import StackError
@@ -227,7 +250,7 @@ class DemoRun:
         shown: dict[str, str] = {}
         # A live table on a terminal; in a pipe or CI log, one line per status change.
         live = Live(self._table(), console=self.console, refresh_per_second=8,
-                    transient=False) if sys.stdout.isatty() else None
+                    transient=False) if self.console.is_terminal else None
         if live is not None:
             live.start()
             self.live = live
@@ -239,11 +262,13 @@ class DemoRun:
                     live.update(self._table())
                 else:
                     for name, task in self.tasks.items():
-                        state = f"{task['status']} {self._where(task)}"
+                        state = f"{self._status(task):<19} {self._where(task)}"
+                        if task.get("paused"):  # one line per renewal: the lease lives on while paused
+                            state += f"  lease renewals: {task['attempts'][-1]['renewals']}"
                         if shown.get(name) != state:
                             shown[name] = state
-                            self.say(f"{name:<15} {task['status']:<10} {self._where(task)}")
-                if all(task["status"] in ("done", "failed", "cancelled") for task in self.tasks.values()):
+                            self.say(f"{name:<15} {state}")
+                if self._settled():
                     break
                 self.stack.check()
                 if time.monotonic() > deadline:
@@ -255,6 +280,18 @@ class DemoRun:
                 self.live = None
         if live is None:
             self.console.print(self._table())
+
+    def _settled(self) -> bool:
+        """Every task ended, and every successor exists or never will (its task did not end done)."""
+        for job in self.jobs:
+            task = self.tasks.get(job.name)
+            if task is None:
+                before = self.tasks.get(job.successor_of) if job.successor_of else None
+                if before is None or before["status"] in ("queued", "assigned", "dispatched", "done"):
+                    return False
+            elif task["status"] not in ("done", "failed", "cancelled"):
+                return False
+        return True
 
     def _refresh(self) -> None:
         page = self.client.all_tasks()
@@ -286,6 +323,58 @@ class DemoRun:
                      + ("pending until its host hears of it" if pending else f"answered {task['status']}"))
         if checkout["status"] in ("queued", "assigned", "dispatched") and len(checkout["attempts"]) > 1:
             self.notes["checkout"] = "h2 killed; lease lapsed, requeued"
+        self._steer()
+        self._pause()
+
+    def _steer(self) -> None:
+        """Send photo-share's corrections while its `load` step sleeps on the phone."""
+        from amc.cli.views import edit_text
+
+        job = self.by_name["photo-share"]
+        task = self.tasks[job.name]
+        if self.steered or task["status"] != "dispatched" or not self._sleeping(task):
+            return
+        self.steered = True
+        for edit in job.steers:
+            self.client.post_message(self.ids[job.name], "steer", data=edit)
+        said = ", then ".join(edit_text(edit) for edit in job.steers)
+        self.notes[job.name] = f"steered while loading: {said}"
+        self.say(f"steer [bold]{job.name}[/bold] while its `load` step runs: {said}; its agent applies them "
+                 f"at the next step boundary")
+
+    def _pause(self) -> None:
+        """Pause inventory-scan while `scan` runs, send it a follow-up, keep it paused over two
+        renewals, resume it; when it is done, pick up its successor."""
+        job = self.by_name["inventory-scan"]
+        task = self.tasks[job.name]
+        task_id = self.ids[job.name]
+        if not self.pause_sent and task["status"] == "dispatched" and self._sleeping(task):
+            self.pause_sent = True
+            self.client.post_message(task_id, "pause", text="hold on: a colleague checks the shelf")
+            self.client.post_message(task_id, "follow_up", **job.follow_up)
+            self.notes[job.name] = "pause and follow-up sent while scanning"
+            self.say(f"pause [bold]{job.name}[/bold] while `scan` runs, and send it a follow-up "
+                     f"({job.follow_up['text']!r}) for after it")
+        if task.get("paused") and not self.resume_sent:
+            renewals = self.seen.setdefault(job.name, {}).setdefault("paused_renewals", [])
+            renewals.append(task["attempts"][-1]["renewals"])
+            self.notes[job.name] = f"paused; lease renewed {renewals[-1] - renewals[0]}× since"
+            if renewals[-1] - renewals[0] >= 2:
+                self.resume_sent = True
+                self.client.post_message(task_id, "resume")
+                self.notes[job.name] = f"paused over {renewals[-1] - renewals[0]} lease renewals, resume sent"
+                self.say(f"resume [bold]{job.name}[/bold]: it stayed paused while its lease was renewed "
+                         f"{renewals[-1] - renewals[0]} times")
+        successor = next(j for j in self.jobs if j.successor_of == job.name)
+        if task["status"] == "done" and successor.name not in self.ids:
+            asked = [m for m in self.client.messages(task_id)["messages"] if m.get("successor")]
+            if asked:
+                self.ids[successor.name] = asked[0]["successor"]
+                self.tasks[successor.name] = self.client.task(asked[0]["successor"])
+                self.notes[job.name] = "paused, resumed, done; follow-up collected"
+                self.notes[successor.name] = f"follow-up of {job.name}, collected into {asked[0]['successor']}"
+                self.say(f"{job.name} ended done: the server collected its follow-up into "
+                         f"[bold]{asked[0]['successor']}[/bold]")
 
     def _sleeping(self, task: dict) -> bool:
         """True when the task's current attempt has a `sleep` running on its simulated phone."""
@@ -302,11 +391,17 @@ class DemoRun:
 
         return where(task)
 
+    @staticmethod
+    def _status(task: dict) -> str:
+        from amc.cli.views import task_status_text
+
+        return task_status_text(task).plain
+
     def _table(self):
         from rich.table import Table
         from rich.text import Text
 
-        from amc.cli.views import status_text
+        from amc.cli.views import task_status_text
 
         table = Table(show_edge=False, pad_edge=False, title="tasks", title_justify="left")
         for column in ("JOB", "STATUS", "ATTEMPTS", "WHERE", "WHAT HAPPENED"):
@@ -317,13 +412,13 @@ class DemoRun:
                 table.add_row(job.name, "-", "", "", "")
                 continue
             attempts = " ".join(f"{a['number']}:{a['outcome'] or 'active'}" for a in task["attempts"]) or "-"
-            table.add_row(job.name, status_text(task["status"]), attempts, self._where(task),
+            table.add_row(job.name, task_status_text(task), attempts, self._where(task),
                           Text(self.notes.get(job.name, "")))
         return table
 
     # -- the verdict ----------------------------------------------------------------------
 
-    def _summary(self, histories: dict[str, list[dict]]) -> bool:
+    def _summary(self) -> bool:
         from collections import Counter
 
         from amc.cli import workload
@@ -334,18 +429,58 @@ class DemoRun:
                                        if counts[status]))
         self._latencies()
         self._lease_loss()
-        problems = {job.name: workload.check(job, self.tasks[job.name], histories[job.name]) for job in self.jobs}
-        bad = {name: found for name, found in problems.items() if found}
+        self._messages()
+        for job in self.jobs:
+            if job.name in self.tasks:
+                self.problems[job.name] = workload.check(job, self.tasks[job.name], self.histories[job.name],
+                                                         self.messages[job.name], self.seen.get(job.name))
+            else:
+                self.problems[job.name] = [f"no task: {job.successor_of}'s follow-up was never collected"]
+        bad = {name: found for name, found in self.problems.items() if found}
         if bad:
             self.console.print("\n[bold red]FAILED[/bold red]: these tasks did not end as the protocol says they must:")
             for name, found in bad.items():
                 for problem in found:
-                    self.console.print(f"  {name} ({self.ids[name]}): {problem}")
+                    self.console.print(f"  {name} ({self.ids.get(name, '-')}): {problem}")
             return False
         self.console.print(f"\n[bold green]OK[/bold green]: all {len(self.jobs)} tasks ended as the protocol says "
                            f"they must (done, cancelled while queued, cancelled while running, requeued after a lost "
-                           f"lease). Try it yourself: `amc up`, then `amc task --help`.")
+                           f"lease, steered, paused and resumed, a follow-up collected). Try it yourself: `amc up`, "
+                           f"then `amc task --help`.")
         return True
+
+    def _messages(self) -> None:
+        """What each message asked and what became of it; the steered task's steps."""
+        from rich.table import Table
+        from rich.text import Text
+
+        from amc.cli.views import boundary_text, message_note, message_state_text, request_text, steps_table
+
+        table = Table(show_edge=False, pad_edge=False, title="Messages, and what became of them:",
+                      title_justify="left")
+        for column in ("JOB", "MESSAGE", "STATE", "BOUNDARY", "DETAIL"):
+            table.add_column(column, no_wrap=column in ("JOB", "STATE"), overflow="fold")  # ids stay whole
+        for job in self.jobs:
+            for message in self.messages.get(job.name, []):
+                table.add_row(job.name, Text(request_text(message)), message_state_text(message["state"]),
+                              boundary_text(message.get("boundary")), Text(message_note(message)))
+        if table.row_count:
+            self.console.print(table)
+        steered = (self.tasks.get("photo-share", {}).get("result") or {}).get("steps")
+        if steered:
+            table = steps_table(steered)
+            table.title = "photo-share's steps after the steers:"
+            self.console.print(table)
+
+    def document(self, passed: bool) -> dict:
+        """The run as one JSON document (`--json`): the verdict, and per job what the server holds."""
+        return {
+            "passed": passed,
+            "jobs": [{"name": job.name, "kind": job.kind, "task": self.tasks.get(job.name),
+                      "messages": self.messages.get(job.name, []), "seen": self.seen.get(job.name, {}),
+                      "note": self.notes.get(job.name, ""), "problems": self.problems.get(job.name, [])}
+                     for job in self.jobs],
+        }
 
     def _latencies(self) -> None:
         from rich.table import Table

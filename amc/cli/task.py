@@ -1,4 +1,5 @@
-"""`amc task`: submit, inspect, cancel and follow tasks (the caller's endpoints of PROTOCOL.md).
+"""`amc task`: submit, inspect, cancel, steer, pause and follow tasks (the caller's endpoints
+of PROTOCOL.md, Parts A and B).
 
 Each command is one request or a short loop of them; what a status or a refusal means is
 the server's to say, so the commands print its answer (for people, or with --json as the
@@ -21,7 +22,8 @@ STATUSES = ("queued", "assigned", "dispatched", "done", "failed", "cancelled")
 
 @click.group(epilog=EXIT_HELP)
 def task() -> None:
-    """Submit tasks and follow them: submit, list, show, watch, history, cancel.
+    """Submit tasks and follow them: submit, list, show, watch, history, cancel; talk to
+    them while they run: steer, pause, resume, follow-up, messages.
 
     Every command takes --url (AMC_URL) and --token (AMC_TOKEN); without a token, the
     client token of .amc/tokens.json (what `amc up` writes) is used.
@@ -122,11 +124,17 @@ def submit(app: Application, file, priority, max_attempts, serial, attributes, l
 @click.argument("task_id", metavar="ID")
 @caller_command
 def show(app: Application, task_id: str) -> None:
-    """Show one task: its status, attempts, cancellation and step outcomes."""
+    """Show one task: its status, attempts, cancellation, messages and step outcomes.
+
+    With --json, prints the task resource alone (`amc task messages ID --json` has the messages).
+    """
     from amc.cli.views import task_detail
 
     found = app.client.task(task_id)
-    app.display_result(found, lambda: task_detail(found))
+    if app.as_json:
+        app.display_json(found)
+        return
+    app.display(task_detail(found, app.client.messages(task_id)["messages"]))
 
 
 @task.command(name="list")
@@ -190,6 +198,202 @@ def cancel(app: Application, task_id: str, reason: str | None) -> None:
         result = found.get("result") or {}
         how = " (it was still queued; nothing ran)" if result.get("reason") == "cancelled_while_queued" else ""
         app.display(f"[bold]{found['id']}[/bold] is cancelled{how}.")
+
+
+# -- messages: steer, pause, resume, follow-up --------------------------------------------------
+
+
+def read_json_option(value: str, option: str, app: Application):
+    """The JSON an option carries, inline or as @FILE (@- for stdin); one line and exit 7 if it is not JSON."""
+    where = option
+    text = value
+    if value.startswith("@"):
+        source = value[1:]
+        where = f"{option} ({'stdin' if source == '-' else source})"
+        try:
+            text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+        except OSError as error:
+            app.abort(f"{where}: cannot read it: {error.strerror or error}", Exit.INVALID)
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as error:
+        app.abort(f"{where} is not valid JSON: {error}; nothing was sent", Exit.INVALID)
+
+
+def read_steps(value: str, option: str, app: Application) -> list:
+    """The steps an option carries: a JSON list of steps, or a plan {"steps": [...]}.
+
+    Their actions and arguments are the server's to check, as for a submitted plan.
+    """
+    data = read_json_option(value, option, app)
+    if isinstance(data, dict) and isinstance(data.get("steps"), list):
+        return data["steps"]
+    if isinstance(data, list):
+        return data
+    app.abort(f'{option} holds neither a list of steps ([{{"id": ..., "action": ..., "args": ...}}]) '
+              f'nor a plan ({{"steps": [...]}}); nothing was sent', Exit.INVALID)
+
+
+def steer_edit(app: Application, skips: tuple[str, ...], insert_after: str | None, insert_first: bool,
+               steps: str | None, replace_remaining: str | None) -> dict | None:
+    """The one structured edit the steer options ask for (PROTOCOL.md Part B), or None for words only."""
+    inserting = insert_after is not None or insert_first
+    if insert_after is not None and insert_first:
+        app.abort("--insert-after and --insert-first: give one of them", Exit.USAGE)
+    if steps is not None and not inserting:
+        app.abort("--steps needs --insert-after STEP or --insert-first (or use --replace-remaining)", Exit.USAGE)
+    if inserting and steps is None:
+        app.abort("--insert-after and --insert-first need --steps", Exit.USAGE)
+    chosen = [name for name, given in (("--skip", bool(skips)), ("--insert-after/--insert-first", inserting),
+                                       ("--replace-remaining", replace_remaining is not None)) if given]
+    if len(chosen) > 1:
+        app.abort(f"one edit per steer, not {' and '.join(chosen)}: send one steer for each", Exit.USAGE)
+    if skips:
+        ids = [part.strip() for value in skips for part in value.split(",") if part.strip()]
+        if not ids:
+            app.abort("--skip: name at least one step id", Exit.USAGE)
+        return {"skip": ids}
+    if inserting:
+        return {"insert_after": insert_after, "steps": read_steps(steps, "--steps", app)}
+    if replace_remaining is not None:
+        return {"replace_remaining": read_steps(replace_remaining, "--replace-remaining", app)}
+    return None
+
+
+@task.command()
+@click.argument("task_id", metavar="ID")
+@click.option("--skip", "skips", multiple=True, metavar="STEP[,STEP...]",
+              help="Do not run these steps (each reported not_started, reason steered); repeatable.")
+@click.option("--insert-after", metavar="STEP", help="Insert the --steps after this step.")
+@click.option("--insert-first", is_flag=True, help="Insert the --steps at the next step boundary, so they run next.")
+@click.option("--steps", metavar="JSON|@FILE",
+              help='The steps to insert: a JSON list [{"id", "action", "args"}, ...] or a plan {"steps": [...]}, '
+                   "inline or @FILE (@- for stdin).")
+@click.option("--replace-remaining", metavar="JSON|@FILE",
+              help="Replace every step that has not started with these steps (same forms as --steps).")
+@click.option("--text", help="Guidance in words, for an agent planner. The scripted runners cannot apply words "
+                             "alone and reject such a steer.")
+@caller_command
+def steer(app: Application, task_id: str, skips: tuple[str, ...], insert_after: str | None, insert_first: bool,
+          steps: str | None, replace_remaining: str | None, text: str | None) -> None:
+    """Correct a task's plan while it runs: one edit (skip, insert, replace the rest), words, or both.
+
+    The task's host applies the correction at its next step boundary, before any step it
+    affects starts; a step that already started is never recalled, and an edit that would
+    touch one is rejected. `amc task messages ID` shows what became of it. Plans of stages
+    take words only.
+
+    \b
+    Examples:
+      amc task steer t_1 --skip share,upload
+      amc task steer t_1 --insert-after open --steps '[{"id": "shot", "action": "screenshot", "args": {}}]'
+      amc task steer t_1 --replace-remaining @rest.json --text "the cart is already empty"
+    """
+    from rich.markup import escape
+
+    from amc.cli.views import asked_text
+
+    data = steer_edit(app, skips, insert_after, insert_first, steps, replace_remaining)
+    if data is None and not text:
+        app.abort("say what to change: --skip, --insert-after/--insert-first with --steps, --replace-remaining, "
+                  "or --text", Exit.USAGE)
+    message = app.client.post_message(task_id, "steer", text, data)
+    app.display_result(message, lambda: (
+        f"Steer [bold]{message['id']}[/bold] posted to [bold]{escape(task_id)}[/bold] ({message['state']}): "
+        f"{escape(asked_text(message))}. Its host applies it at its next step boundary."))
+    app.display_info(f"Follow it with: amc task messages {task_id}")
+
+
+@task.command()
+@click.argument("task_id", metavar="ID")
+@click.option("--text", help="Why; kept on the message.")
+@caller_command
+def pause(app: Application, task_id: str, text: str | None) -> None:
+    """Pause a task: a queued one is held (not claimed), a running one starts no new step.
+
+    A running task's host lets the running step end on its own terms, starts nothing more
+    from the next step boundary on, and keeps renewing its lease; the task reads `paused`.
+    The pause lasts until `amc task resume ID`. A cancel still works on a paused task.
+    """
+    _pause_or_resume(app, task_id, "pause", text)
+
+
+@task.command()
+@click.argument("task_id", metavar="ID")
+@click.option("--text", help="Why; kept on the message.")
+@caller_command
+def resume(app: Application, task_id: str, text: str | None) -> None:
+    """Lift a pause: a held task can be claimed again (in its old place), a paused one goes on."""
+    _pause_or_resume(app, task_id, "resume", text)
+
+
+def _pause_or_resume(app: Application, task_id: str, intent: str, text: str | None) -> None:
+    from rich.markup import escape
+
+    message = app.client.post_message(task_id, intent, text)
+    task_name = f"[bold]{escape(task_id)}[/bold]"
+    if message["state"] == "completed":  # the task was queued: the server applied it in the request
+        said = f"{task_name} is queued, so the server applied it at once: {escape(message.get('detail') or '')}."
+    elif intent == "pause":
+        said = (f"{task_name}'s host starts no new step from its next step boundary on, and keeps the lease; "
+                f"`amc task resume {escape(task_id)}` lets it go on.")
+    else:
+        said = f"{task_name}'s host goes on from where it paused, from its next lease renewal."
+    app.display_result(message, lambda: f"{intent.capitalize()} [bold]{message['id']}[/bold]: {said}")
+
+
+@task.command(name="follow-up")
+@click.argument("task_id", metavar="ID")
+@click.option("--text", help="What to do next, in words.")
+@click.option("--steps", metavar="JSON|@FILE",
+              help='Steps for the later turn: a JSON list [{"id", "action", "args"}, ...] or a plan '
+                   '{"steps": [...]}, inline or @FILE (@- for stdin).')
+@caller_command
+def follow_up(app: Application, task_id: str, text: str | None, steps: str | None) -> None:
+    """Ask for a later turn: work that runs after the task, as a successor task.
+
+    The follow-up waits on the task. When the task ends done, all its follow-ups become one
+    successor task, `ID.N`, with the same device requirements, whose plan is each follow-up's
+    steps in posting order (step ids prefixed with the message id). To a task already done,
+    the successor starts at once. If the task ends failed or cancelled, its follow-ups are
+    not admitted.
+    """
+    from rich.markup import escape
+
+    if text is None and steps is None:
+        app.abort("say what to do next: --text, --steps, or both", Exit.USAGE)
+    data = None if steps is None else {"steps": read_steps(steps, "--steps", app)}
+    message = app.client.post_message(task_id, "follow_up", text, data)
+    successor = message.get("successor")
+    task_name = f"[bold]{escape(task_id)}[/bold]"
+    if successor:
+        said = f"{task_name} had ended done, so its successor [bold]{escape(successor)}[/bold] starts at once."
+    else:
+        said = f"it waits on {task_name}; when that ends done, its follow-ups become one successor task."
+    app.display_result(message, lambda: f"Follow-up [bold]{message['id']}[/bold]: {said}")
+    app.display_info(f"Follow it with: amc task watch {successor}" if successor
+                     else f"See it with: amc task messages {task_id}")
+
+
+@task.command(name="messages")
+@click.argument("task_id", metavar="ID")
+@caller_command
+def list_messages(app: Application, task_id: str) -> None:
+    """Every message of a task, in posting order: what it asked, its state, its times, where it applied.
+
+    States: queued, delivered (its host has it), admitted (applied at the named step
+    boundary), completed; or rejected (the host could not apply it; the detail says why),
+    not_admitted (the attempt or the task ended first).
+    """
+    from amc.cli.views import messages_table
+
+    found = app.client.messages(task_id)
+    if app.as_json:
+        app.display_json(found)
+    elif not found["messages"]:
+        app.display(f"No messages on {task_id}.")
+    else:
+        app.display(messages_table(found["messages"]))
 
 
 # -- watch ------------------------------------------------------------------------------------

@@ -31,6 +31,16 @@ def status_text(status: str | None) -> Text:
     return Text(status or "-", style=STATUS_STYLE.get(status or "", ""))
 
 
+def task_status_text(task: dict) -> Text:
+    """The status, and whether a pause holds the task: ``dispatched (paused)``, ``queued (held)``."""
+    text = status_text(task["status"])
+    if task.get("held"):
+        text.append(" (held)", style="bold yellow")
+    elif task.get("paused"):
+        text.append(" (paused)", style="bold yellow")
+    return text
+
+
 def when(text: str | None, *, date: bool = False) -> str:
     """``2026-11-30T01:45:12.345Z`` -> ``01:45:12.345`` (or with the date)."""
     if not text:
@@ -74,18 +84,28 @@ def tasks_table(tasks: list[dict]) -> Table:
     for column in ("ID", "STATUS", "ATTEMPT", "WHERE", "PRIORITY", "CREATED", "UPDATED", "LABELS"):
         table.add_column(column, no_wrap=column in ("ID", "STATUS", "WHERE"))
     for task in tasks:
-        _row(table, task["id"], status_text(task["status"]), str(task.get("attempt") or "-"), where(task),
+        _row(table, task["id"], task_status_text(task), str(task.get("attempt") or "-"), where(task),
                       str(task["priority"]), when(task["created_at"]), when(task["updated_at"]), _pairs(task["labels"]))
     return table
 
 
-def task_detail(task: dict) -> Group:
-    """Everything about one task: the summary, its attempts, its cancellation and its result."""
+def task_detail(task: dict, messages: list[dict] = ()) -> Group:
+    """Everything about one task: the summary, its attempts, its cancellation, its messages
+    in brief (`messages`, from the task's messages endpoint) and its result."""
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="bold")
     summary.add_column()
     _row(summary, "task", task["id"])
-    _row(summary, "status", status_text(task["status"]))
+    _row(summary, "status", task_status_text(task))
+    if task.get("held"):
+        _row(summary, "held", "a pause holds it in the queue: no host claims it until a resume")
+    elif task.get("paused"):
+        _row(summary, "paused", "its host starts no new step until a resume; the lease is kept")
+    if task.get("follow_up_of"):
+        collected = ", ".join(task.get("collected") or []) or "-"
+        _row(summary, "follow-up of", f"{task['follow_up_of']}, collecting {collected}")
+        for follow_up in task.get("follow_ups") or []:
+            _row(summary, "", f"{follow_up['message_id']}: {_asked(follow_up.get('text'), follow_up.get('data'))}")
     _row(summary, "tenant", task["tenant"])
     _row(summary, "priority", f"{task['priority']} (max attempts {task['max_attempts']})")
     _row(summary, "needs", requirement_text(task))
@@ -110,6 +130,8 @@ def task_detail(task: dict) -> Group:
     parts: list[Any] = [summary]
     if task.get("attempts"):
         parts.append(attempts_table(task["attempts"]))
+    if messages:
+        parts.append(messages_brief(messages))
     if result and result.get("steps"):
         parts.append(steps_table(result["steps"]))
     return Group(*parts)
@@ -119,7 +141,9 @@ def plan_summary(plan: dict) -> str:
     if "stages" in plan:
         steps = [step for stage in plan["stages"] for step in stage["steps"]]
         return f"{len(plan['stages'])} stages, {len(steps)} steps: " + ", ".join(s["action"] for s in steps)
-    return f"{len(plan['steps'])} steps: " + ", ".join(s["action"] for s in plan["steps"])
+    if not plan["steps"]:  # a successor of follow-ups that asked in words only
+        return "no steps"
+    return _step_count(plan["steps"]) + ": " + ", ".join(s["action"] for s in plan["steps"])
 
 
 def attempts_table(attempts: list[dict]) -> Table:
@@ -142,6 +166,109 @@ def steps_table(steps: list[dict]) -> Table:
     for step in steps:
         _row(table, step["id"], Text(step["status"], style=STEP_STYLE.get(step["status"], "")),
                       step.get("reason") or "", when(step.get("started_at")), when(step.get("ended_at")))
+    return table
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+MESSAGE_STYLE = {"queued": "cyan", "delivered": "blue", "admitted": "bold blue", "completed": "green",
+                 "rejected": "red", "not_admitted": "yellow"}
+
+
+def _step_count(steps: list) -> str:
+    return f"{len(steps)} step{'s' if len(steps) != 1 else ''}"
+
+
+def _step_ids(steps: Any) -> str:
+    ids = [step.get("id", "?") for step in steps if isinstance(step, dict)] if isinstance(steps, list) else []
+    return f"{_step_count(ids)} ({', '.join(ids)})"
+
+
+def edit_text(data: dict | None) -> str:
+    """A steer's structured edit as a phrase: ``skip d``, ``insert 1 step (a2) after a``."""
+    data = data or {}
+    if "skip" in data:
+        return "skip " + ", ".join(map(str, data["skip"]))
+    if "insert_after" in data:
+        where_to = "at the next boundary" if data["insert_after"] is None else f"after {data['insert_after']}"
+        return f"insert {_step_ids(data.get('steps'))} {where_to}"
+    if "replace_remaining" in data:
+        return f"replace the remaining steps with {_step_ids(data['replace_remaining'])}"
+    return ""
+
+
+def _asked(text: str | None, data: dict | None, *, steer: bool = False) -> str:
+    """What a message asks for: its edit or steps, and its words, quoted."""
+    parts = []
+    if steer:
+        parts.append(edit_text(data))
+    elif data and "steps" in data:
+        parts.append(_step_ids(data["steps"]))
+    if text:
+        parts.append(f'"{text}"')
+    return "; ".join(part for part in parts if part) or "-"
+
+
+def asked_text(message: dict) -> str:
+    """What a message asks for: ``skip d; "the report is not needed"``, ``1 step (shot)``."""
+    return _asked(message.get("text"), message.get("data"), steer=message["intent"] == "steer")
+
+
+def request_text(message: dict) -> str:
+    """``steer: skip d``, ``pause``, ``follow_up: 1 step (shot)``."""
+    intent = message["intent"]
+    if intent in ("pause", "resume") and not message.get("text"):
+        return intent
+    return f"{intent}: {asked_text(message)}"
+
+
+def boundary_text(boundary: dict | None) -> str:
+    if boundary is None:
+        return "-"
+    step = boundary.get("before_step")
+    return "after the last step" if step is None else f"before {step}"
+
+
+def message_note(message: dict) -> str:
+    """What became of a message beyond its state: the host's or server's detail, the successor."""
+    notes = [message.get("detail") or ""]
+    if message.get("successor"):
+        notes.append(f"collected into {message['successor']}")
+    return "; ".join(note for note in notes if note)
+
+
+def message_state_text(state: str) -> Text:
+    return Text(state, style=MESSAGE_STYLE.get(state, ""))
+
+
+def message_times(message: dict) -> str:
+    """One line per state the message reached, with its time: ``posted 01:45:12.345``."""
+    times = (("posted", message.get("created_at")), ("delivered", message.get("delivered_at")),
+             ("admitted", message.get("admitted_at")), ("completed", message.get("completed_at")))
+    return "\n".join(f"{label:<9} {when(at)}" for label, at in times if at)
+
+
+def messages_table(messages: list[dict]) -> Table:
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("MESSAGE", "INTENT", "STATE", "ATTEMPT", "BOUNDARY", "TIMES", "DETAIL"):
+        wraps = column in ("INTENT", "BOUNDARY", "DETAIL")
+        table.add_column(column, no_wrap=not wraps, overflow="fold")  # never cut an id short
+    for message in messages:
+        _row(table, message["id"], request_text(message), message_state_text(message["state"]),
+             str(message.get("attempt") or "-"), boundary_text(message.get("boundary")), message_times(message),
+             message_note(message))
+    return table
+
+
+def messages_brief(messages: list[dict]) -> Table:
+    """The messages of a task in one line each, for `amc task show`."""
+    table = Table(title="messages", title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("MESSAGE", "INTENT", "STATE", "NOTE"):
+        table.add_column(column, no_wrap=column in ("MESSAGE", "STATE"), overflow="fold")
+    for message in messages:
+        boundary = message.get("boundary")
+        note = "; ".join(part for part in (boundary_text(boundary) if boundary else "", message_note(message)) if part)
+        _row(table, message["id"], request_text(message), message_state_text(message["state"]), note)
     return table
 
 
@@ -171,7 +298,28 @@ def event_text(event: dict) -> str:
             return "requeued"
         case "ended":
             return f"ended {data.get('status')} ({data.get('reason')})"
+        case "message_posted":
+            return f"{data.get('intent')} message {data.get('message_id')} posted"
+        case "message_delivered":
+            return f"message{'s' if len(data.get('message_ids') or []) != 1 else ''} " \
+                   f"{', '.join(data.get('message_ids') or [])} delivered to attempt {attempt}'s host"
+        case "message_acknowledged":
+            return _acknowledged_text(data)
+        case "follow_ups_collected":
+            return f"follow-ups {', '.join(data.get('message_ids') or [])} collected into {data.get('successor')}"
     return f"{kind} {data}"
+
+
+def _acknowledged_text(data: dict) -> str:
+    """``message m_1 admitted before c by attempt 1's host``, or applied by the server itself."""
+    text = f"message {data.get('message_id')} {data.get('state')}"
+    if data.get("boundary"):
+        text += f" {boundary_text(data['boundary'])}"
+    if data.get("by") == "server":
+        text += " by the server (the task was queued)"
+    else:
+        text += f" by attempt {data.get('attempt')}'s host"
+    return text + (f": {data['detail']}" if data.get("detail") else "")
 
 
 def history_table(events: list[dict]) -> Table:

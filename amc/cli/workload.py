@@ -1,24 +1,35 @@
 """What `amc demo` submits, and what the protocol says must become of each task.
 
 The workload is small and realistic: app flows on four simulated phones (three on host h1,
-one on host h2), plus the three situations amc exists for:
+one on host h2), plus the situations amc exists for:
 
 - `queued_cancel`: a task cancelled while it waits in the queue;
 - `inflight_cancel`: a task cancelled while a long shell command runs on its device;
 - `lease_loss`: a task whose host dies mid-run (h2 is SIGKILLed), so its lease lapses, the
-  task is requeued and host h1 runs it again.
+  task is requeued and host h1 runs it again;
+- `steered`: a task whose plan is corrected while a step runs (`Job.steers`): one steer
+  skips a later step, another inserts one;
+- `paused`: a task paused while a step runs, held paused over several lease renewals, then
+  resumed; while paused it is sent a follow-up (`Job.follow_up`);
+- `successor`: the task that follow-up becomes when its task ends done (`Job.successor_of`),
+  not submitted by the demo but created by the server.
 
-`check(job, task, events)` reads only the server's task resource and history and returns
-the ways they differ from PROTOCOL.md's expectations for that kind of job (an empty list
-when the task ended as it must). It restates the expected outcomes, it decides nothing:
-the server and the Host Agents made every decision before it looks.
+`check(job, task, events, messages, seen)` reads only the server's task resource, history
+and messages (and, for a pause, what the demo saw while it lasted) and returns the ways they
+differ from PROTOCOL.md's expectations for that kind of job (an empty list when the task
+ended as it must). It restates the expected outcomes, it decides nothing: the server and
+the Host Agents made every decision before it looks.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+
 import attrs
 
 PLAIN, QUEUED_CANCEL, INFLIGHT_CANCEL, LEASE_LOSS = "plain", "queued_cancel", "inflight_cancel", "lease_loss"
+STEERED, PAUSED, SUCCESSOR = "steered", "paused", "successor"
+APPLIED = ("admitted", "completed")  # the message states of a message its host applied
 
 # The host that is killed, and the one that finishes its work.
 DOOMED_HOST, SURVIVOR_HOST = "h2", "h1"
@@ -29,7 +40,10 @@ class Job:
     name: str
     kind: str
     story: str  # one line for people: what this task shows
-    body: dict  # the submission, as POST /v1/tasks takes it
+    body: dict | None  # the submission, as POST /v1/tasks takes it; None: the server creates the task
+    steers: tuple[dict, ...] = ()  # `steered`: the edits (a steer's data) sent while a step runs
+    follow_up: dict | None = None  # `paused`: the follow-up (`text`, `data`) sent while it is paused
+    successor_of: str | None = None  # `successor`: the job whose follow-up this task is
 
     def submission(self) -> dict:
         return {**self.body, "labels": {"demo": self.name}}
@@ -104,6 +118,31 @@ def jobs() -> list[Job]:
         Job("nightly-report", QUEUED_CANCEL, "cancelled while it waits in the queue", {
             "priority": -5,  # last off the queue: it is still waiting when it is cancelled
             "plan": {"steps": [_step("report", "shell", command="echo report")]}}),
+        Job("photo-share", STEERED, "steered while it loads: `upload` skipped, `crop` inserted after `capture`", {
+            "priority": 3,
+            "plan": {"steps": [
+                _step("open", "launch", package="com.example.app"),
+                _step("load", "shell", command="sleep 2"),
+                _step("capture", "screenshot"),
+                _step("share", "tap", x=540, y=1800),
+                _step("upload", "shell", command="echo upload"),
+            ]}},
+            steers=({"skip": ["upload"]},
+                    {"insert_after": "capture", "steps": [_step("crop", "swipe", x1=100, y1=400, x2=900, y2=1400)]})),
+        Job("inventory-scan", PAUSED, "paused mid-plan over several lease renewals, resumed, then done", {
+            "priority": 4,
+            "plan": {"steps": [
+                _step("open", "launch", package="com.example.app"),
+                _step("scan", "shell", command="sleep 2"),
+                _step("review", "tap", x=540, y=1500),
+                _step("export", "screenshot"),
+            ]}},
+            follow_up={"text": "then send the scan to the warehouse", "data": {"steps": [
+                _step("share", "launch", package="com.example.app", activity=".DetailActivity"),
+                _step("send", "tap", x=980, y=150),
+            ]}}),
+        Job("scan-send", SUCCESSOR, "inventory-scan's follow-up, collected into a successor task when it ended done",
+            None, successor_of="inventory-scan"),
     ]
 
 
@@ -116,8 +155,30 @@ def planned_step_ids(plan: dict) -> list[str]:
     return [step["id"] for step in plan["steps"]]
 
 
-def check(job: Job, task: dict, events: list[dict]) -> list[str]:
-    """How `task` (and its history `events`) differ from what the protocol requires of `job`."""
+def reported_step_ids(job: Job, plan: dict) -> list[str]:
+    """The steps a result must name, in order: the plan's, with the job's insertions where
+    they were inserted (skipped steps stay, reported not_started)."""
+    ids = planned_step_ids(plan)
+    for edit in job.steers:
+        if "insert_after" in edit:
+            at = ids.index(edit["insert_after"]) + 1
+            ids[at:at] = [step["id"] for step in edit["steps"]]
+    return ids
+
+
+def skipped_step_ids(job: Job) -> set[str]:
+    return {step_id for edit in job.steers for step_id in edit.get("skip", ())}
+
+
+def _time(text: str) -> float:
+    return _dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def check(job: Job, task: dict, events: list[dict], messages: list[dict] = (),
+          seen: dict | None = None) -> list[str]:
+    """How `task` (with its history `events` and its `messages`) differs from what the
+    protocol requires of `job`; `seen` is what the demo saw while the task ran (for a pause:
+    `paused_renewals`, the attempt's renewal count at each look while the task read paused)."""
     problems: list[str] = []
 
     def expect(condition: bool, text: str) -> None:
@@ -136,15 +197,23 @@ def check(job: Job, task: dict, events: list[dict]) -> list[str]:
     expect(len(ended) == 1 and ended[0]["data"].get("status") == task["status"],
            "the history does not end once, with the task's status")
     if steps is not None:
-        expect([s["id"] for s in steps] == planned_step_ids(task["plan"]),
+        expect([s["id"] for s in steps] == reported_step_ids(job, task["plan"]),
                "the reported steps are not one per planned step, in plan order")
 
-    if job.kind == PLAIN:
+    if job.kind in (PLAIN, STEERED, PAUSED, SUCCESSOR):
+        skipped = skipped_step_ids(job)
         expect(task["status"] == "done", f"ended {task['status']}, expected done")
         expect(result.get("reason") == "reported", f"result reason {result.get('reason')}, expected reported")
         expect([a["outcome"] for a in attempts] == ["done"], "expected exactly one attempt, done")
         expect(cancellation is None, "has a cancellation nobody asked for")
-        expect(steps is not None and all(s["status"] == "completed" for s in steps), "not every step completed")
+        expect(steps is not None and all(s["status"] == "completed" for s in steps if s["id"] not in skipped),
+               "not every step completed")
+        if job.kind == STEERED:
+            problems += _check_steered(job, steps or [], messages)
+        elif job.kind == PAUSED:
+            problems += _check_paused(steps or [], messages, seen or {})
+        elif job.kind == SUCCESSOR:
+            problems += _check_successor(task)
 
     elif job.kind == QUEUED_CANCEL:
         expect(task["status"] == "cancelled", f"ended {task['status']}, expected cancelled")
@@ -182,3 +251,61 @@ def check(job: Job, task: dict, events: list[dict]) -> list[str]:
                "the history lacks lease_expired followed by requeued")
         expect(cancellation is None, "has a cancellation nobody asked for")
     return problems
+
+
+def _check_steered(job: Job, steps: list[dict], messages: list[dict]) -> list[str]:
+    """Each steer applied at a boundary; skipped steps not_started (steered), inserted ones run."""
+    problems = []
+    steers = [m for m in messages if m["intent"] == "steer"]
+    if [m["data"] for m in steers] != list(job.steers):
+        problems.append(f"expected the steers {list(job.steers)}, found {[m['data'] for m in steers]}")
+    for message in steers:
+        if message["state"] not in APPLIED or message["boundary"] is None:
+            problems.append(f"steer {message['id']} is {message['state']} ({message.get('detail')}), "
+                            f"not applied at a boundary")
+    for step in steps:
+        if step["id"] in skipped_step_ids(job) and (step["status"], step.get("reason")) != ("not_started", "steered"):
+            problems.append(f"skipped step {step['id']} is {step['status']} ({step.get('reason')}), "
+                            f"expected not_started (steered)")
+    return problems
+
+
+def _check_paused(steps: list[dict], messages: list[dict], seen: dict) -> list[str]:
+    """The pause held at a boundary while the lease was renewed; the step after it started
+    only once the resume reached the host; the follow-up was collected into a successor."""
+    problems = []
+    by_intent = {m["intent"]: m for m in messages}
+    pause, resume, follow_up = by_intent.get("pause"), by_intent.get("resume"), by_intent.get("follow_up")
+    if pause is None or resume is None:
+        return ["expected a pause and a resume message"]
+    for message in (pause, resume):
+        if message["state"] not in APPLIED or message["boundary"] is None:
+            problems.append(f"{message['intent']} {message['id']} is {message['state']}, not applied at a boundary")
+    if problems:
+        return problems
+    held_before = pause["boundary"]["before_step"]
+    started = {s["id"]: s.get("started_at") for s in steps}
+    if held_before not in started:
+        problems.append(f"the pause held before {held_before!r}, which is not a step of the plan")
+    elif not started[held_before] or _time(started[held_before]) < _time(resume["delivered_at"]):
+        # Host and server share this machine's clock; the host cannot have had the resume
+        # before the server recorded handing it over.
+        problems.append(f"{held_before} has no start time, or started before the resume reached its host")
+    renewals = seen.get("paused_renewals") or []
+    if len(set(renewals)) < 2:
+        problems.append(f"the lease was not seen renewed while the task read paused (renewals seen: {renewals})")
+    if follow_up is None or follow_up["state"] != "admitted" or not follow_up.get("successor"):
+        problems.append("the follow-up was not collected into a successor task")
+    return problems
+
+
+def _check_successor(task: dict) -> list[str]:
+    """A successor names the task it follows, the one message it collected, and runs its steps under
+    that message's id."""
+    collected = task.get("collected") or []
+    if not task.get("follow_up_of") or len(collected) != 1:
+        return [f"expected a successor of one follow-up, found follow_up_of {task.get('follow_up_of')}, "
+                f"collected {collected}"]
+    if not all(s["id"].startswith(f"{collected[0]}.") for s in task["plan"]["steps"]) or not task["plan"]["steps"]:
+        return ["the successor's steps are not named after the follow-up that asked for them"]
+    return []

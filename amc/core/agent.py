@@ -1,11 +1,12 @@
 """The Host Agent's decisions for one attempt, with no IO: when to stop, and what to report.
 
 The runtime (`amc.agent`) owns the sockets and the device; it tells an `Execution` what
-it observed (a lease response, a refused renewal, the time, a step's end) and asks it what
-to do next (run this step, interrupt the running one, stop, report this). Keeping these
-decisions here means they are tested like the kernel, by example and by Hypothesis.
+it observed (a lease response and the messages it carried, a refused renewal, the time, a
+step's end) and asks it what to do next (run this step, wait, interrupt the running one,
+stop, report this, send these acknowledgements). Keeping these decisions here means they
+are tested like the kernel, by example and by Hypothesis.
 
-Rules (seed 001 and PROTOCOL.md "Host Agent duties"):
+Stopping (seed 001 and PROTOCOL.md "Host Agent duties"):
 
 - A start or renewal response with ``cancel_requested: true`` is a stop request for
   reason ``cancelled``. A 409 on renewal, or reaching ``lease_expires_at`` without a
@@ -17,22 +18,53 @@ Rules (seed 001 and PROTOCOL.md "Host Agent duties"):
   the stop arrives is interrupted where the runtime can (`should_interrupt`), and is
   recorded ``interrupted`` unless it finished first: never ``completed`` if it did not
   complete, and never ``cancelled``.
-- Every planned step ends with exactly one outcome. Steps that never started are
-  ``not_started`` with the stop's reason (``cancelled``, ``lease_lost``,
-  ``previous_step_failed``, ...).
-- The report is ``done`` when every step completed (even if a stop arrived too late to
-  matter); ``cancelled`` only when the stop came from a cancellation request; otherwise
-  ``failed``. It is computed once, so a retry after a
-  lost response sends the identical body.
+
+Messages (PROTOCOL.md Part B). Start and renewal responses carry every message of the
+attempt the server has not seen acknowledged, so the same message may arrive many times:
+it is recognised by id and taken once. A message taken waits in `pending` until the next
+step boundary (`next_step`): nothing changes under a running step. There, in arrival order:
+
+- a ``steer`` with a structured edit is applied with `steering.apply_edit` at the boundary
+  (the index of the next step to start); that is the kernel's own function, so host and
+  server agree on the edited plan. Applied: acknowledged ``admitted`` with the boundary
+  ``{"before_step": <next step id or None>}``. Not applicable (it names a step that already
+  started, or one not in the plan): ``rejected`` with the reason. A steer with only text is
+  ``rejected``: the scripted runners have no planner to read guidance;
+- a ``pause`` stops admitting steps: ``admitted`` at the boundary, with a checkpoint (the
+  boundary) kept for the report's metadata. The run is not over; it waits, and a stop
+  still ends it. A ``resume`` while paused lets it go on (``admitted``, then ``completed``
+  for it and for the pause); a resume with nothing paused is ``rejected``, as is a second
+  pause;
+- the acknowledgements go into `outbox`, in the order they were decided; the runtime sends
+  them in that order (admitted before completed) and before the result. Admitted steers
+  are acknowledged ``completed`` when the report is computed.
+
+The plan as edited is `outline` (a `steering.Outline`): steps run in its order, and the
+report has one outcome per entry, removed entries included.
+
+Reporting:
+
+- Every step ends with exactly one outcome. A step an edit removed is ``not_started`` with
+  reason ``steered``, whatever ended the run; a policy refusal stays ``refused``. Other
+  steps that never started are ``not_started`` with the stop's reason (``cancelled``,
+  ``lease_lost``, ``previous_step_failed``, ...), or ``paused`` when the run ended while
+  paused (the stop is in the metadata).
+- The report is ``done`` when every step that was still to run completed (even if a stop
+  arrived too late to matter); ``cancelled`` only when the stop came from a cancellation
+  request; otherwise ``failed``. It is computed once, so a retry after a lost response
+  sends the identical body.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 
 import attrs
 
-from amc.core.records import JSON, Plan, Step, StepOutcome
+from amc.core import steering
+from amc.core.errors import InvalidRequest
+from amc.core.records import JSON, Boundary, Message, Plan, Step, StepOutcome
 
 
 class StopReason(enum.Enum):
@@ -53,6 +85,12 @@ NOT_STARTED_BECAUSE = {
     StopReason.step_lost: "previous_step_lost",
     StopReason.host_stopping: "host_stopping",
 }
+PAUSED = "paused"  # the not_started reason of a step still waiting when a paused run ended
+
+NO_PLANNER = (
+    "this host runs a scripted plan and has no planner to follow free-form guidance;"
+    " send a structured edit in data (skip, insert_after or replace_remaining)"
+)
 
 
 @attrs.frozen
@@ -64,32 +102,63 @@ class Report:
     metadata: dict[str, JSON]
 
 
+@attrs.frozen
+class Acknowledgement:
+    """What the host tells the server about one message (POST .../messages/{message_id})."""
+
+    message_id: str
+    state: str  # admitted | completed | rejected
+    boundary: Boundary | None = None  # admitted: where
+    detail: str | None = None  # rejected: why
+
+
+@attrs.define
+class Pause:
+    """A checkpoint: the run paused before `before_step` (None: after the last step)."""
+
+    message_id: str
+    before_step: str | None
+    resumed_by: str | None = None
+
+
 class Execution:
     """One attempt's run of a plan, as a sequence of decisions."""
 
     def __init__(self, plan: Plan, lease_expires_at: int):
         self.plan = plan
-        self.steps: tuple[Step, ...] = plan.all_steps()
+        self.outline: steering.Outline = steering.outline_of(plan.all_steps())
         self.lease_expires_at = lease_expires_at
         self.stop: StopReason | None = None
         self.stop_detail: str | None = None
         self.outcomes: dict[str, StepOutcome] = {}
         self.running: Step | None = None
         self._started_at: int | None = None
-        self._next = 0
+        # Every outline entry before this index has started or was removed.
+        self._position = 0
         self.checkpoints: list[str] = []  # stages finished, in order (WorkflowRunner)
+        self.pending: list[Message] = []  # messages taken, waiting for the next boundary
+        self._taken: set[str] = set()  # ids of every message taken: a repeat is recognised by id
+        self.outbox: list[Acknowledgement] = []  # decided, not yet handed to the runtime
+        self.pauses: list[Pause] = []  # checkpoints of the pauses admitted, in order
+        self._steers: list[str] = []  # ids of the steers admitted, in order
+        self._inserted: dict[str, str] = {}  # step id -> the steer that added it
         self._report: Report | None = None
 
     # -- what the runtime observed --------------------------------------------------------
 
-    def lease_granted(self, now: int, lease_expires_at: int, cancel_requested: bool) -> None:
-        """A start or renewal response arrived."""
+    def lease_granted(self, now: int, lease_expires_at: int, cancel_requested: bool,
+                      messages: Iterable[Message] = ()) -> None:
+        """A start or renewal response arrived, carrying `messages`."""
         if now >= self.lease_expires_at:
             self.request_stop(StopReason.lease_lost, "the lease expired before the renewal answered")
             return
         self.lease_expires_at = max(self.lease_expires_at, lease_expires_at)
         if cancel_requested:
             self.request_stop(StopReason.cancelled, "a cancellation was requested")
+        for message in messages:
+            if message.id not in self._taken:
+                self._taken.add(message.id)
+                self.pending.append(message)
 
     def lease_refused(self, code: str) -> None:
         """A renewal was answered 409 (lease_expired, lease_replaced, ...)."""
@@ -109,17 +178,93 @@ class Execution:
         """A stop arrived while a step runs: interrupt it where the action allows."""
         return self.stop is not None and self.running is not None
 
+    @property
+    def paused(self) -> bool:
+        return bool(self.pauses) and self.pauses[-1].resumed_by is None
+
+    def take_acknowledgements(self) -> list[Acknowledgement]:
+        """The acknowledgements decided since the last call, in the order to send them."""
+        taken, self.outbox = self.outbox, []
+        return taken
+
     # -- step boundaries ------------------------------------------------------------------
 
     def next_step(self, now: int) -> Step | None:
-        """At a boundary: the step to start now, or None when the run is over."""
+        """At a boundary: the step to start now, or None when there is none to start:
+        the run is over (`finished`), or it is paused until something changes."""
         assert self.running is None, "a step is still running"
         self.tick(now)
-        if self.stop is not None or self._next >= len(self.steps):
+        if self.stop is not None:
             return None
-        self.running, self._started_at = self.steps[self._next], now
-        self._next += 1
+        while self.pending:
+            self._admit(self.pending.pop(0))
+        index = self._boundary()
+        if self.paused or index == len(self.outline):
+            return None
+        self._position = index + 1
+        self.running, self._started_at = self.outline[index].step, now
         return self.running
+
+    def _boundary(self) -> int:
+        """The outline index of the next step to start (the end when there is none)."""
+        index = self._position
+        while index < len(self.outline) and self.outline[index].removed_by is not None:
+            index += 1
+        return index
+
+    def _admit(self, message: Message) -> None:
+        """Apply one message at this boundary, or say why not."""
+        index = self._boundary()
+        boundary = Boundary(before_step=self.outline[index].step.id if index < len(self.outline) else None)
+        if message.intent == "steer":
+            why_not = self._steer(message, index)
+            if why_not is None:
+                self._acknowledge(message.id, "admitted", boundary=boundary)
+            else:
+                self._acknowledge(message.id, "rejected", detail=why_not)
+        elif message.intent == "pause":
+            if self.paused:
+                self._acknowledge(message.id, "rejected",
+                                  detail=f"the run is already paused by message {self.pauses[-1].message_id}")
+            else:
+                self.pauses.append(Pause(message_id=message.id, before_step=boundary.before_step))
+                self._acknowledge(message.id, "admitted", boundary=boundary)
+        elif message.intent == "resume":
+            if not self.paused:
+                self._acknowledge(message.id, "rejected", detail="the run is not paused")
+            else:
+                pause = self.pauses[-1]
+                pause.resumed_by = message.id
+                self._acknowledge(message.id, "admitted", boundary=boundary)
+                self._acknowledge(message.id, "completed")
+                self._acknowledge(pause.message_id, "completed")
+        else:
+            self._acknowledge(message.id, "rejected", detail=f"a host does not apply {message.intent} messages")
+
+    def _steer(self, message: Message, index: int) -> str | None:
+        """Apply a steer's edit at outline index `index`; None, or why it cannot be applied."""
+        try:
+            edit = steering.parse_edit(message.data)
+        except InvalidRequest as error:
+            return f"the edit is not valid: {error.detail}"
+        if edit is None:
+            return NO_PLANNER
+        if self.plan.stages is not None:
+            return "structured edits apply to plans of steps; this plan runs stages"
+        edited = steering.apply_edit(self.outline, edit, index, message.id)
+        if isinstance(edited, str):
+            return edited
+        known = {entry.step.id for entry in self.outline}
+        self._inserted.update((entry.step.id, message.id) for entry in edited if entry.step.id not in known)
+        self.outline = edited
+        self._steers.append(message.id)
+        return None
+
+    def _acknowledge(self, message_id: str, state: str, boundary: Boundary | None = None,
+                     detail: str | None = None) -> None:
+        self.outbox.append(Acknowledgement(message_id=message_id, state=state, boundary=boundary, detail=detail))
+
+    # -- steps ------------------------------------------------------------------------------
 
     def step_completed(self, now: int, output: str | None = None) -> None:
         self._end_step("completed", now, output=output)
@@ -162,28 +307,54 @@ class Execution:
 
     @property
     def finished(self) -> bool:
-        return self.running is None and (self.stop is not None or self._next >= len(self.steps))
+        """Nothing more will run: stopped, or every step done and not paused."""
+        if self.running is not None:
+            return False
+        return self.stop is not None or (not self.paused and self._boundary() == len(self.outline))
 
     def report(self) -> Report:
-        """The terminal report; the same object every time it is asked for."""
+        """The terminal report; the same object every time it is asked for.
+
+        Computing it settles the attempt's steering: every admitted steer is acknowledged
+        ``completed`` (its edit is what the report shows)."""
         assert self.finished, "the run has not reached its end"
         if self._report is None:
-            reason = NOT_STARTED_BECAUSE.get(self.stop, "not_reached")
-            steps = tuple(
-                self.outcomes.get(step.id) or StepOutcome(id=step.id, status="not_started", reason=reason)
-                for step in self.steps
-            )
-            if all(outcome.status == "completed" for outcome in steps):
+            reason = PAUSED if self.paused else NOT_STARTED_BECAUSE.get(self.stop, "not_reached")
+            steps = tuple(self._outcome(entry, reason) for entry in self.outline)
+            live = [outcome for outcome, entry in zip(steps, self.outline) if entry.removed_by is None]
+            if all(outcome.status == "completed" for outcome in live):
                 status = "done"  # it finished before any stop could take effect
             elif self.stop is StopReason.cancelled:
                 status = "cancelled"
             else:
                 status = "failed"
-            metadata: dict[str, JSON] = {}
-            if self.stop is not None:
-                metadata["stop_reason"] = self.stop.value
-                metadata["stop_detail"] = self.stop_detail
-            if self.plan.stages is not None:
-                metadata["checkpoints"] = list(self.checkpoints)
-            self._report = Report(status=status, steps=steps, metadata=metadata)
+            self._report = Report(status=status, steps=steps, metadata=self._metadata())
+            for message_id in self._steers:
+                self._acknowledge(message_id, "completed")
         return self._report
+
+    def _outcome(self, entry: steering.Entry, reason: str) -> StepOutcome:
+        outcome = self.outcomes.get(entry.step.id)
+        if outcome is not None:
+            return outcome
+        if entry.removed_by is not None:
+            return StepOutcome(id=entry.step.id, status="not_started", reason=steering.STEERED)
+        return StepOutcome(id=entry.step.id, status="not_started", reason=reason)
+
+    def _metadata(self) -> dict[str, JSON]:
+        metadata: dict[str, JSON] = {}
+        if self.stop is not None:
+            metadata["stop_reason"] = self.stop.value
+            metadata["stop_detail"] = self.stop_detail
+        if self.plan.stages is not None:
+            metadata["checkpoints"] = list(self.checkpoints)
+        if self.pauses:
+            metadata["pauses"] = [
+                {"message_id": p.message_id, "before_step": p.before_step, "resumed_by": p.resumed_by}
+                for p in self.pauses
+            ]
+        steered = {entry.step.id: entry.removed_by for entry in self.outline if entry.removed_by is not None}
+        steered.update(self._inserted)
+        if steered:  # which message removed or added each step: outcomes stay attributable
+            metadata["steered_steps"] = {e.step.id: steered[e.step.id] for e in self.outline if e.step.id in steered}
+        return metadata

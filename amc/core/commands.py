@@ -11,7 +11,7 @@ from typing import Union
 
 import attrs
 
-from amc.core.records import JSON, DeviceSpec, Plan, Requirements, StepOutcome
+from amc.core.records import JSON, Boundary, DeviceSpec, Plan, Requirements, StepOutcome
 
 frozen = attrs.frozen(kw_only=True)
 
@@ -84,6 +84,34 @@ class ReportResult:
 
 
 @frozen
+class PostMessage:
+    """A steer, follow-up, pause or resume sent to a task (PROTOCOL.md Part B)."""
+
+    now: int
+    task_id: str
+    tenant: str | None  # None: an admin
+    message_id: str  # the id to give the message
+    intent: str  # steer | follow_up | pause | resume
+    text: str | None = None
+    data: dict[str, JSON] | None = None
+
+
+@frozen
+class AcknowledgeMessage:
+    """The owning host says how far it got with a message it was given."""
+
+    now: int
+    host_id: str
+    task_id: str
+    attempt: int
+    lease_id: str
+    message_id: str
+    state: str  # admitted | completed | rejected
+    boundary: Boundary | None = None
+    detail: str | None = None
+
+
+@frozen
 class ExpireLeases:
     """Apply every lease expiry due at `now`; sent by the clock, not by a caller."""
 
@@ -91,6 +119,15 @@ class ExpireLeases:
 
 
 Command = Union[
-    SubmitTask, CancelTask, RegisterHost, ClaimTask, StartAttempt, RenewLease, ReportResult, ExpireLeases
+    SubmitTask,
+    CancelTask,
+    RegisterHost,
+    ClaimTask,
+    StartAttempt,
+    RenewLease,
+    ReportResult,
+    PostMessage,
+    AcknowledgeMessage,
+    ExpireLeases,
 ]
-LeaseCommand = Union[StartAttempt, RenewLease, ReportResult]
+LeaseCommand = Union[StartAttempt, RenewLease, ReportResult, AcknowledgeMessage]

@@ -10,7 +10,7 @@ from typing import Union
 
 import attrs
 
-from amc.core.records import JSON, DeviceSpec, Plan, Requirements, StepOutcome
+from amc.core.records import JSON, Boundary, DeviceSpec, FollowUp, Plan, Requirements, StepOutcome
 
 frozen = attrs.frozen(kw_only=True)
 
@@ -26,6 +26,8 @@ class TaskSubmitted:
     max_attempts: int
     labels: dict[str, str]
     idempotency_key: str | None
+    follow_up_of: str | None = None  # a successor made of collected follow-ups
+    collected: tuple[FollowUp, ...] = ()
 
 
 @frozen
@@ -114,6 +116,66 @@ class TaskEnded:
     steps: tuple[StepOutcome, ...] | None = None
 
 
+@frozen
+class MessagePosted:
+    at: int
+    task_id: str
+    message_id: str
+    intent: str
+    text: str | None
+    data: dict[str, JSON] | None
+
+
+@frozen
+class MessagesDelivered:
+    """A start or renewal response carried these queued messages to `attempt` for the first time."""
+
+    at: int
+    task_id: str
+    attempt: int
+    message_ids: tuple[str, ...]
+
+
+@frozen
+class MessageAcknowledged:
+    at: int
+    task_id: str
+    attempt: int
+    message_id: str
+    state: str  # admitted | completed | rejected
+    boundary: Boundary | None = None
+    detail: str | None = None
+
+
+@frozen
+class MessageApplied:
+    """The server applied a pause or resume itself, because the task was queued (hold, release)."""
+
+    at: int
+    task_id: str
+    message_id: str
+
+
+@frozen
+class MessagesNotAdmitted:
+    """The attempt (or the task) ended before these messages were applied."""
+
+    at: int
+    task_id: str
+    message_ids: tuple[str, ...]
+
+
+@frozen
+class FollowUpsCollected:
+    """The task ended done: its waiting follow-ups went into one successor task (whose own
+    `TaskSubmitted` follows)."""
+
+    at: int
+    task_id: str
+    successor_id: str
+    message_ids: tuple[str, ...]
+
+
 Event = Union[
     TaskSubmitted,
     HostRegistered,
@@ -126,4 +188,10 @@ Event = Union[
     LeaseExpired,
     TaskRequeued,
     TaskEnded,
+    MessagePosted,
+    MessagesDelivered,
+    MessageAcknowledged,
+    MessageApplied,
+    MessagesNotAdmitted,
+    FollowUpsCollected,
 ]

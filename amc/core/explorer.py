@@ -2,7 +2,11 @@
 
 In a small scope (a few hosts with one device each, a few tasks, a small `max_attempts`)
 it tries every command in every reachable state: submit, claim, start, renew, each terminal
-report, cancel, a device leaving and coming back, and a clock step of one tick. After each
+report, cancel, a device leaving and coming back, and a clock step of one tick. With
+`messages` on, it also posts every kind of message (a pause, a resume, a steer that skips
+the second step, a follow-up) up to `messages` per task, and acknowledges every message an
+attempt was given in every way (admitted before each step or after the last, completed,
+rejected); results then report the steps the attempt's edited plan has. After each
 transition it checks the invariants (`amc.core.invariants`), and that a rejected command
 changed nothing. Breadth-first order makes the first violation found a shortest one.
 
@@ -22,20 +26,31 @@ import attrs
 
 from amc.core import invariants, kernel
 from amc.core.commands import (
+    AcknowledgeMessage,
     CancelTask,
     ClaimTask,
     Command,
     ExpireLeases,
+    PostMessage,
     RegisterHost,
     RenewLease,
     ReportResult,
     StartAttempt,
     SubmitTask,
 )
-from amc.core.records import DeviceSpec, Plan, Step
+from amc.core.records import Boundary, DeviceSpec, Plan, Step, StepOutcome, Task
 from amc.core.state import State
+from amc.core.steering import STEERED, attempt_outline, planned_step_ids
 
 PLAN = Plan(steps=(Step(id="only", action="wait", args={"seconds": 1}),))
+# With messages, two steps: a boundary between them is where a steer or a pause lands.
+TWO_STEPS = Plan(steps=(Step(id="a", action="wait", args={"seconds": 1}), Step(id="b", action="screenshot", args={})))
+MESSAGES = (
+    ("pause", None),
+    ("resume", None),
+    ("steer", {"skip": ["b"]}),
+    ("follow_up", {"steps": [{"id": "c", "action": "screenshot", "args": {}}]}),
+)
 
 
 @attrs.frozen
@@ -46,6 +61,7 @@ class Scope:
     lease_ticks: int = 2  # a lease lasts this many clock steps
     tick_ms: int = 1_000
     churn: bool = False  # also let devices leave and come back
+    messages: int = 0  # Part B: up to this many messages per submitted task
     max_states: int = 1_000_000
 
 
@@ -68,7 +84,8 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
     for n in range(1, scope.tasks + 1):
         task_id = f"t{n}"
         if task_id not in state.tasks:
-            yield f"submit {task_id}", SubmitTask(now=now, task_id=task_id, tenant="acme", plan=PLAN,
+            plan = TWO_STEPS if scope.messages else PLAN
+            yield f"submit {task_id}", SubmitTask(now=now, task_id=task_id, tenant="acme", plan=plan,
                                                   max_attempts=scope.max_attempts)
             break  # tasks are submitted in order: their order matters only through `seq`
     for host, serial in _hosts(scope):
@@ -82,14 +99,45 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
         yield label, RegisterHost(now=now, host_id=host, devices=listed)
     for task in state.tasks.values():
         yield f"cancel {task.id}", CancelTask(now=now, task_id=task.id, tenant=None)
+        if scope.messages and task.follow_up_of is None and len(task.messages) < scope.messages:
+            message_id = f"{task.id}m{len(task.messages) + 1}"
+            for intent, data in MESSAGES:
+                yield f"{intent} {task.id}", PostMessage(now=now, task_id=task.id, tenant=None, message_id=message_id,
+                                                         intent=intent, data=data)
         for attempt in task.attempts:
             lease = dict(now=now, host_id=attempt.host_id, task_id=task.id, attempt=attempt.number, lease_id=attempt.lease_id)
             tag = f"{task.id}#{attempt.number}"
             yield f"start {tag}", StartAttempt(**lease)
             yield f"renew {tag}", RenewLease(**lease)
+            steps = _steps_of(task, attempt.number) if scope.messages else None
             for status in ("done", "failed", "cancelled"):
-                yield f"report {status} {tag}", ReportResult(**lease, status=status)
+                yield f"report {status} {tag}", ReportResult(**lease, status=status, steps=steps)
+            if scope.messages:
+                yield from _acknowledgements(task, attempt.number, lease, tag)
     yield "tick", ExpireLeases(now=now + scope.tick_ms)
+
+
+def _steps_of(task: Task, number: int) -> tuple[StepOutcome, ...]:
+    """Every step of the attempt's plan completed, but those a correction removed."""
+    return tuple(
+        StepOutcome(id=e.step.id, status="not_started", reason=STEERED) if e.removed_by
+        else StepOutcome(id=e.step.id, status="completed")
+        for e in attempt_outline(task, number)
+    )
+
+
+def _acknowledgements(task: Task, number: int, lease: dict, tag: str) -> Iterator[tuple[str, Command]]:
+    """Every acknowledgement of every message attempt `number` was given."""
+    boundaries = [None, *planned_step_ids(task, number)]
+    for m in task.messages:
+        if m.attempt != number:
+            continue
+        ack = dict(lease, message_id=m.id)
+        for before in boundaries:
+            yield f"admit {m.id} before {before} {tag}", AcknowledgeMessage(
+                **ack, state="admitted", boundary=Boundary(before_step=before))
+        yield f"complete {m.id} {tag}", AcknowledgeMessage(**ack, state="completed")
+        yield f"reject {m.id} {tag}", AcknowledgeMessage(**ack, state="rejected", detail="cannot")
 
 
 def fingerprint(state: State, now: int) -> tuple:
@@ -117,6 +165,9 @@ def _fingerprint(state: State, now: int, rename: dict[str, str]) -> tuple:
             ),
             None if t.cancellation is None else (t.cancellation.state, t.cancellation.delivered_at is not None),
             None if t.result is None else (t.result.status, t.result.reason),
+            t.paused,
+            tuple((m.intent, m.state, m.attempt, m.boundary, m.successor) for m in t.messages),
+            t.admissions,
         )
         for t in sorted(state.tasks.values(), key=lambda t: t.id)
     )

@@ -12,7 +12,12 @@ from amc.core.events import (
     CancellationDelivered,
     CancellationRequested,
     Event,
+    FollowUpsCollected,
     LeaseExpired,
+    MessageAcknowledged,
+    MessageApplied,
+    MessagePosted,
+    MessagesDelivered,
     TaskAssigned,
     TaskEnded,
     TaskRequeued,
@@ -29,6 +34,11 @@ HISTORY_TYPES: dict[type, str] = {
     LeaseExpired: "lease_expired",
     TaskRequeued: "requeued",
     TaskEnded: "ended",
+    MessagePosted: "message_posted",
+    MessagesDelivered: "message_delivered",
+    MessageAcknowledged: "message_acknowledged",
+    MessageApplied: "message_acknowledged",  # by the server itself: a queued task held or released
+    FollowUpsCollected: "follow_ups_collected",
 }
 
 
@@ -41,7 +51,10 @@ def history_data(event: Event) -> dict[str, JSON]:
     """The `data` of a history entry: the event's own facts, without its task id and time."""
     match event:
         case TaskSubmitted():
-            return {"tenant": event.tenant, "priority": event.priority, "max_attempts": event.max_attempts}
+            data = {"tenant": event.tenant, "priority": event.priority, "max_attempts": event.max_attempts}
+            if event.follow_up_of is not None:
+                data["follow_up_of"] = event.follow_up_of
+            return data
         case TaskAssigned():
             return {"attempt": event.attempt, "host_id": event.host_id, "device": event.device}
         case AttemptStarted() | CancellationDelivered() | LeaseExpired():
@@ -52,4 +65,16 @@ def history_data(event: Event) -> dict[str, JSON]:
             return {}
         case TaskEnded():
             return {"status": event.status, "reason": event.reason, "attempt": event.attempt}
+        case MessagePosted():
+            return {"message_id": event.message_id, "intent": event.intent}
+        case MessagesDelivered():
+            return {"attempt": event.attempt, "message_ids": list(event.message_ids)}
+        case MessageAcknowledged():
+            boundary = None if event.boundary is None else {"before_step": event.boundary.before_step}
+            return {"attempt": event.attempt, "message_id": event.message_id, "state": event.state,
+                    "boundary": boundary, "detail": event.detail}
+        case MessageApplied():
+            return {"message_id": event.message_id, "state": "completed", "by": "server"}
+        case FollowUpsCollected():
+            return {"successor": event.successor_id, "message_ids": list(event.message_ids)}
     raise TypeError(f"{type(event).__name__} is not shown in histories")

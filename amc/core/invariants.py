@@ -5,15 +5,21 @@
 terminal statuses and results never change, a pending cancellation is never dropped,
 and an attempt that is not the current one never changes. Invariant 8 (replaying the log
 rebuilds the state) needs the log, so the model tests check it themselves.
+
+Part B adds 10 (messages: their states carry their times, only move forward, and none is
+left open on an ended task) and 11 (each collected follow-up is in exactly one successor).
 """
 
 from __future__ import annotations
 
 from amc.core.lifecycle import ACTIVE_STATUSES, TERMINAL_STATUSES
-from amc.core.records import Task
+from amc.core.records import Message, Task
 from amc.core.state import State
+from amc.core.steering import planned_step_ids
 
 STEP_STATUSES = frozenset({"completed", "failed", "interrupted", "not_started", "refused"})
+# How far along its lifecycle each message state is; a message never moves to a lower rank.
+MESSAGE_RANK = {"queued": 0, "delivered": 1, "admitted": 2, "completed": 3, "rejected": 3, "not_admitted": 3}
 
 
 def violations(state: State, previous: State | None = None, now: int | None = None) -> list[str]:
@@ -22,6 +28,7 @@ def violations(state: State, previous: State | None = None, now: int | None = No
     for task in state.tasks.values():
         found.extend(_task_violations(task))
     found.extend(_reservation_violations(state))
+    found.extend(_follow_up_violations(state))
     if now is not None:
         found.extend(
             f"I-EXPIRY: task {t.id} attempt {t.active_attempt.number} is active after its lease expired"
@@ -71,16 +78,56 @@ def _task_violations(task: Task) -> list[str]:
     # 3. terminal tasks have a result, others have none
     if (task.result is not None) != (task.status in TERMINAL_STATUSES):
         found.append(f"I3: task {task.id} is {task.status} with result {task.result}")
-    # 9. a reported result has one outcome per planned step, in plan order
+    # 9. a reported result has one outcome per planned step (as steering edited the plan), in order
     if task.result is not None and task.result.steps is not None:
-        planned = [step.id for step in task.plan.all_steps()]
+        planned = planned_step_ids(task, task.result.attempt)
         reported = [outcome.id for outcome in task.result.steps]
         if planned != reported:
             found.append(f"I9: task {task.id} reported steps {reported} for plan {planned}")
         bad = [o.id for o in task.result.steps if o.status not in STEP_STATUSES]
         if bad:
             found.append(f"I9: task {task.id} steps {bad} have no valid outcome")
+    found.extend(_message_violations(task))
     return found
+
+
+def _message_violations(task: Task) -> list[str]:
+    """10. Messages: each state has its times; nothing is left open on an ended task;
+    follow-ups never go to a host; each admission is listed once, in the order it happened."""
+    found = []
+    ids = [m.id for m in task.messages]
+    if len(set(ids)) != len(ids):
+        found.append(f"I10: task {task.id} has message ids {ids} twice")
+    for m in task.messages:
+        problem = _message_problem(m)
+        if problem:
+            found.append(f"I10: message {task.id}/{m.id} ({m.state}) {problem}")
+        if m.open and task.status in TERMINAL_STATUSES:
+            found.append(f"I10: message {task.id}/{m.id} is still {m.state} on a {task.status} task")
+    admitted = {m.id for m in task.messages if m.boundary is not None}
+    if len(set(task.admissions)) != len(task.admissions) or set(task.admissions) != admitted:
+        found.append(f"I10: task {task.id} lists admissions {task.admissions}, messages admitted {sorted(admitted)}")
+    return found
+
+
+def _message_problem(m: Message) -> str | None:
+    if m.state not in MESSAGE_RANK:
+        return "has no valid state"
+    if (m.delivered_at is not None) != (m.attempt is not None):
+        return "has a delivery time without an attempt, or the reverse"
+    if m.intent == "follow_up" and m.attempt is not None:
+        return "is a follow-up that went to a host"
+    if m.state == "delivered" and m.delivered_at is None:
+        return "was never delivered"
+    if m.state in ("admitted", "completed") and m.admitted_at is None:
+        return "has no admission time"
+    if m.state == "completed" and m.completed_at is None:
+        return "has no completion time"
+    if m.state == "rejected" and not m.detail:
+        return "says nothing about why"
+    if (m.successor is not None) != (m.intent == "follow_up" and m.state == "admitted"):
+        return "names a successor without being a collected follow-up, or the reverse"
+    return None
 
 
 def _reservation_violations(state: State) -> list[str]:
@@ -108,8 +155,40 @@ def _reservation_violations(state: State) -> list[str]:
     return found
 
 
+def _follow_up_violations(state: State) -> list[str]:
+    """11. Every collected follow-up is in exactly one successor, which names it and its task."""
+    found = []
+    collected_into: dict[tuple[str, str], str] = {}
+    for successor in state.tasks.values():
+        for follow_up in successor.collected:
+            key = (successor.follow_up_of, follow_up.message_id)
+            if key in collected_into:
+                found.append(f"I11: follow-up {key} was collected into {collected_into[key]} and {successor.id}")
+            collected_into[key] = successor.id
+    for task in state.tasks.values():
+        for m in task.messages:
+            if m.successor is not None and collected_into.get((task.id, m.id)) != m.successor:
+                found.append(f"I11: follow-up {task.id}/{m.id} names successor {m.successor}, which lacks it")
+    if len(collected_into) != sum(1 for t in state.tasks.values() for m in t.messages if m.successor is not None):
+        found.append("I11: a successor collected a message that does not name it")
+    return found
+
+
 def _change_violations(before: Task, after: Task) -> list[str]:
     found = []
+    # 10. a held task is never claimed
+    if before.held and len(after.attempts) > len(before.attempts):
+        found.append(f"I10: task {before.id} was claimed while held")
+    # 10. messages only move forward, and are never lost or rewritten
+    if [m.id for m in after.messages[: len(before.messages)]] != [m.id for m in before.messages]:
+        found.append(f"I10: messages of task {before.id} were lost or reordered")
+    for old, new in zip(before.messages, after.messages):
+        if MESSAGE_RANK.get(new.state, -1) < MESSAGE_RANK[old.state] or (
+            MESSAGE_RANK[old.state] == 3 and old != new
+        ):
+            found.append(f"I10: message {before.id}/{old.id} went from {old.state} to {new.state}")
+        if (old.intent, old.text, old.data, old.created_at) != (new.intent, new.text, new.data, new.created_at):
+            found.append(f"I10: message {before.id}/{old.id} was rewritten")
     if before.status in TERMINAL_STATUSES and (before.status, before.result) != (after.status, after.result):
         found.append(f"I3: terminal task {before.id} changed from {before.status} to {after.status}")
     if before.cancellation_pending and not (after.cancellation_pending or after.status in TERMINAL_STATUSES):

@@ -27,33 +27,56 @@ import attrs
 
 from amc.core import lifecycle
 from amc.core.commands import (
+    AcknowledgeMessage,
     CancelTask,
     ClaimTask,
     Command,
     ExpireLeases,
     LeaseCommand,
+    PostMessage,
     RegisterHost,
     RenewLease,
     ReportResult,
     StartAttempt,
     SubmitTask,
 )
-from amc.core.errors import Code, Rejection
+from amc.core import steering
+from amc.core.errors import Code, InvalidRequest, Rejection
 from amc.core.events import (
     AttemptStarted,
     CancellationDelivered,
     CancellationRequested,
     Event,
+    FollowUpsCollected,
     HostRegistered,
     LeaseExpired,
     LeaseExtended,
     LeaseRenewed,
+    MessageAcknowledged,
+    MessageApplied,
+    MessagePosted,
+    MessagesDelivered,
+    MessagesNotAdmitted,
     TaskAssigned,
     TaskEnded,
     TaskRequeued,
     TaskSubmitted,
 )
-from amc.core.records import Attempt, Cancellation, Device, Host, Plan, Reservation, Result, Task, replace
+from amc.core.records import (
+    Attempt,
+    Cancellation,
+    Device,
+    FollowUp,
+    Host,
+    Message,
+    Plan,
+    Reservation,
+    Result,
+    Step,
+    StepOutcome,
+    Task,
+    replace,
+)
 from amc.core.state import State
 
 frozen = attrs.frozen(kw_only=True)
@@ -103,6 +126,21 @@ class LeaseGranted:
     status: str
     lease_expires_at: int
     cancel_requested: bool
+    messages: tuple[Message, ...] = ()  # every message the host has not acknowledged yet
+
+
+@attrs.frozen
+class MessageAccepted:
+    task_id: str
+    message_id: str
+    successor_id: str | None = None  # a follow-up to a done task started this successor
+
+
+@attrs.frozen
+class AcknowledgementRecorded:
+    task_id: str
+    message_id: str
+    repeated: bool  # True: the message was already in that state; nothing changed
 
 
 @attrs.frozen
@@ -117,7 +155,16 @@ class LeasesExpired:
 
 
 Reply = Union[
-    Submitted, CancelAccepted, HostUpdated, Assignment, NoAssignment, LeaseGranted, ResultRecorded, LeasesExpired
+    Submitted,
+    CancelAccepted,
+    HostUpdated,
+    Assignment,
+    NoAssignment,
+    LeaseGranted,
+    ResultRecorded,
+    MessageAccepted,
+    AcknowledgementRecorded,
+    LeasesExpired,
 ]
 
 
@@ -212,6 +259,7 @@ def _cancel(state: State, c: CancelTask) -> Decision:
                 attempt=None,
             ),
         )
+        events += _settle_messages(state, task, c.now, "cancelled")
         return Decision(events=events, reply=CancelAccepted(task.id, pending=False))
     request = CancellationRequested(
         at=c.now, task_id=task.id, attempt=task.current.number, reason=c.reason
@@ -262,7 +310,7 @@ def _claim(state: State, c: ClaimTask) -> Decision:
         lease_expires_at=expires_at,
         lease_ms=c.lease_ms,
         device=device.serial,
-        plan=task.plan,
+        plan=steering.attempt_plan(task, number),
     )
     return Decision(events=(event,), reply=reply)
 
@@ -337,19 +385,43 @@ def _renew(state: State, c: RenewLease) -> Decision:
 
 
 def _grant(task: Task, attempt: Attempt, now: int, status: str, expires_at: int, extended: Event) -> Decision:
-    """A start or renewal response; the first one to carry a pending cancellation delivers it."""
+    """A start or renewal response. The first one to carry a pending cancellation delivers
+    it; every one carries the messages the host has not acknowledged (queued ones become
+    delivered to this attempt)."""
     events: tuple[Event, ...] = (extended,)
     pending = task.cancellation_pending
     if pending and task.cancellation.delivered_at is None:
         events += (CancellationDelivered(at=now, task_id=task.id, attempt=attempt.number),)
+    carried: tuple[Message, ...] = ()
+    if task.messages:
+        carried, fresh = _carried_messages(task, attempt.number, now)
+        if fresh:
+            events += (MessagesDelivered(at=now, task_id=task.id, attempt=attempt.number, message_ids=fresh),)
     reply = LeaseGranted(
         task_id=task.id,
         attempt=attempt.number,
         status=status,
         lease_expires_at=expires_at,
         cancel_requested=pending,
+        messages=carried,
     )
     return Decision(events=events, reply=reply)
+
+
+def _carried_messages(task: Task, number: int, now: int) -> tuple[tuple[Message, ...], tuple[str, ...]]:
+    """The messages a grant to attempt `number` carries (as they read once delivered), and
+    the ids of those it delivers for the first time."""
+    carried, fresh = [], []
+    for m in task.messages:
+        if m.intent == "follow_up":
+            continue  # a follow-up waits on the task; no host is asked to apply it
+        if m.state == "queued":
+            target = lifecycle.target(lifecycle.MESSAGE, m.state, "deliver")
+            carried.append(replace(m, state=target, attempt=number, delivered_at=now))
+            fresh.append(m.id)
+        elif m.state == "delivered" and m.attempt == number:
+            carried.append(m)
+    return tuple(carried), tuple(fresh)
 
 
 def _report(state: State, c: ReportResult) -> Decision:
@@ -357,8 +429,10 @@ def _report(state: State, c: ReportResult) -> Decision:
     if isinstance(found, Decision):
         return found
     task, attempt = found
-    if c.steps is not None and [o.id for o in c.steps] != [s.id for s in task.plan.all_steps()]:
-        return reject(Code.invalid_request, "steps: give one outcome per planned step, in plan order")
+    if c.steps is not None:
+        untruthful = _steps_problem(task, attempt.number, c.steps)
+        if untruthful:
+            return reject(Code.invalid_request, untruthful)
     refusal = _check_ownership(task, attempt, c)
     if refusal is not None:
         return refusal
@@ -383,7 +457,29 @@ def _report(state: State, c: ReportResult) -> Decision:
         metadata=c.metadata,
         steps=c.steps,
     )
-    return Decision(events=(ended,), reply=ResultRecorded(task.id, repeated=False))
+    events = (ended,) + _settle_messages(state, task, c.now, c.status)
+    return Decision(events=events, reply=ResultRecorded(task.id, repeated=False))
+
+
+def _steps_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> str | None:
+    """Why a result's step outcomes do not fit the attempt's plan, or None: one outcome per
+    planned step in order, and ``not_started``/``steered`` exactly for the steps an admitted
+    correction removed (a step that ran is never passed off as steered away)."""
+    if not task.admissions:
+        if [o.id for o in steps] != [s.id for s in task.plan.all_steps()]:
+            return "steps: give one outcome per planned step, in plan order"
+        removed: set[str] = set()
+    else:
+        outline = steering.attempt_outline(task, number)
+        if [o.id for o in steps] != [e.step.id for e in outline]:
+            return "steps: give one outcome per planned step, in the order of the plan as steered"
+        removed = {e.step.id for e in outline if e.removed_by is not None}
+    for i, outcome in enumerate(steps):
+        steered = outcome.status == "not_started" and outcome.reason == steering.STEERED
+        if steered != (outcome.id in removed):
+            should = "not_started with reason steered" if outcome.id in removed else "its own outcome"
+            return f"steps[{i}]: step {outcome.id!r} was {'removed' if outcome.id in removed else 'not removed'} by a correction; report {should}"
+    return None
 
 
 def _expire(state: State, now: int) -> Decision:
@@ -395,16 +491,197 @@ def _expire(state: State, now: int) -> Decision:
         status = lifecycle.target(lifecycle.TASK, task.status, "expire", guards)
         if status == "queued":
             events.append(TaskRequeued(at=expires_at, task_id=task_id))
+            events.extend(_requeue_messages(task, number, expires_at))
         else:
             reason = "lease_expired_with_cancellation" if status == "cancelled" else "attempts_exhausted"
             events.append(
                 TaskEnded(at=expires_at, task_id=task_id, status=status, reason=reason, attempt=number)
             )
+            events.extend(_settle_messages(state, task, expires_at, status))
     return Decision(events=tuple(events), reply=LeasesExpired(count=_count_expired(events)))
 
 
 def _count_expired(events) -> int:
     return sum(isinstance(e, LeaseExpired) for e in events)
+
+
+# ---------------------------------------------------------------------------------------
+# messages (PROTOCOL.md Part B)
+
+INTENTS = ("steer", "follow_up", "pause", "resume")
+ACKNOWLEDGEMENTS = {"admitted": "admit", "completed": "complete", "rejected": "reject"}
+
+
+def _post(state: State, c: PostMessage) -> Decision:
+    task = visible_task(state, c.task_id, c.tenant)
+    if task is None:
+        return reject(Code.not_found, f"no task {c.task_id!r}")
+    try:
+        _check_message(task, c)
+    except InvalidRequest as error:
+        return reject(Code.invalid_request, error.detail)
+    if task.message(c.message_id) is not None:
+        return reject(Code.invalid_request, f"message id {c.message_id!r} is taken")
+    posted = MessagePosted(
+        at=c.now, task_id=task.id, message_id=c.message_id, intent=c.intent, text=c.text, data=c.data
+    )
+    accepted = MessageAccepted(task.id, c.message_id)
+    if task.status in lifecycle.TERMINAL_STATUSES:
+        if c.intent == "follow_up" and task.status == "done":  # the later turn starts at once
+            events = _collect(state, task, c.now, (FollowUp(message_id=c.message_id, text=c.text, data=c.data),))
+            return Decision(events=(posted, *events), reply=attrs.evolve(accepted, successor_id=events[0].successor_id))
+        return reject(Code.task_terminal, f"task {task.id!r} already ended {task.status}")
+    if task.status == "queued" and c.intent in ("pause", "resume"):  # hold or release, here and now
+        applied = MessageApplied(at=c.now, task_id=task.id, message_id=c.message_id)
+        return Decision(events=(posted, applied), reply=accepted)
+    return Decision(events=(posted,), reply=accepted)
+
+
+def _check_message(task: Task, c: PostMessage) -> None:
+    """Raise InvalidRequest, naming the field, for a message that is not well formed."""
+    if c.intent not in INTENTS:
+        raise InvalidRequest(f"intent: must be one of {', '.join(INTENTS)}")
+    if c.intent == "steer":
+        edit = steering.parse_edit(c.data)
+        if edit is None and not c.text:
+            raise InvalidRequest("data: a steer needs text or a structured edit in data")
+        if edit is not None and task.plan.stages is not None:
+            raise InvalidRequest("data: structured edits apply to plans of steps; this task runs stages")
+    elif c.intent == "follow_up":
+        if c.data and "steps" in c.data:
+            steering.parse_steps(c.data["steps"], "data.steps")
+    elif c.data:
+        raise InvalidRequest(f"data: {c.intent} takes no data")
+
+
+def _acknowledge(state: State, c: AcknowledgeMessage) -> Decision:
+    found = _find_attempt(state, c)
+    if isinstance(found, Decision):
+        return found
+    task, attempt = found
+    message = task.message(c.message_id)
+    if message is None:
+        return reject(Code.not_found, f"task {task.id!r} has no message {c.message_id!r}")
+    if c.state not in ACKNOWLEDGEMENTS:
+        return reject(Code.invalid_request, "state: must be one of admitted, completed, rejected")
+    if c.state == "admitted" and c.boundary is None:
+        return reject(Code.invalid_request, "boundary: name the step boundary where the message was admitted")
+    if c.state == "rejected" and not c.detail:
+        return reject(Code.invalid_request, "detail: say why the message was rejected")
+    refusal = _check_ownership(task, attempt, c) or _check_live(attempt, c.now)
+    if refusal is not None:
+        return refusal
+    if message.attempt != attempt.number or message.intent == "follow_up":
+        return reject(Code.message_conflict, f"message {message.id} was not delivered to attempt {attempt.number}")
+    if message.state == c.state:
+        return Decision(reply=AcknowledgementRecorded(task.id, message.id, repeated=True))
+    if lifecycle.target(lifecycle.MESSAGE, message.state, ACKNOWLEDGEMENTS[c.state]) is None:
+        return reject(Code.message_conflict, f"message {message.id} is {message.state}; it cannot become {c.state}")
+    if c.state == "admitted":
+        conflict = _admission_conflict(task, attempt, message, c.boundary.before_step)
+        if conflict is not None:
+            return reject(Code.message_conflict, conflict)
+    event = MessageAcknowledged(
+        at=c.now,
+        task_id=task.id,
+        attempt=attempt.number,
+        message_id=message.id,
+        state=c.state,
+        boundary=c.boundary,
+        detail=c.detail,
+    )
+    return Decision(events=(event,), reply=AcknowledgementRecorded(task.id, message.id, repeated=False))
+
+
+def _admission_conflict(task: Task, attempt: Attempt, message: Message, before_step: str | None) -> str | None:
+    """Why the message cannot be admitted at that boundary, or None when it can: the
+    boundary must be a step still to run, never behind one an earlier admission of this
+    attempt showed had started, and a steer's edit must apply there."""
+    progress = steering.attempt_progress(task, attempt.number)
+    boundary = steering.boundary_index(progress.outline, before_step)
+    if boundary is None:
+        return f"boundary: {before_step!r} is not a step still to run"
+    behind = [e.step.id for e in progress.outline[boundary:] if e.step.id in progress.started]
+    if behind:
+        return f"boundary: step {behind[0]!r} had already started at an earlier boundary"
+    edit = steering.parse_edit(message.data) if message.intent == "steer" else None
+    if edit is None:
+        return None  # a pause, a resume or free-form guidance: nothing for the plan to change
+    edited = steering.apply_edit(progress.outline, edit, boundary, message.id)
+    return f"the edit does not apply before {before_step!r}: {edited}" if isinstance(edited, str) else None
+
+
+def _settle_messages(state: State, task: Task, at: int, status: str) -> tuple[Event, ...]:
+    """The task ends `status`: waiting follow-ups become its successor if it is done, and
+    every other message not yet applied is not admitted."""
+    follow_ups = tuple(
+        FollowUp(message_id=m.id, text=m.text, data=m.data)
+        for m in task.messages
+        if m.open and m.intent == "follow_up"
+    )
+    dropped = tuple(m.id for m in task.messages if m.open and (m.intent != "follow_up" or status != "done"))
+    events: tuple[Event, ...] = ()
+    if dropped:
+        events += (MessagesNotAdmitted(at=at, task_id=task.id, message_ids=dropped),)
+    if follow_ups and status == "done":
+        events += _collect(state, task, at, follow_ups)
+    return events
+
+
+def _collect(state: State, task: Task, at: int, follow_ups: tuple[FollowUp, ...]) -> tuple[Event, Event]:
+    """Follow-ups of a done task become one successor task, with the same requirements."""
+    successor = _successor_id(state, task)
+    collected = FollowUpsCollected(
+        at=at, task_id=task.id, successor_id=successor, message_ids=tuple(f.message_id for f in follow_ups)
+    )
+    submitted = TaskSubmitted(
+        at=at,
+        task_id=successor,
+        tenant=task.tenant,
+        plan=successor_plan(follow_ups),
+        requirements=task.requirements,
+        priority=task.priority,
+        max_attempts=task.max_attempts,
+        labels=task.labels,
+        idempotency_key=None,
+        follow_up_of=task.id,
+        collected=follow_ups,
+    )
+    return collected, submitted
+
+
+def _requeue_messages(task: Task, number: int, at: int) -> tuple[Event, ...]:
+    """Attempt `number` expired and the task is queued again: what it was given and did not
+    apply is not admitted; pauses and resumes it never received the server applies itself."""
+    dropped = tuple(m.id for m in task.messages if m.state == "delivered" and m.attempt == number)
+    events: tuple[Event, ...] = ()
+    if dropped:
+        events += (MessagesNotAdmitted(at=at, task_id=task.id, message_ids=dropped),)
+    events += tuple(
+        MessageApplied(at=at, task_id=task.id, message_id=m.id)
+        for m in task.messages
+        if m.state == "queued" and m.intent in ("pause", "resume")
+    )
+    return events
+
+
+def _successor_id(state: State, task: Task) -> str:
+    """A deterministic id for the next successor of `task`: ``<task id>.<n>``."""
+    n = 1 + len({m.successor for m in task.messages if m.successor is not None})
+    while f"{task.id}.{n}" in state.tasks:
+        n += 1
+    return f"{task.id}.{n}"
+
+
+def successor_plan(follow_ups: tuple[FollowUp, ...]) -> Plan:
+    """The successor runs each collected follow-up's `data.steps`, in posting order; a
+    step's id is prefixed with its message's id, so every step names who asked for it."""
+    steps = []
+    for follow_up in follow_ups:
+        asked = (follow_up.data or {}).get("steps")
+        for step in steering.parse_steps(asked, "data.steps") if asked else ():
+            steps.append(Step(id=f"{follow_up.message_id}.{step.id}", action=step.action, args=step.args))
+    return Plan(steps=tuple(steps))
 
 
 # ---------------------------------------------------------------------------------------
@@ -460,7 +737,8 @@ def _apply_expired(state: State, e: LeaseExpired) -> None:
 def _apply_requeued(state: State, e: TaskRequeued) -> None:
     task = replace(state.tasks[e.task_id], status="queued", updated_at=e.at)
     state.tasks[task.id] = task
-    state.queue.push(task)
+    if task.claimable:  # a task paused in flight comes back held
+        state.queue.push(task)
 
 
 def _apply_submitted(state: State, e: TaskSubmitted) -> None:
@@ -477,6 +755,8 @@ def _apply_submitted(state: State, e: TaskSubmitted) -> None:
         created_at=e.at,
         updated_at=e.at,
         seq=state.submitted,
+        follow_up_of=e.follow_up_of,
+        collected=e.collected,
     )
     state.submitted += 1
     state.tasks[task.id] = task
@@ -548,6 +828,65 @@ def _apply_ended(state: State, e: TaskEnded) -> None:
         state.queue.clean(task.requirements, state.tasks)
 
 
+def _apply_message_posted(state: State, e: MessagePosted) -> None:
+    task = state.tasks[e.task_id]
+    message = Message(id=e.message_id, intent=e.intent, text=e.text, data=e.data, state="queued", created_at=e.at)
+    state.tasks[task.id] = replace(task, messages=task.messages + (message,), updated_at=e.at)
+
+
+def _apply_messages_delivered(state: State, e: MessagesDelivered) -> None:
+    _update_messages(state, e.task_id, e.message_ids, "deliver", e.at, attempt=e.attempt, delivered_at=e.at)
+
+
+def _apply_message_acknowledged(state: State, e: MessageAcknowledged) -> None:
+    event = ACKNOWLEDGEMENTS[e.state]
+    if e.state == "admitted":
+        task = _update_messages(state, e.task_id, (e.message_id,), event, e.at, admitted_at=e.at, boundary=e.boundary)
+        intent = task.message(e.message_id).intent
+        paused = task.paused if intent not in ("pause", "resume") else intent == "pause"
+        state.tasks[task.id] = replace(task, admissions=task.admissions + (e.message_id,), paused=paused)
+    elif e.state == "completed":
+        _update_messages(state, e.task_id, (e.message_id,), event, e.at, completed_at=e.at)
+    else:
+        _update_messages(state, e.task_id, (e.message_id,), event, e.at, detail=e.detail)
+
+
+def _apply_message_applied(state: State, e: MessageApplied) -> None:
+    before = state.tasks[e.task_id]
+    pause = before.message(e.message_id).intent == "pause"
+    if pause:
+        detail = "held: the task is not claimed until a resume" if not before.paused else "the task was already held"
+    else:
+        detail = "released: the task can be claimed again" if before.paused else "the task was not held"
+    _update_messages(state, e.task_id, (e.message_id,), "admit", e.at, admitted_at=e.at)
+    task = _update_messages(state, e.task_id, (e.message_id,), "complete", e.at, completed_at=e.at, detail=detail)
+    task = state.tasks[task.id] = replace(task, paused=pause)
+    if pause:
+        state.queue.clean(task.requirements, state.tasks)
+    elif before.paused and task.claimable:
+        state.queue.push(task)  # its original seq: it keeps its place among equal priorities
+
+
+def _apply_not_admitted(state: State, e: MessagesNotAdmitted) -> None:
+    _update_messages(state, e.task_id, e.message_ids, "drop", e.at)
+
+
+def _apply_follow_ups_collected(state: State, e: FollowUpsCollected) -> None:
+    _update_messages(state, e.task_id, e.message_ids, "admit", e.at, admitted_at=e.at, successor=e.successor_id)
+
+
+def _update_messages(state: State, task_id: str, ids: tuple[str, ...], event: str, at: int, **changes) -> Task:
+    """Move the messages `ids` of a task by `event` (a `MessageLifecycle` event) at `at`."""
+    task = state.tasks[task_id]
+    wanted = set(ids)
+    messages = tuple(
+        replace(m, state=lifecycle.target(lifecycle.MESSAGE, m.state, event), **changes) if m.id in wanted else m
+        for m in task.messages
+    )
+    task = state.tasks[task_id] = replace(task, messages=messages, updated_at=at)
+    return task
+
+
 def _update_attempt(state: State, task: Task, at: int, status: str | None = None, **changes) -> Task:
     attempt = replace(task.attempts[-1], **changes)
     task = replace(
@@ -587,6 +926,8 @@ _DECIDERS = {
     StartAttempt: _start,
     RenewLease: _renew,
     ReportResult: _report,
+    PostMessage: _post,
+    AcknowledgeMessage: _acknowledge,
     ExpireLeases: lambda state, command: _expire(state, command.now),
 }
 
@@ -602,6 +943,12 @@ _APPLIERS = {
     LeaseExpired: _apply_expired,
     TaskRequeued: _apply_requeued,
     TaskEnded: _apply_ended,
+    MessagePosted: _apply_message_posted,
+    MessagesDelivered: _apply_messages_delivered,
+    MessageAcknowledged: _apply_message_acknowledged,
+    MessageApplied: _apply_message_applied,
+    MessagesNotAdmitted: _apply_not_admitted,
+    FollowUpsCollected: _apply_follow_ups_collected,
 }
 
 

@@ -27,6 +27,13 @@ only place that decides which moves a command makes.
     ``unfulfilled`` when the host finished or failed first. A queued task passes through
     ``pending`` inside the cancel command itself, which also ends the task.
 
+``MessageLifecycle``
+    ``queued -> delivered -> admitted -> completed``, or ``rejected`` (the host could not
+    apply it) or ``not_admitted`` (its attempt or task ended first). Delivered is not
+    applied: only the host's acknowledgement at a step boundary admits a steer or a pause.
+    The server admits a message itself only where no host is involved: a pause or resume
+    of a queued task (hold and release) and follow-ups collected into a successor.
+
 The declarations below, written with python-statemachine, are the source of truth: the
 diagrams and tables in ``specs/lifecycles/`` are rendered from them. But driving a
 python-statemachine instance costs hundreds of microseconds per transition, so the kernel
@@ -133,6 +140,25 @@ class CancellationLifecycle(_Guarded):
     task_finished = pending.to(unfulfilled)
 
 
+class MessageLifecycle(_Guarded):
+    """A message sent to a task (steer, follow-up, pause, resume)."""
+
+    queued = State(initial=True)
+    delivered = State()
+    admitted = State()
+    completed = State(final=True)
+    rejected = State(final=True)
+    not_admitted = State(final=True)
+
+    deliver = queued.to(delivered)
+    # From queued: the server applies it itself (a pause or resume of a queued task, a
+    # follow-up collected into its successor); from delivered: the host applied it.
+    admit = queued.to(admitted) | delivered.to(admitted)
+    complete = admitted.to(completed)
+    reject = delivered.to(rejected)
+    drop = queued.to(not_admitted) | delivered.to(not_admitted)
+
+
 def transition_table(machine: type[StateMachine]) -> Table:
     """Flatten a declaration into ``(state, event) -> moves``, in declaration order."""
     table: dict[tuple[str, str], list[Move]] = {}
@@ -159,6 +185,7 @@ def events_of(machine: type[StateMachine]) -> tuple[str, ...]:
 TASK = transition_table(TaskLifecycle)
 ATTEMPT = transition_table(AttemptLifecycle)
 CANCELLATION = transition_table(CancellationLifecycle)
+MESSAGE = transition_table(MessageLifecycle)
 
 TERMINAL_STATUSES = final_states(TaskLifecycle)
 ACTIVE_STATUSES = frozenset({"assigned", "dispatched"})

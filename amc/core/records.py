@@ -114,6 +114,46 @@ class Result:
 
 
 @frozen
+class Boundary:
+    """Where a host applied a message: before it started `before_step` (None: after the last step)."""
+
+    before_step: str | None
+
+
+@frozen
+class Message:
+    """An intent sent to a task (PROTOCOL.md Part B); its `state` follows `MessageLifecycle`."""
+
+    id: str
+    intent: str  # steer | follow_up | pause | resume
+    text: str | None
+    data: dict[str, JSON] | None
+    state: str  # queued | delivered | admitted | completed | rejected | not_admitted
+    created_at: int
+    attempt: int | None = None  # the attempt it was delivered to
+    delivered_at: int | None = None
+    admitted_at: int | None = None
+    completed_at: int | None = None
+    boundary: Boundary | None = None
+    detail: str | None = None
+    successor: str | None = None  # a follow-up: the task it was collected into
+
+    @property
+    def open(self) -> bool:
+        """Not yet applied or settled: queued or delivered."""
+        return self.state in ("queued", "delivered")
+
+
+@frozen
+class FollowUp:
+    """A follow-up collected into a successor task: which message asked for what."""
+
+    message_id: str
+    text: str | None
+    data: dict[str, JSON] | None
+
+
+@frozen
 class Task:
     id: str
     tenant: str
@@ -130,6 +170,26 @@ class Task:
     attempts: tuple[Attempt, ...] = ()
     cancellation: Cancellation | None = None
     result: Result | None = None
+    # Part B. `paused`: admitted steps stop (in flight) or claims skip it (queued: held).
+    paused: bool = False
+    messages: tuple[Message, ...] = ()  # in posting order
+    admissions: tuple[str, ...] = ()  # ids of the messages hosts admitted at a boundary, in order
+    follow_up_of: str | None = None
+    collected: tuple[FollowUp, ...] = ()
+
+    @property
+    def held(self) -> bool:
+        return self.paused and self.status == "queued"
+
+    @property
+    def claimable(self) -> bool:
+        return self.status == "queued" and not self.paused
+
+    def message(self, message_id: str) -> Message | None:
+        for message in self.messages:
+            if message.id == message_id:
+                return message
+        return None
 
     @property
     def current(self) -> Attempt | None:

@@ -7,12 +7,23 @@ from __future__ import annotations
 
 from statemachine.contrib.diagram import formatter
 
-from amc.core.lifecycle import ATTEMPT, CANCELLATION, TASK, AttemptLifecycle, CancellationLifecycle, TaskLifecycle, Table
+from amc.core.lifecycle import (
+    ATTEMPT,
+    CANCELLATION,
+    MESSAGE,
+    TASK,
+    AttemptLifecycle,
+    CancellationLifecycle,
+    MessageLifecycle,
+    Table,
+    TaskLifecycle,
+)
 
 MACHINES = {
     "task": (TaskLifecycle, TASK),
     "attempt": (AttemptLifecycle, ATTEMPT),
     "cancellation": (CancellationLifecycle, CANCELLATION),
+    "message": (MessageLifecycle, MESSAGE),
 }
 
 

@@ -52,14 +52,15 @@ class ClaimQueue:
         heapq.heappush(groups[key][1], (-task.priority, task.seq, task.id))
 
     def clean(self, requirements: Requirements, tasks: dict[str, Task]) -> None:
-        """Pop entries of tasks that are no longer queued off the top of their group."""
+        """Pop entries of tasks that cannot be claimed (no longer queued, or held) off the
+        top of their group."""
         groups = self._groups_for(requirements)
         key = requirements.key()
         group = groups.get(key)
         if group is None:
             return
         heap = group[1]
-        while heap and tasks[heap[0][2]].status != "queued":
+        while heap and not tasks[heap[0][2]].claimable:
             heapq.heappop(heap)
         if not heap:
             del groups[key]
@@ -149,7 +150,7 @@ class State:
             state.tasks[task.id] = task
             if task.idempotency_key is not None:
                 state.idempotency[(task.tenant, task.idempotency_key)] = task.id
-            if task.status == "queued":
+            if task.claimable:
                 state.queue.push(task)
             elif (attempt := task.active_attempt) is not None:
                 state.leases.push(attempt.lease_expires_at, task.id, attempt.number)

@@ -1,7 +1,8 @@
 """Fixtures for the Host Agent tests: a real server, simulated devices, agents, a real adb.
 
 - `make_server(...)`: the control plane (create_app + uvicorn on a real socket, in a
-  thread), with short leases; `server` is the default one.
+  thread), with short leases; `server` is the default one. Given a `data` directory it
+  keeps its state in LMDB and can be restarted (`Server.restart()`, on a new port).
 - `make_sim(*serials)`: a device simulator with those devices.
 - `make_agent(sim, host_id, ...)`: a HostAgent on its own loop in a thread, stopped at
   teardown.
@@ -12,9 +13,12 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import Callable
 
 import attrs
 import pytest
+from starlette.applications import Starlette
 
 from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.policy import ActionPolicy
@@ -23,6 +27,7 @@ from amc.adapters.http.app import create_app
 from amc.adapters.http.auth import Principal, TokenTable
 from amc.adapters.http.server import ThreadedServer
 from amc.adapters.http.settings import Settings
+from amc.adapters.lmdb import LmdbService
 from amc.agent.config import AgentConfig
 from amc.service import ManualClock, MemoryService, SystemClock
 from tests.agent.helpers import AgentThread, Api, TcpProxy
@@ -40,26 +45,47 @@ class Server:
     api: Api  # a client of tenant "acme"
     admin: Api
     threaded: ThreadedServer
+    app: Callable[[], Starlette]  # a fresh app over the same store
+    durable: bool
+
+    @classmethod
+    def start(cls, app: Callable[[], Starlette], durable: bool) -> Server:
+        threaded = ThreadedServer(app()).start()
+        return cls(url=threaded.url, port=threaded.port, api=Api(threaded.url, CLIENT_TOKEN),
+                   admin=Api(threaded.url, ADMIN_TOKEN), threaded=threaded, app=app, durable=durable)
 
     def stop(self) -> None:
         self.api.close()
         self.admin.close()
         self.threaded.stop()
 
+    def restart(self) -> None:
+        """Stop the process and start a new one from the same store (its port changes)."""
+        assert self.durable, "only a server with a data directory keeps its state across a restart"
+        self.stop()
+        fresh = Server.start(self.app, self.durable)
+        self.url, self.port, self.api, self.admin, self.threaded = (fresh.url, fresh.port, fresh.api, fresh.admin,
+                                                                    fresh.threaded)
+
 
 @pytest.fixture
 def make_server():
     servers: list[Server] = []
 
-    def make(lease_seconds: float = 3.0, manual_clock: bool = False) -> Server:
+    def make(lease_seconds: float = 3.0, manual_clock: bool = False, data: Path | None = None) -> Server:
         tokens = TokenTable([(CLIENT_TOKEN, Principal(role="client", tenant="acme")),
                              (ADMIN_TOKEN, Principal(role="admin"))]
                             + [(token, Principal(role="host", host_id=h)) for h, token in HOST_TOKENS.items()])
-        clock = ManualClock(time.time_ns() // 1_000_000) if manual_clock else SystemClock()
         settings = Settings(lease_seconds=lease_seconds, min_lease_seconds=0.5, manual_clock=manual_clock)
-        threaded = ThreadedServer(create_app(MemoryService(clock), settings, tokens=tokens)).start()
-        server = Server(url=threaded.url, port=threaded.port, api=Api(threaded.url, CLIENT_TOKEN),
-                        admin=Api(threaded.url, ADMIN_TOKEN), threaded=threaded)
+
+        def app() -> Starlette:
+            if data is not None:
+                service = LmdbService.open(data, clock="manual" if manual_clock else "system")
+                return create_app(service, settings, tokens=tokens, close_service=True)
+            clock = ManualClock(time.time_ns() // 1_000_000) if manual_clock else SystemClock()
+            return create_app(MemoryService(clock), settings, tokens=tokens)
+
+        server = Server.start(app, durable=data is not None)
         servers.append(server)
         return server
 

@@ -36,6 +36,11 @@ def tap(step_id: str, x: int = 10, y: int = 20) -> dict:
     return {"id": step_id, "action": "tap", "args": {"x": x, "y": y}}
 
 
+def echo(step_id: str) -> dict:
+    """A shell step the device log shows as ``echo <step id>``."""
+    return shell(step_id, f"echo {step_id}")
+
+
 class Api:
     """A client or admin of the control plane, speaking plain HTTP."""
 
@@ -64,6 +69,21 @@ class Api:
     def host(self, host_id: str) -> dict | None:
         response = self.http.get(f"/v1/hosts/{host_id}")
         return response.json() if response.status_code == 200 else None
+
+    def post_message(self, task_id: str, intent: str, **fields: Any) -> dict:
+        """Post a steer, follow-up, pause or resume (`text`, `data`); the message as created."""
+        response = self.http.post(f"/v1/tasks/{task_id}/messages", json={"intent": intent, **fields})
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    def message(self, task_id: str, message_id: str) -> dict:
+        response = self.http.get(f"/v1/tasks/{task_id}/messages/{message_id}")
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def wait_message(self, task_id: str, message_id: str, *states: str, timeout: float = 15.0) -> dict:
+        return eventually(lambda: (m := self.message(task_id, message_id))["state"] in states and m,
+                          timeout, what=f"message {message_id} in {states}")
 
     def advance(self, seconds: float) -> None:
         response = self.http.post("/v1/admin/clock", json={"advance_seconds": seconds})
@@ -131,6 +151,7 @@ class TcpProxy:
     - `drop_response(marker)`: the next request whose bytes contain `marker` reaches the
       server, but its response never reaches the client: the connection is cut instead.
     - `hold(marker)`: requests whose bytes contain `marker` wait until `release()`.
+    - `retarget(port)`: relay new connections to another port (a restarted server).
     """
 
     def __init__(self, target_port: int):
@@ -158,6 +179,9 @@ class TcpProxy:
         for relay in stale:
             relay.close()
         self._paused.clear()
+
+    def retarget(self, port: int) -> None:
+        self.target = ("127.0.0.1", port)
 
     def drop_response(self, marker: bytes) -> None:
         self._drop_marker = marker
@@ -278,6 +302,18 @@ def unwrap(command: str) -> str:
 def device_commands(sim, serial: str) -> list[tuple[str, str]]:
     """(command as planned, how it ended) for each plan command the device received, in order."""
     return [(unwrap(r.command), r.end) for r in device_log(sim, serial)]
+
+
+def commands(sim, serial: str) -> list[str]:
+    """Each plan command the device received, as planned, in order."""
+    return [command for command, _ in device_commands(sim, serial)]
+
+
+def wait_running(sim, serial: str, command: str, timeout: float = 20.0):
+    """Wait until the device runs `command` (as planned); its log record."""
+    return eventually(lambda: next((r for r in device_log(sim, serial)
+                                    if unwrap(r.command) == command and r.end == "running"), None),
+                      timeout, what=f"{command!r} running on {serial}")
 
 
 def outcomes(steps: list[dict]) -> list[tuple]:

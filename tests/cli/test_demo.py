@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -14,20 +16,63 @@ from amc.cli import workload
 
 
 @pytest.mark.slow
-@pytest.mark.req("CANCEL-QUEUED/s1", "CANCEL-OUTCOME/s1", "ATTEMPTS/s1")
+@pytest.mark.req("CANCEL-QUEUED/s1", "CANCEL-OUTCOME/s1", "ATTEMPTS/s1", "STEER/s1", "PAUSE/s1", "FOLLOWUP/s1")
 def test_demo_runs_its_workload_and_exits_0(tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith("AMC_")}
-    result = subprocess.run([sys.executable, "-m", "amc", "demo"], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=90)
-    out = result.stdout
-    assert result.returncode == 0, out + result.stderr
-    assert "OK: all 9 tasks ended as the protocol says they must" in out
-    assert "Tasks by status: done 7, cancelled 2" in out
+    began = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "amc", "demo", "--json"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=90)
+    took = time.monotonic() - began
+    out = result.stderr  # with --json, the narration and the tables
+    assert result.returncode == 0, out + result.stdout
+    # About ten seconds alone; the bound leaves room for a loaded machine and still catches
+    # a demo that sits out a timeout somewhere.
+    assert took < 30, f"the demo took {took:.1f} s"
+    assert "OK: all 12 tasks ended as the protocol says they must" in out
+    assert "Tasks by status: done 10, cancelled 2" in out
     assert re.search(r"nightly-report\s+│ queued\s+│ n/a\s+│ n/a\s+│ \d+ ms", out), out
     assert re.search(r"long-sync\s+│ running\s+│ \d+ ms\s+│ \d+ ms\s+│ \d+ ms", out), out
     assert "Lease loss: checkout's attempt 1 on h2/amc-sim-04 lost its host" in out
+    assert "dispatched (paused)" in out  # the narration showed the pause while it lasted
     assert "The store and the logs of this run are in" not in out  # a passing run leaves nothing behind
     assert list(tmp_path.iterdir()) == []  # nor anything in the directory it ran in
+
+    document = json.loads(result.stdout)
+    jobs = {job["name"]: job for job in document["jobs"]}
+    assert document["passed"] is True and all(job["problems"] == [] for job in jobs.values())
+    check_steered(jobs["photo-share"])
+    check_paused(jobs["inventory-scan"], jobs["scan-send"])
+
+
+def check_steered(job: dict) -> None:
+    """The skipped step never ran (not_started, steered), the inserted one ran where it was put."""
+    outcomes = {step["id"]: step for step in job["task"]["result"]["steps"]}
+    assert list(outcomes) == ["open", "load", "capture", "crop", "share", "upload"]
+    assert (outcomes["upload"]["status"], outcomes["upload"]["reason"]) == ("not_started", "steered")
+    assert "started_at" not in outcomes["upload"] or outcomes["upload"]["started_at"] is None
+    assert all(outcomes[i]["status"] == "completed" for i in ("open", "load", "capture", "crop", "share"))
+    steers = job["messages"]
+    assert [m["intent"] for m in steers] == ["steer", "steer"]
+    assert all(m["state"] in ("admitted", "completed") and m["boundary"] is not None for m in steers)
+    # Both were posted while `load` ran: applied at a boundary after it, so `load` was not recalled.
+    assert all(m["boundary"]["before_step"] in ("capture", "crop", "share") for m in steers)
+
+
+def check_paused(job: dict, successor: dict) -> None:
+    """Paused before a step while the lease was renewed, resumed, done; its follow-up became a task."""
+    task = job["task"]
+    assert task["status"] == "done" and task["paused"] is False
+    messages = {m["intent"]: m for m in job["messages"]}
+    assert set(messages) == {"pause", "resume", "follow_up"}
+    before = messages["pause"]["boundary"]["before_step"]
+    assert before in ("review", "export")
+    renewals = job["seen"]["paused_renewals"]
+    assert renewals[-1] - renewals[0] >= 2  # the lease was renewed while the task read paused
+    started = {step["id"]: step["started_at"] for step in task["result"]["steps"]}
+    assert started[before] >= messages["resume"]["delivered_at"]  # nothing started before the resume came
+    assert messages["follow_up"]["successor"] == successor["task"]["id"]
+    assert successor["task"]["follow_up_of"] == task["id"] and successor["task"]["status"] == "done"
+    assert successor["task"]["collected"] == [messages["follow_up"]["id"]]
 
 
 # -- the verdict itself -------------------------------------------------------------------------
@@ -51,17 +96,43 @@ def ended(status, reason):
     return {"seq": 9, "at": "2026-01-01T00:00:05.000Z", "type": "ended", "data": {"status": status, "reason": reason}}
 
 
+def message(intent, state="completed", before_step=None, **more):
+    return {"id": f"m_{intent}", "intent": intent, "text": None, "data": None, "state": state,
+            "created_at": "2026-01-01T00:00:01.000Z", "attempt": 1, "delivered_at": "2026-01-01T00:00:01.500Z",
+            "admitted_at": "2026-01-01T00:00:02.000Z", "completed_at": None,
+            "boundary": None if before_step is None else {"before_step": before_step}, "detail": None,
+            "successor": None, **more}
+
+
+def at(second):
+    return f"2026-01-01T00:00:{second:06.3f}Z"
+
+
 def good(name):
+    """A job, and the task, history, messages and sightings the protocol allows for it."""
     job = JOBS[name]
-    plan = job.body["plan"]
+    plan = job.body["plan"] if job.body else {"steps": [{"id": "m_f.share", "action": "launch", "args": {}}]}
     task = {"id": "t_1", "status": "done", "plan": plan, "attempt": 1, "attempts": [], "cancellation": None,
             "result": None}
-    events = []
-    if job.kind == workload.PLAIN:
-        n = len(workload.planned_step_ids(plan))
+    events, messages, seen = [], [], None
+    if job.kind in (workload.PLAIN, workload.STEERED, workload.PAUSED, workload.SUCCESSOR):
+        ids = workload.reported_step_ids(job, plan)
+        outcomes = [{"id": i, "status": "completed", "started_at": at(3 + n)} for n, i in enumerate(ids)]
         task.update(attempts=[attempt(1, "h1", "done")],
-                    result={"status": "done", "reason": "reported", "steps": steps(plan, *["completed"] * n)})
+                    result={"status": "done", "reason": "reported", "steps": outcomes})
         events = [ended("done", "reported")]
+    if job.kind == workload.STEERED:
+        for outcome in task["result"]["steps"]:
+            if outcome["id"] in workload.skipped_step_ids(job):
+                outcome.update(status="not_started", reason="steered", started_at=None)
+        messages = [message("steer", before_step="capture", data=edit, id=f"m_{n}")
+                    for n, edit in enumerate(job.steers)]
+    elif job.kind == workload.PAUSED:
+        messages = [message("pause", "admitted", "review"), message("resume", "completed", "review"),
+                    message("follow_up", "admitted", attempt=None, successor="t_1.1")]
+        seen = {"paused_renewals": [2, 3, 4]}
+    elif job.kind == workload.SUCCESSOR:
+        task.update(follow_up_of="t_0", collected=["m_f"])
     elif job.kind == workload.QUEUED_CANCEL:
         task.update(status="cancelled", attempt=None,
                     cancellation={"state": "completed", "attempt": None, "delivered_at": None},
@@ -78,7 +149,7 @@ def good(name):
         task.update(attempt=2, attempts=[attempt(1, "h2", "expired"), attempt(2, "h1", "done")],
                     result={"status": "done", "reason": "reported", "steps": steps(plan, *["completed"] * n)})
         events = [{"type": "lease_expired"}, {"type": "requeued"}, ended("done", "reported")]
-    return JOBS[name], task, events
+    return job, task, events, messages, seen
 
 
 @pytest.mark.parametrize("name", sorted(JOBS))
@@ -87,10 +158,15 @@ def test_the_verdict_accepts_what_the_protocol_requires(name):
 
 
 def broken(name, change):
-    job, task, events = good(name)
-    task = copy.deepcopy(task)
+    job, task, events, messages, seen = copy.deepcopy(good(name))
     change(task, events)
-    return workload.check(job, task, events)
+    return workload.check(job, task, events, messages, seen)
+
+
+def broken_messages(name, change):
+    job, task, events, messages, seen = copy.deepcopy(good(name))
+    change(task, messages, seen)
+    return workload.check(job, task, events, messages, seen)
 
 
 def test_the_verdict_catches_a_queued_cancel_that_ran():
@@ -111,3 +187,33 @@ def test_the_verdict_catches_a_lost_lease_that_was_not_requeued():
 def test_the_verdict_catches_an_unfinished_task_and_missing_steps():
     assert broken("login-flow", lambda t, e: t.update(status="dispatched")) == ["still dispatched"]
     assert broken("login-flow", lambda t, e: t["result"]["steps"].pop())
+
+
+def test_the_verdict_catches_a_skipped_step_that_ran_or_a_steer_never_applied():
+    def ran(task, messages, seen):
+        task["result"]["steps"][-1].update(status="completed", reason=None)
+
+    assert broken_messages("photo-share", ran)
+    assert broken_messages("photo-share", lambda t, m, s: m[0].update(state="delivered", boundary=None))
+    assert broken_messages("photo-share", lambda t, m, s: m.pop())  # only one of the two steers was sent
+    assert broken_messages("photo-share", lambda t, m, s: t["result"]["steps"].pop(3))  # no `crop`
+
+
+def test_the_verdict_catches_a_pause_that_did_not_hold_or_lost_its_lease_renewals():
+    def early(task, messages, seen):  # `review` started before the resume reached the host
+        next(s for s in task["result"]["steps"] if s["id"] == "review")["started_at"] = at(1)
+
+    assert broken_messages("inventory-scan", early)
+    assert broken_messages("inventory-scan", lambda t, m, s: s.update(paused_renewals=[3, 3]))
+    assert broken_messages("inventory-scan", lambda t, m, s: m[0].update(state="rejected", boundary=None))
+    assert broken_messages("inventory-scan", lambda t, m, s: m[2].update(state="not_admitted", successor=None))
+
+
+def test_the_verdict_catches_a_successor_that_does_not_say_whose_it_is():
+    assert broken("scan-send", lambda t, e: t.update(collected=[]))
+
+    def unnamed(task, events):
+        task["plan"]["steps"][0]["id"] = task["result"]["steps"][0]["id"] = "share"
+
+    assert broken("scan-send", unnamed) == [
+        "the successor's steps are not named after the follow-up that asked for them"]

@@ -233,6 +233,33 @@ class Caller:
             body["steps"] = steps
         return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/result", body, expect=expect)
 
+    # -- messages (Part B) --------------------------------------------------------------
+
+    def post_message(self, task_id: str, intent: str | None = None, *, text: Any = _UNSET, data: Any = _UNSET,
+                     expect: Expect = 201, body: Any = _UNSET) -> dict:
+        """Send an intent to a task; `body` replaces the one built from the arguments."""
+        if body is _UNSET:
+            body = {"intent": intent}
+            if text is not _UNSET:
+                body["text"] = text
+            if data is not _UNSET:
+                body["data"] = data
+        return self.call("POST", f"/v1/tasks/{task_id}/messages", body, expect=expect)
+
+    def messages(self, task_id: str, *, expect: Expect = 200) -> list[dict]:
+        document = self.call("GET", f"/v1/tasks/{task_id}/messages", expect=expect)
+        return document["messages"] if expect == 200 else document
+
+    def get_message(self, task_id: str, message_id: str, *, expect: Expect = 200) -> dict:
+        return self.call("GET", f"/v1/tasks/{task_id}/messages/{message_id}", expect=expect)
+
+    def acknowledge(self, task_id: str, attempt: int, message_id: str, lease_id: Any, state: str, *,
+                    expect: Expect = 200, **body) -> dict:
+        """The host's acknowledgement of a message; `body` adds `boundary` and `detail`."""
+        sent = {**_lease_body(lease_id), "state": state, **body}
+        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/messages/{message_id}", sent,
+                         expect=expect)
+
     # -- admin ------------------------------------------------------------------------
 
     def advance_clock(self, seconds: float, *, expect: Expect = 200) -> dict:
@@ -348,7 +375,44 @@ class Host:
     def read_task(self, task_id: str, *, expect: Expect = 200) -> dict:
         return self.caller.get_task(task_id, expect=expect)
 
+    def acknowledge(self, lease: Lease, message_id: str, state: str, *, expect: Expect = 200,
+                    lease_id: Any = _UNSET, attempt: int | None = None, **body) -> dict:
+        return self.caller.acknowledge(lease.task_id, attempt or lease.attempt, message_id,
+                                       lease.lease_id if lease_id is _UNSET else lease_id, state,
+                                       expect=expect, **body)
+
+    def admit(self, lease: Lease, message_id: str, before_step: str | None, *, expect: Expect = 200,
+              **options) -> dict:
+        """Acknowledge `admitted` at the boundary before `before_step` (None: after the last step)."""
+        return self.acknowledge(lease, message_id, "admitted", boundary={"before_step": before_step},
+                                expect=expect, **options)
+
+
+def plan_of(*step_ids: str) -> dict:
+    """A plan of one short `wait` step per id, in that order."""
+    return {"steps": [{"id": s, "action": "wait", "args": {"seconds": 1}} for s in step_ids]}
+
 
 def steps_all(plan: dict, status: str = "completed", **extra) -> list[dict]:
     """One step outcome per planned step of `plan`, all with `status`."""
     return [{"id": step["id"], "status": status, **extra} for step in plan["steps"]]
+
+
+def ran(*step_ids: str, status: str = "completed") -> list[dict]:
+    """Step outcomes of steps that ran (completed unless `status` says otherwise)."""
+    return [{"id": s, "status": status} for s in step_ids]
+
+
+def not_started(*step_ids: str, reason: str = "steered") -> list[dict]:
+    """Step outcomes of steps that never started, with why (a steer removed them, by default)."""
+    return [{"id": s, "status": "not_started", "reason": reason} for s in step_ids]
+
+
+# The members of a message (PROTOCOL.md Part B), as every message endpoint shows it.
+MESSAGE_MEMBERS = frozenset({"id", "intent", "text", "data", "state", "created_at", "attempt", "delivered_at",
+                             "admitted_at", "completed_at", "boundary", "detail"})
+
+
+def ids(messages: list[dict]) -> list[str]:
+    """The ids of messages, in the order given (a start or renewal answer's, a listing's)."""
+    return [m["id"] for m in messages]

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+import itertools
+from collections import Counter
 
-from amc.core.agent import Execution, StopReason
-from amc.core.records import Plan, Stage, Step
+import pytest
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from amc.core.agent import NO_PLANNER, Execution, StopReason
+from amc.core.records import Message, Plan, Stage, Step
+from amc.core.steering import planned_step_ids
 from tests.model.world import PLAN, World
 
 req = pytest.mark.req
@@ -221,3 +226,372 @@ def test_a_step_whose_device_went_away_is_interrupted_and_stops_the_run():
     report = execution.report()
     assert [s.status for s in report.steps] == ["interrupted", "not_started", "not_started"]
     assert report.steps[1].reason == "previous_step_lost" and report.status == "failed"
+
+
+# -- Part B: steering, pause and acknowledgements -----------------------------------------------
+
+ABCD = Plan(steps=tuple(Step(id=i, action="tap", args={"x": 1, "y": 2}) for i in "abcd"))
+
+
+def message(message_id: str, intent: str, data: dict | None = None, text: str | None = None) -> Message:
+    """A message as a start or renewal response carries it."""
+    return Message(id=message_id, intent=intent, text=text, data=data, state="delivered", created_at=T0, attempt=1)
+
+
+def screenshot(step_id: str) -> dict:
+    return {"id": step_id, "action": "screenshot", "args": {}}
+
+
+def deliver(execution: Execution, now: int, *messages: Message, cancel: bool = False) -> None:
+    execution.lease_granted(now, now + LEASE, cancel_requested=cancel, messages=messages)
+
+
+def acks(execution: Execution) -> list[tuple]:
+    """The acknowledgements decided so far, as (message id, state, before_step or detail)."""
+    return [(a.message_id, a.state, a.boundary.before_step if a.boundary else a.detail)
+            for a in execution.take_acknowledgements()]
+
+
+def table(report) -> list[tuple]:
+    return [(s.id, s.status, s.reason) for s in report.steps]
+
+
+@req("STEER/s1")
+def test_a_steer_waits_for_the_next_boundary_and_is_admitted_before_the_next_step():
+    execution = Execution(ABCD, lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    assert execution.next_step(now).id == "b"
+    deliver(execution, now, message("m1", "steer", {"skip": ["d"]}))
+    assert acks(execution) == []  # delivered, not applied: b is running
+    execution.step_completed(now + 1)
+    assert execution.next_step(now + 1).id == "c"
+    assert acks(execution) == [("m1", "admitted", "c")]
+    execution.step_completed(now + 2)
+    assert execution.next_step(now + 2) is None and execution.finished
+    report = execution.report()
+    assert table(report) == [("a", "completed", None), ("b", "completed", None), ("c", "completed", None),
+                             ("d", "not_started", "steered")]
+    assert report.status == "done" and report.metadata["steered_steps"] == {"d": "m1"}
+    assert acks(execution) == [("m1", "completed", None)]  # settled with the report, before it is sent
+
+
+@req("STEER/s2")
+def test_a_steer_naming_a_started_step_is_rejected_and_the_step_keeps_its_outcome():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    assert execution.next_step(now).id == "s2"
+    deliver(execution, now, message("m1", "steer", {"skip": ["s2"]}))
+    execution.step_completed(now + 1)
+    assert execution.next_step(now + 1).id == "s3"
+    assert acks(execution) == [("m1", "rejected", "step 's2' had already started")]
+    execution.step_completed(now + 2)
+    execution.next_step(now + 2)
+    assert [s.status for s in execution.report().steps] == ["completed"] * 3
+    assert acks(execution) == []  # nothing to complete: it was not admitted
+
+
+@req("STEER/s3")
+def test_replace_remaining_drops_every_step_not_started_and_runs_the_new_ones():
+    execution = Execution(Plan(steps=ABCD.steps[:3]), lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    deliver(execution, now, message("m1", "steer", {"replace_remaining": [screenshot("b2")]}))
+    assert execution.next_step(now).id == "b2"
+    assert acks(execution) == [("m1", "admitted", "b")]
+    execution.step_completed(now + 1)
+    assert execution.next_step(now + 1) is None
+    assert table(execution.report()) == [("a", "completed", None), ("b", "not_started", "steered"),
+                                         ("c", "not_started", "steered"), ("b2", "completed", None)]
+    assert execution.report().status == "done"
+
+
+def test_a_steer_with_text_only_is_rejected_because_a_scripted_plan_has_no_planner():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    deliver(execution, T0, message("m1", "steer", text="be careful with the dialog"))
+    assert execution.next_step(T0).id == "s1"
+    assert acks(execution) == [("m1", "rejected", NO_PLANNER)]
+
+
+def test_a_structured_edit_to_a_staged_plan_is_rejected():
+    plan = Plan(stages=(Stage(id="one", steps=(Step(id="a", action="wait"), Step(id="b", action="wait"))),))
+    execution = Execution(plan, lease_expires_at=T0 + LEASE)
+    deliver(execution, T0, message("m1", "steer", {"skip": ["b"]}))
+    execution.next_step(T0)
+    assert acks(execution) == [("m1", "rejected", "structured edits apply to plans of steps; this plan runs stages")]
+
+
+@req("BOUNDARY/s2")
+@pytest.mark.parametrize("ending", ["done", "failed", "cancelled", "lease_lost"])
+def test_an_inserted_step_is_reported_in_place_however_the_attempt_ends(ending):
+    execution = Execution(Plan(steps=ABCD.steps[:3]), lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    deliver(execution, now, message("m1", "steer", {"insert_after": "a", "steps": [screenshot("a2")]}))
+    assert execution.next_step(now).id == "a2"
+    if ending == "failed":
+        execution.step_failed(now + 1, "boom")
+    elif ending == "cancelled":
+        deliver(execution, now, cancel=True)
+        execution.step_interrupted(now + 1)
+    elif ending == "lease_lost":
+        execution.lease_refused("lease_expired")
+        execution.step_interrupted(now + 1)
+    else:
+        execution.step_completed(now + 1)
+    while execution.next_step(now + 1) is not None:
+        execution.step_completed(now + 1)
+    report = execution.report()
+    assert [s.id for s in report.steps] == ["a", "a2", "b", "c"]
+    assert all(s.status in ("completed", "failed", "interrupted") or (s.status == "not_started" and s.reason)
+               for s in report.steps)
+    assert report.status == {"done": "done", "cancelled": "cancelled"}.get(ending, "failed")
+    assert report.metadata["steered_steps"] == {"a2": "m1"}
+
+
+@req("BOUNDARY/s3")
+def test_a_policy_refusal_is_refused_while_a_steered_skip_is_not_started_steered():
+    plan = Plan(steps=(Step(id="a", action="tap"), Step(id="s", action="shell", args={"command": "reboot"}),
+                       Step(id="d", action="tap"), Step(id="e", action="tap")))
+    execution = Execution(plan, lease_expires_at=T0 + LEASE)
+    execution.next_step(T0)
+    deliver(execution, T0, message("m1", "steer", {"skip": ["d"]}))
+    execution.step_completed(T0 + 1)
+    assert execution.next_step(T0 + 1).id == "s"
+    execution.step_refused(T0 + 2, "shell command 'reboot' is denied by the host's action policy")
+    assert execution.next_step(T0 + 2) is None
+    assert table(execution.report()) == [
+        ("a", "completed", None), ("s", "refused", "shell command 'reboot' is denied by the host's action policy"),
+        ("d", "not_started", "steered"), ("e", "not_started", "previous_step_refused")]
+
+
+@req("DELIVERY/s2")
+def test_a_redelivered_message_is_recognised_by_id_and_never_applied_twice():
+    execution = Execution(Plan(steps=ABCD.steps[:3]), lease_expires_at=T0 + LEASE)
+    insert = message("m1", "steer", {"insert_after": "a", "steps": [screenshot("a2")]})
+    now = run(execution, 1)
+    deliver(execution, now, insert)
+    assert execution.next_step(now).id == "a2"
+    assert acks(execution) == [("m1", "admitted", "b")]
+    deliver(execution, now, insert)  # its acknowledgement was lost: carried again, same id
+    execution.step_completed(now + 1)
+    deliver(execution, now + 1, insert)
+    assert execution.next_step(now + 1).id == "b"
+    assert acks(execution) == []
+    assert [e.step.id for e in execution.outline] == ["a", "a2", "b", "c"]
+
+
+@req("PAUSE/s1", "PAUSE/s3")
+def test_a_pause_admits_no_step_until_a_resume_and_records_its_checkpoint():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    assert execution.next_step(T0).id == "s1"
+    deliver(execution, T0, message("p", "pause"))
+    execution.step_completed(T0 + 1)
+    assert execution.next_step(T0 + 1) is None and not execution.finished
+    assert acks(execution) == [("p", "admitted", "s2")]
+    now = T0 + 1
+    for _ in range(10):  # many lease periods, the pause carried again: still paused
+        now += LEASE // 2
+        deliver(execution, now, message("p", "pause"))
+        assert execution.next_step(now) is None and not execution.finished
+    deliver(execution, now, message("r", "resume"))
+    assert execution.next_step(now).id == "s2"
+    assert acks(execution) == [("r", "admitted", "s2"), ("r", "completed", None), ("p", "completed", None)]
+    execution.step_completed(now + 1)
+    run(execution, 1, now + 1)
+    assert execution.next_step(now + 2) is None
+    report = execution.report()
+    assert report.status == "done"
+    assert report.metadata["pauses"] == [{"message_id": "p", "before_step": "s2", "resumed_by": "r"}]
+
+
+def test_a_resume_with_nothing_paused_and_a_second_pause_are_rejected():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    deliver(execution, T0, message("r", "resume"), message("p1", "pause"), message("p2", "pause"))
+    assert execution.next_step(T0) is None
+    assert acks(execution) == [("r", "rejected", "the run is not paused"), ("p1", "admitted", "s1"),
+                               ("p2", "rejected", "the run is already paused by message p1")]
+
+
+@pytest.mark.parametrize("stop", ["cancel", "lease_lost", "host_stopping"])
+def test_a_stop_ends_a_paused_run(stop):
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    deliver(execution, now, message("p", "pause"))
+    assert execution.next_step(now) is None and not execution.finished
+    if stop == "cancel":
+        deliver(execution, now, cancel=True)
+    elif stop == "lease_lost":
+        now = execution.lease_expires_at  # no renewal succeeded
+    else:
+        execution.request_stop(StopReason.host_stopping)
+    assert execution.next_step(now) is None and execution.finished
+    report = execution.report()
+    assert report.status == ("cancelled" if stop == "cancel" else "failed")
+    assert table(report)[1:] == [("s2", "not_started", "paused"), ("s3", "not_started", "paused")]
+    assert report.metadata["pauses"] == [{"message_id": "p", "before_step": "s2", "resumed_by": None}]
+
+
+def test_a_message_arriving_after_a_stop_is_never_applied():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    deliver(execution, now, message("m1", "steer", {"skip": ["s3"]}), cancel=True)
+    assert execution.next_step(now) is None
+    assert table(execution.report())[2] == ("s3", "not_started", "cancelled")
+    assert acks(execution) == []  # the server marks it not_admitted when the result arrives
+
+
+# -- Hypothesis: the Host Agent against the real kernel -------------------------------------------
+
+
+class HostAgainstKernel(RuleBasedStateMachine):
+    """One attempt run by an `Execution`, with the kernel (through `World`) as the server.
+
+    Clients post steers, pauses and resumes at any time; renewals carry what the host has
+    not acknowledged; the host's acknowledgements reach the kernel late, in order, and some
+    wait across several renewals (a lost or slow acknowledgement), so messages are carried
+    again. Every acknowledgement and the final report must be accepted by the kernel, which
+    checks the result's steps against the edits it admitted; the World checks every
+    invariant after every command.
+    """
+
+    @initialize(size=st.integers(1, 4))
+    def setup(self, size):
+        self.world = w = World()
+        w.register("h1", "d1")
+        self.task_id = w.submit(plan=Plan(steps=tuple(Step(id=f"s{i}", action="tap", args={"x": 1, "y": 2})
+                                                      for i in range(size))))
+        self.assignment = w.claim("h1")
+        self.execution = Execution(self.assignment.plan, self.assignment.lease_expires_at)
+        self._grant(w.start(self.assignment))
+        self.unsent: list = []  # decided, not yet accepted by the kernel
+        self.decided: list = []  # every acknowledgement decided
+        self.started: list[str] = []
+        self.fresh = itertools.count()
+
+    def _grant(self, decision) -> None:
+        assert decision.accepted, decision.rejection
+        grant = decision.reply
+        note(f"carried: {[m.id for m in grant.messages]}")
+        self.execution.lease_granted(self.world.now, grant.lease_expires_at, grant.cancel_requested, grant.messages)
+
+    def _collect(self) -> None:
+        taken = self.execution.take_acknowledgements()
+        self.unsent += taken
+        self.decided += taken
+
+    def _paused_by_acknowledgements(self) -> bool:
+        """Paused as the acknowledgements tell it: a pause admitted and not yet completed."""
+        admitted = {a.message_id for a in self.decided if a.state == "admitted"}
+        completed = {a.message_id for a in self.decided if a.state == "completed"}
+        pauses = {m.id for m in self.world.task(self.task_id).messages if m.intent == "pause"}
+        return bool((admitted & pauses) - completed)
+
+    def _boundary(self) -> None:
+        step = self.execution.next_step(self.world.now)
+        self._collect()
+        if step is not None:
+            assert not self._paused_by_acknowledgements(), f"{step.id} started while paused"
+            self.started.append(step.id)
+
+    def _new_steps(self, draw, clash_with: list[str]) -> list[dict]:
+        ids = [f"n{next(self.fresh)}" for _ in range(draw(st.integers(1, 2)))]
+        if clash_with and draw(st.integers(0, 9)) == 0:
+            ids[0] = draw(st.sampled_from(clash_with))  # an id already in the plan: not applicable
+        return [{"id": i, "action": "screenshot", "args": {}} for i in ids]
+
+    def tick(self) -> None:
+        self.world.now += 100  # renewals keep the 30 s lease far from its expiry
+
+    @rule(data=st.data(), kind=st.sampled_from(["skip", "insert", "replace", "text", "pause", "resume"]))
+    def post(self, data, kind):
+        self.tick()
+        known = [e.step.id for e in self.execution.outline]
+        if kind == "skip":
+            body = {"data": {"skip": data.draw(st.lists(st.sampled_from(known + ["zz"]), min_size=1, max_size=2,
+                                                         unique=True))}}
+        elif kind == "insert":
+            anchor = data.draw(st.sampled_from(known + [None, "zz"]))
+            body = {"data": {"insert_after": anchor, "steps": self._new_steps(data.draw, known)}}
+        elif kind == "replace":
+            body = {"data": {"replace_remaining": self._new_steps(data.draw, known)}}
+        elif kind == "text":
+            body = {"text": "mind the dialog"}
+        else:
+            body = {}
+        intent = "steer" if kind in ("skip", "insert", "replace", "text") else kind
+        decision = self.world.post(self.task_id, intent, **body)
+        assert decision.accepted, decision.rejection
+        note(f"posted {decision.reply.message_id}: {intent} {body}")
+
+    @rule()
+    def renew(self):
+        self.tick()
+        self._grant(self.world.renew(self.assignment))
+
+    @rule(outcome=st.sampled_from(["completed", "completed", "completed", "failed", "refused", "interrupted"]))
+    def step(self, outcome):
+        self.tick()
+        execution, now = self.execution, self.world.now
+        if execution.running is None:
+            self._boundary()
+        elif outcome == "completed":
+            execution.step_completed(now)
+        elif outcome == "interrupted":
+            execution.step_interrupted(now, "unknown")
+        else:
+            getattr(execution, f"step_{outcome}")(now, "boom")
+
+    @rule(count=st.integers(1, 3))
+    def send_acknowledgements(self, count):
+        self.tick()
+        for ack in self.unsent[:count]:
+            decision = self.world.ack(self.assignment, ack.message_id, ack.state,
+                                      before_step=ack.boundary.before_step if ack.boundary else ...,
+                                      detail=ack.detail)
+            assert decision.accepted, (ack, decision.rejection)
+        del self.unsent[:count]
+
+    @rule()
+    def cancel(self):
+        self.tick()
+        self.world.cancel(self.task_id)
+
+    @invariant()
+    def each_message_is_applied_at_most_once(self):
+        first = Counter(a.message_id for a in self.decided if a.state in ("admitted", "rejected"))
+        assert all(n == 1 for n in first.values()), first
+
+    @invariant()
+    def no_started_step_is_recalled(self):
+        removed = {e.step.id for e in self.execution.outline if e.removed_by is not None}
+        assert not removed & set(self.started)
+
+    def teardown(self):
+        if not hasattr(self, "execution"):
+            return
+        execution, w = self.execution, self.world
+        while not execution.finished or execution.running is not None:
+            self.tick()
+            if execution.running is not None:
+                execution.step_completed(w.now)
+            elif execution.paused:  # a client resumes it
+                assert w.post(self.task_id, "resume").accepted
+                self._grant(w.renew(self.assignment))
+            self._boundary()
+        report = execution.report()
+        self._collect()
+        self.send_acknowledgements(len(self.unsent))
+        assert w.task(self.task_id).paused == execution.paused
+        decision = w.report(self.assignment, report.status, metadata=report.metadata, steps=report.steps)
+        assert decision.accepted, decision.rejection
+        ids = [s.id for s in report.steps]
+        assert ids == [e.step.id for e in execution.outline] == planned_step_ids(w.task(self.task_id), 1)
+        assert len(set(ids)) == len(ids)
+        for outcome in report.steps:  # the truth about each step
+            assert (outcome.status != "not_started") == (outcome.id in self.started)
+        # every steer admitted was completed with the report
+        messages = {m.id: m for m in w.task(self.task_id).messages}
+        assert all(messages[a.message_id].state == "completed" for a in self.decided
+                   if a.state == "admitted" and messages[a.message_id].intent == "steer")
+
+
+HostAgainstKernel.TestCase.settings = settings(max_examples=250, stateful_step_count=40, deadline=None)
+test_the_host_agrees_with_the_kernel = HostAgainstKernel.TestCase

@@ -22,6 +22,12 @@ def test_the_kernel_is_clean_with_retries_and_device_churn():
     assert result.complete and result.violation is None
 
 
+def test_the_kernel_is_clean_with_messages_retries_and_churn():
+    result = explore(Scope(hosts=1, tasks=1, max_attempts=2, churn=True, messages=1))
+    assert result.complete and result.violation is None
+    assert result.states > 5_000
+
+
 def test_a_planted_bug_is_found_with_a_shortest_trace(monkeypatch):
     broken = dict(lifecycle.TASK)
     for status in ("assigned", "dispatched"):  # expiry ignores a pending cancellation
@@ -39,3 +45,18 @@ def test_model_check_command_prints_counts_last_and_exits_by_result():
     assert ok.output.strip().splitlines()[-1].startswith("states: ")
     cut = runner.invoke(model, ["check", "--hosts", "1", "--tasks", "2", "--max-states", "50"])
     assert cut.exit_code == 2 and "incomplete" in cut.output
+
+
+def test_a_planted_part_b_bug_is_found_with_a_shortest_trace(monkeypatch):
+    from amc.core import kernel
+    from amc.core.events import TaskRequeued
+
+    def requeue_ignoring_the_pause(state, e):  # a task paused in flight comes back claimable
+        task = kernel.replace(state.tasks[e.task_id], status="queued", updated_at=e.at)
+        state.tasks[task.id] = task
+        state.queue.push(task)
+
+    monkeypatch.setitem(kernel._APPLIERS, TaskRequeued, requeue_ignoring_the_pause)
+    result = explore(Scope(hosts=1, tasks=1, max_attempts=2, messages=1))
+    assert result.violation == ["I10: task t1 was claimed while held"]
+    assert result.trace[-3:] == ["tick", "tick", "claim h1"] and "pause t1" in result.trace

@@ -6,7 +6,13 @@ replaced); restarts that rebuild the state from the event log and from the recor
 After every step: every invariant of DESIGN.md, and that a rejection changed nothing.
 
 The claim order is checked against a brute-force reference (the "trivially correct
-model" of the queue): the best queued task any free device matches, by priority then age.
+model" of the queue): the best claimable task any free device matches, by priority then age.
+
+Part B rides along: messages of every intent to tasks in every status, acknowledgements
+with right and wrong boundaries and states, redelivery by every renewal. Beyond the
+invariants, the model checks that a pause holds exactly from its admission to a resume's
+(against a reference computed from the log), that a renewal carries each unacknowledged
+message once, and that every follow-up of a done task went into a successor.
 """
 
 from __future__ import annotations
@@ -18,10 +24,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, multiple, precondition, rule
 
 from amc.core import invariants, kernel
+from amc.core import steering
 from amc.core.commands import (
+    AcknowledgeMessage,
     CancelTask,
     ClaimTask,
     ExpireLeases,
+    PostMessage,
     RegisterHost,
     RenewLease,
     ReportResult,
@@ -29,8 +38,8 @@ from amc.core.commands import (
     SubmitTask,
 )
 from amc.core.errors import Code
-from amc.core.events import CancellationRequested, TaskAssigned
-from amc.core.records import DeviceSpec, Plan, Requirements, Step, StepOutcome
+from amc.core.events import CancellationRequested, MessageAcknowledged, MessageApplied, TaskAssigned
+from amc.core.records import Boundary, DeviceSpec, Plan, Requirements, Step, StepOutcome
 from amc.core.state import State
 
 HOSTS = {"h1": ("a1", "a2"), "h2": ("b1",), "h3": ("c1",)}
@@ -39,6 +48,20 @@ MODELS = ("P7", "P8")
 PLANS = (
     Plan(steps=(Step(id="s1", action="wait", args={"seconds": 1}),)),
     Plan(steps=(Step(id="s1", action="tap", args={"x": 1, "y": 2}), Step(id="s2", action="screenshot"))),
+    Plan(steps=tuple(Step(id=f"s{i}", action="wait", args={"seconds": 1}) for i in range(1, 5))),
+)
+NEW_STEPS = [{"id": "n1", "action": "screenshot", "args": {}}]
+MESSAGES = (
+    ("steer", None, {"skip": ["s2"]}),
+    ("steer", None, {"skip": ["s1", "s3"]}),
+    ("steer", None, {"insert_after": "s1", "steps": NEW_STEPS}),
+    ("steer", None, {"insert_after": None, "steps": NEW_STEPS}),
+    ("steer", None, {"replace_remaining": NEW_STEPS}),
+    ("steer", "slow down", None),
+    ("follow_up", "then this", None),
+    ("follow_up", None, {"steps": NEW_STEPS}),
+    ("pause", None, None),
+    ("resume", None, None),
 )
 REQUIREMENTS = (
     Requirements(),
@@ -160,7 +183,54 @@ class KernelModel(RuleBasedStateMachine):
         if tamper == "none":
             assert decision.accepted == live, "a renewal must succeed exactly while the lease is live"
             if decision.accepted:
-                assert decision.reply.cancel_requested == self.state.tasks[task_id].cancellation_pending
+                task = self.state.tasks[task_id]
+                assert decision.reply.cancel_requested == task.cancellation_pending
+                carried = [m.id for m in decision.reply.messages]
+                unacknowledged = [m.id for m in task.messages if m.state == "delivered" and m.attempt == number]
+                assert carried == unacknowledged, "a renewal must carry each unacknowledged message once"
+
+    @rule(task_id=tasks, message=st.sampled_from(MESSAGES), who=st.sampled_from(("own", "own", "admin", "other")))
+    def post(self, task_id, message, who):
+        intent, text, data = message
+        self.run(ExpireLeases(now=self.now))
+        task = self.state.tasks[task_id]
+        tenant = {"own": task.tenant, "admin": None, "other": next(t for t in TENANTS if t != task.tenant)}[who]
+        decision = self.run(PostMessage(now=self.now, task_id=task_id, tenant=tenant, message_id=self.fresh("m"),
+                                        intent=intent, text=text, data=data))
+        if who == "other":
+            assert decision.rejection.code is Code.not_found
+        elif task.status in ("failed", "cancelled") or (task.status == "done" and intent != "follow_up"):
+            assert decision.rejection.code is Code.task_terminal
+        elif decision.accepted and task.status == "done":
+            assert decision.reply.successor_id in self.state.tasks
+
+    @rule(lease=leases, pick=st.integers(0, 5), boundary_pick=st.integers(0, 6), admit=st.booleans())
+    def renew_and_apply(self, lease, pick, boundary_pick, admit):
+        """What a Host Agent does: renew, then acknowledge a message the renewal carried."""
+        decision = self._lease_command(RenewLease, lease, "none")
+        if decision.accepted and decision.reply.messages:
+            carried = decision.reply.messages[pick % len(decision.reply.messages)]
+            self.acknowledge(lease, pick=0, state="admitted" if admit else "rejected",
+                             boundary_pick=boundary_pick, tamper="none", message_id=carried.id)
+
+    @rule(
+        lease=leases,
+        pick=st.integers(0, 5),
+        state=st.sampled_from(("admitted", "admitted", "completed", "rejected")),
+        boundary_pick=st.integers(0, 6),
+        tamper=st.sampled_from(("none", "none", "none", "host")),
+    )
+    def acknowledge(self, lease, pick, state, boundary_pick, tamper, message_id=None):
+        task = self.state.tasks[lease[0]]
+        given = [m for m in task.messages if m.attempt == lease[1]]  # mostly what this attempt was given
+        candidates = given if given and pick < 4 else task.messages
+        if not candidates:
+            return
+        message = task.message(message_id) if message_id else candidates[pick % len(candidates)]
+        planned = [None, *steering.planned_step_ids(task, lease[1])]
+        boundary = Boundary(before_step=planned[boundary_pick % len(planned)]) if state == "admitted" else None
+        self._lease_command(AcknowledgeMessage, lease, tamper, message_id=message.id, state=state, boundary=boundary,
+                            detail="cannot" if state == "rejected" else None)
 
     @rule(
         lease=leases,
@@ -172,8 +242,12 @@ class KernelModel(RuleBasedStateMachine):
         task_id = lease[0]
         steps = None
         if with_steps:
-            planned = self.state.tasks[task_id].plan.all_steps()
-            steps = tuple(StepOutcome(id=s.id, status="completed" if status == "done" else "not_started") for s in planned)
+            outline = steering.attempt_outline(self.state.tasks[task_id], lease[1])
+            steps = tuple(
+                StepOutcome(id=e.step.id, status="not_started", reason="steered") if e.removed_by
+                else StepOutcome(id=e.step.id, status="completed" if status == "done" else "not_started")
+                for e in outline
+            )
         before = self.state.tasks[task_id]
         decision = self._lease_command(ReportResult, lease, tamper, status=status, steps=steps)
         if decision.accepted and not decision.reply.repeated:
@@ -246,8 +320,30 @@ class KernelModel(RuleBasedStateMachine):
                 assert logged.task_id not in cancelled_while_queued, f"{logged.task_id} assigned after a queued cancel"
 
     @invariant()
+    def a_pause_holds_from_its_admission_until_a_resume(self):
+        """The reference: a task is paused iff the last pause or resume applied to it was a pause."""
+        expected: dict[str, bool] = {}
+        for logged in self.log:
+            applied = isinstance(logged, MessageApplied) or (
+                isinstance(logged, MessageAcknowledged) and logged.state == "admitted")
+            if applied:
+                intent = self.state.tasks[logged.task_id].message(logged.message_id).intent
+                if intent in ("pause", "resume"):
+                    expected[logged.task_id] = intent == "pause"
+        for task in self.state.tasks.values():
+            assert task.paused == expected.get(task.id, False), f"{task.id} paused={task.paused}"
+
+    @invariant()
+    def follow_ups_of_done_tasks_went_into_successors(self):
+        for task in self.state.tasks.values():
+            if task.status == "done":
+                for m in task.messages:
+                    if m.intent == "follow_up":
+                        assert m.state == "admitted" and m.successor in self.state.tasks, m
+
+    @invariant()
     def indexes_agree_with_records(self):
-        queued = {t.id for t in self.state.tasks.values() if t.status == "queued"}
+        queued = {t.id for t in self.state.tasks.values() if t.claimable}
         assert len(self.state.queue) >= len(queued)
         actives = list(self.state.active_tasks())
         if actives:
@@ -263,7 +359,7 @@ def reference_claim(state: State, host_id: str, only) -> tuple[str, str] | None:
     free = [d for d in host.devices if d.online and d.reservation is None and (only is None or d.serial in only)]
     best = None
     for task in state.tasks.values():
-        if task.status != "queued":
+        if task.status != "queued" or task.paused:
             continue
         devices = [d for d in free if task.requirements.matches(d.serial, d.attributes)]
         if devices and (best is None or (-task.priority, task.seq) < (-best[0].priority, best[0].seq)):

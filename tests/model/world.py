@@ -14,10 +14,12 @@ import attrs
 
 from amc.core import invariants, kernel
 from amc.core.commands import (
+    AcknowledgeMessage,
     CancelTask,
     ClaimTask,
     Command,
     ExpireLeases,
+    PostMessage,
     RegisterHost,
     RenewLease,
     ReportResult,
@@ -25,7 +27,7 @@ from amc.core.commands import (
     SubmitTask,
 )
 from amc.core.errors import Code
-from amc.core.records import DeviceSpec, Plan, Step, StepOutcome
+from amc.core.records import Boundary, DeviceSpec, Plan, Step, StepOutcome
 from amc.core.state import State
 
 PLAN = Plan(
@@ -114,6 +116,17 @@ class World:
 
     def cancel(self, task_id: str, tenant: str | None = "acme", reason: str | None = None) -> kernel.Decision:
         return self.run(CancelTask(now=0, task_id=task_id, tenant=tenant, reason=reason))
+
+    def post(self, task_id: str, intent: str, text=None, data=None, tenant: str | None = "acme") -> kernel.Decision:
+        message_id = f"m{next(self._ids)}"
+        return self.run(PostMessage(now=0, task_id=task_id, tenant=tenant, message_id=message_id, intent=intent,
+                                    text=text, data=data))
+
+    def ack(self, a, message_id: str, state: str, before_step=..., detail=None, host=None, lease_id=None):
+        """Acknowledge a message; `before_step` (a step id or None) is required for `admitted`."""
+        boundary = None if before_step is ... else Boundary(before_step=before_step)
+        return self._lease(AcknowledgeMessage, a, host, lease_id, message_id=message_id, state=state,
+                           boundary=boundary, detail=detail)
 
     # -- reading -------------------------------------------------------------------------
 

@@ -36,11 +36,14 @@ from amc.adapters.http.metrics import CONTENT_TYPE, Metrics
 from amc.adapters.http.problems import EXCEPTION_HANDLERS, Problem, forbidden, invalid, not_found, unauthorized
 from amc.adapters.http.settings import Settings
 from amc.adapters.http.timer import ExpiryTimer
+from amc.core import steering
 from amc.core.commands import (
+    AcknowledgeMessage,
     CancelTask,
     ClaimTask,
     Command,
     ExpireLeases,
+    PostMessage,
     RegisterHost,
     RenewLease,
     ReportResult,
@@ -49,7 +52,7 @@ from amc.core.commands import (
 )
 from amc.core.events import TaskAssigned
 from amc.core.kernel import Assignment, Decision, Reply
-from amc.core.records import DeviceSpec, Requirements, Task
+from amc.core.records import Boundary, DeviceSpec, Message, Requirements, Task
 from amc.core.times import to_rfc3339
 from amc.service import Service
 
@@ -70,6 +73,10 @@ def new_task_id() -> str:
 
 def new_lease_id() -> str:
     return "l_" + secrets.token_hex(16)
+
+
+def new_message_id() -> str:
+    return "m_" + secrets.token_hex(10)
 
 
 class Api:
@@ -210,6 +217,45 @@ class Api:
         reply = await self.decide(CancelTask(now=0, task_id=task_id, tenant=principal.scope, reason=body.reason))
         return json_response(wire.task_view(self.service.task(task_id)), 202 if reply.pending else 200)
 
+    # -- messages -------------------------------------------------------------------------
+
+    async def post_message(self, request: Request) -> Response:
+        principal, raw = await self.begin(request)
+        access.require_role(principal, "client", "admin")
+        task_id = request.path_params["task_id"]
+        access.visible_task(principal, self.service.task(task_id), task_id)
+        message_id = new_message_id()
+        body = bodies.decode_message(raw, self.settings.limits, message_id)
+        command = PostMessage(
+            now=0,
+            task_id=task_id,
+            tenant=principal.scope,
+            message_id=message_id,
+            intent=body.intent,
+            text=body.text,
+            data=body.data,
+        )
+        reply = await self.decide(command)
+        message = self.service.task(task_id).message(reply.message_id)
+        location = f"/v1/tasks/{task_id}/messages/{message.id}"
+        return json_response(wire.message_view(message), 201, headers={"Location": location})
+
+    async def list_messages(self, request: Request) -> Response:
+        task = await self._readable_task(request)
+        return json_response({"messages": [wire.message_view(m) for m in task.messages]})
+
+    async def get_message(self, request: Request) -> Response:
+        task = await self._readable_task(request)
+        return json_response(wire.message_view(_message_of(task, request.path_params["message_id"])))
+
+    async def _readable_task(self, request: Request) -> Task:
+        """The task whose messages a client of its tenant or an admin reads (like its history)."""
+        principal, _ = await self.begin(request)
+        access.require_role(principal, "client", "admin")
+        await self.catch_up()
+        task_id = request.path_params["task_id"]
+        return access.visible_task(principal, self.service.task(task_id), task_id)
+
     # -- hosts ----------------------------------------------------------------------------
 
     async def put_host(self, request: Request) -> Response:
@@ -294,7 +340,8 @@ class Api:
 
     async def result(self, request: Request) -> Response:
         principal, raw, task, task_id, number = await self._lease_request(request)
-        body, steps = bodies.decode_result(raw, task.plan, self.settings.limits)
+        planned = steering.planned_step_ids(task, number)
+        body, steps = bodies.decode_result(raw, planned, self.settings.limits)
         command = ReportResult(
             now=0,
             host_id=principal.host_id,
@@ -307,6 +354,24 @@ class Api:
         )
         await self.decide(command)
         return json_response(wire.task_view(self.service.task(task_id)))
+
+    async def acknowledge(self, request: Request) -> Response:
+        principal, raw, task, task_id, number = await self._lease_request(request)
+        message_id = _message_of(task, request.path_params["message_id"]).id
+        body = bodies.decode_acknowledgement(raw, self.settings.limits)
+        command = AcknowledgeMessage(
+            now=0,
+            host_id=principal.host_id,
+            task_id=task_id,
+            attempt=number,
+            lease_id=body.lease_id,
+            message_id=message_id,
+            state=body.state,
+            boundary=None if body.boundary is None else Boundary(before_step=body.boundary.before_step),
+            detail=body.detail,
+        )
+        await self.decide(command)
+        return json_response(wire.message_view(self.service.task(task_id).message(message_id)))
 
     # -- admin ----------------------------------------------------------------------------
 
@@ -331,11 +396,19 @@ class Api:
             Route("/v1/tasks/{task_id}/attempts/{attempt:int}/start", self.start, methods=["POST"]),
             Route("/v1/hosts/{host_id}/claim", self.claim, methods=["POST"]),
             Route("/v1/tasks/{task_id}/attempts/{attempt:int}/result", self.result, methods=["POST"]),
+            Route(
+                "/v1/tasks/{task_id}/attempts/{attempt:int}/messages/{message_id}",
+                self.acknowledge,
+                methods=["POST"],
+            ),
             Route("/v1/tasks", self.submit, methods=["POST"]),
             Route("/v1/tasks", self.list_tasks, methods=["GET"]),
             Route("/v1/tasks/{task_id}", self.get_task, methods=["GET"]),
             Route("/v1/tasks/{task_id}/history", self.history, methods=["GET"]),
             Route("/v1/tasks/{task_id}/cancel", self.cancel, methods=["POST"]),
+            Route("/v1/tasks/{task_id}/messages", self.post_message, methods=["POST"]),
+            Route("/v1/tasks/{task_id}/messages", self.list_messages, methods=["GET"]),
+            Route("/v1/tasks/{task_id}/messages/{message_id}", self.get_message, methods=["GET"]),
             Route("/v1/hosts", self.list_hosts, methods=["GET"]),
             Route("/v1/hosts/{host_id}", self.get_host, methods=["GET"]),
             Route("/v1/hosts/{host_id}", self.put_host, methods=["PUT"]),
@@ -346,6 +419,13 @@ class Api:
             # Without a manual clock the endpoint does not exist at all: 404 for everyone.
             routes.append(Route("/v1/admin/clock", self.advance_clock, methods=["POST"]))
         return routes
+
+
+def _message_of(task: Task, message_id: str) -> Message:
+    message = task.message(message_id)
+    if message is None:
+        raise not_found(f"task {task.id!r} has no message {message_id!r}")
+    return message
 
 
 async def _close(service: Service) -> None:

@@ -25,10 +25,12 @@ import orjson
 from cattrs.cols import is_sequence, list_structure_factory
 from cattrs.preconf.orjson import make_converter
 
-from amc.adapters.http.plan import parse_plan
+from amc.adapters.http.plan import check_steps, parse_plan
 from amc.adapters.http.settings import Limits, Settings
+from amc.core import steering
 from amc.core.errors import InvalidRequest
-from amc.core.records import Plan, StepOutcome
+from amc.core.kernel import ACKNOWLEDGEMENTS, INTENTS
+from amc.core.records import Plan, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms
 
 body = attrs.frozen(kw_only=True)
@@ -201,6 +203,26 @@ class ClockBody:
     advance_seconds: float
 
 
+@body
+class MessageBody:
+    intent: str
+    text: str | None = None
+    data: Any = None  # checked by hand: its shape depends on the intent
+
+
+@body
+class BoundaryBody:
+    before_step: str | None  # required, and null means after the last step
+
+
+@body
+class AcknowledgementBody:
+    lease_id: str
+    state: str
+    boundary: BoundaryBody | None = None
+    detail: str | None = None
+
+
 # ---------------------------------------------------------------------------------------
 # Decoders: structure, then check ranges and limits.
 
@@ -208,6 +230,7 @@ IDEMPOTENCY_KEY = re.compile(r"[A-Za-z0-9._~-]{1,128}")
 RESULT_STATUSES = ("done", "failed", "cancelled")
 STEP_STATUSES = ("completed", "failed", "interrupted", "not_started", "refused")
 TASK_STATUSES = ("queued", "assigned", "dispatched", "done", "failed", "cancelled")
+ACKNOWLEDGED_STATES = tuple(ACKNOWLEDGEMENTS)  # admitted, completed, rejected
 
 
 def _check_map(field: str, mapping: dict[str, str], limits: Limits) -> None:
@@ -284,8 +307,11 @@ def decode_lease(raw: bytes) -> LeaseBody:
     return structure(parse_json(raw), LeaseBody)
 
 
-def decode_result(raw: bytes, plan: Plan, limits: Limits) -> tuple[ResultBody, tuple[StepOutcome, ...] | None]:
-    """The result body and its step outcomes, which must name every planned step once, in order."""
+def decode_result(
+    raw: bytes, planned: list[str], limits: Limits
+) -> tuple[ResultBody, tuple[StepOutcome, ...] | None]:
+    """The result body and its step outcomes, which must name every step in `planned` (the
+    attempt's plan as steering left it) once, in order."""
     result = structure(parse_json(raw), ResultBody)
     if result.status not in RESULT_STATUSES:
         raise InvalidRequest(f"status: must be one of {', '.join(RESULT_STATUSES)}")
@@ -293,7 +319,6 @@ def decode_result(raw: bytes, plan: Plan, limits: Limits) -> tuple[ResultBody, t
         raise InvalidRequest(f"metadata: at most {limits.max_metadata_bytes} bytes as JSON")
     if result.steps is None:
         return result, None
-    planned = [step.id for step in plan.all_steps()]
     reported = [step.id for step in result.steps]
     if reported != planned:
         raise InvalidRequest(
@@ -345,6 +370,76 @@ def decode_cancel(raw: bytes, limits: Limits) -> CancelBody:
     if cancel.reason is not None and len(cancel.reason) > limits.max_reason_length:
         raise InvalidRequest(f"reason: at most {limits.max_reason_length} characters")
     return cancel
+
+
+def decode_message(raw: bytes, limits: Limits, message_id: str) -> MessageBody:
+    """A message to a task, to be named `message_id`: a known intent, bounded text, and the
+    data that intent takes."""
+    message = structure(parse_json(raw), MessageBody)
+    if message.intent not in INTENTS:
+        raise InvalidRequest(f"intent: must be one of {', '.join(INTENTS)}")
+    if message.text is not None and len(message.text) > limits.max_message_text_length:
+        raise InvalidRequest(f"text: at most {limits.max_message_text_length} characters")
+    if message.data is not None:
+        if not isinstance(message.data, dict):
+            raise InvalidRequest(f"data: expected an object, got {_json_type(message.data)}")
+        if len(orjson.dumps(message.data)) > limits.max_metadata_bytes:
+            raise InvalidRequest(f"data: at most {limits.max_metadata_bytes} bytes as JSON")
+    _check_intent_data(message, limits, message_id)
+    return message
+
+
+def _check_intent_data(message: MessageBody, limits: Limits, message_id: str) -> None:
+    """The data each intent takes; steps in it are checked as a submitted plan's steps are,
+    since the host will run them."""
+    data = message.data
+    if message.intent == "steer":
+        edit = steering.parse_edit(data)
+        if edit is None and not message.text:
+            raise InvalidRequest("data: a steer needs text or a structured edit in data")
+        if isinstance(edit, steering.InsertAfter):
+            check_steps(edit.steps, "data.steps")
+        elif isinstance(edit, steering.ReplaceRemaining):
+            check_steps(edit.steps, "data.replace_remaining")
+    elif message.intent == "follow_up":
+        # Only `steps` becomes work: a misspelt member would silently ask for nothing.
+        extra = sorted(set(data or ()) - {"steps"})
+        if extra:
+            raise InvalidRequest(f"data.{extra[0]}: unknown member; a follow-up's data carries only steps")
+        if data and "steps" in data:
+            steps = steering.parse_steps(data["steps"], "data.steps")
+            check_steps(steps, "data.steps")
+            _check_successor_ids(steps, limits, message_id)
+    elif data:
+        raise InvalidRequest(f"data: {message.intent} takes no data")
+
+
+def _check_successor_ids(steps: tuple[Step, ...], limits: Limits, message_id: str) -> None:
+    """A successor task runs these steps under ``<message id>.<step id>``, which must still
+    be a valid step id."""
+    room = limits.max_id_length - len(message_id) - 1
+    for index, step in enumerate(steps):
+        if len(step.id) > room:
+            raise InvalidRequest(
+                f"data.steps[{index}]: a follow-up's step ids are at most {room} characters"
+                f" (this one has {len(step.id)}), since its successor task prefixes them with the message id"
+            )
+
+
+def decode_acknowledgement(raw: bytes, limits: Limits) -> AcknowledgementBody:
+    """A host's acknowledgement of a message: admitted names its boundary, rejected says why."""
+    ack = structure(parse_json(raw), AcknowledgementBody)
+    if ack.state not in ACKNOWLEDGED_STATES:
+        raise InvalidRequest(f"state: must be one of {', '.join(ACKNOWLEDGED_STATES)}")
+    if ack.boundary is not None and ack.boundary.before_step is not None:
+        _check_id("boundary.before_step", ack.boundary.before_step, limits)
+    if ack.state == "admitted" and ack.boundary is None:
+        raise InvalidRequest('boundary: an admitted message names its boundary, {"before_step": step id or null}')
+    if ack.detail is not None and len(ack.detail) > limits.max_reason_length:
+        raise InvalidRequest(f"detail: at most {limits.max_reason_length} characters")
+    if ack.state == "rejected" and not ack.detail:
+        raise InvalidRequest("detail: a rejected message says why it could not be applied")
+    return ack
 
 
 def decode_clock(raw: bytes, limits: Limits) -> int:

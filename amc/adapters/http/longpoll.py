@@ -1,8 +1,9 @@
 """Waking long-polling claims when work may have become claimable.
 
 A claim with ``wait_seconds`` that finds nothing waits here and tries again when anything
-happens that could give it work: a submission, a requeue, a host registration, or an
-attempt ending (its device is free again). A claim reads `generation` *before* it asks the
+happens that could give it work: a submission (a successor of follow-ups too), a requeue,
+a host registration, an attempt ending (its device is free again), or a held task released
+by a resume. A claim reads `generation` *before* it asks the
 kernel, and `wait` returns at once if the generation moved meanwhile, so a submission that
 lands between the failed claim and the wait is never missed.
 
@@ -15,10 +16,20 @@ from __future__ import annotations
 
 import asyncio
 
-from amc.core.events import Event, HostRegistered, LeaseExpired, TaskEnded, TaskRequeued, TaskSubmitted
+from amc.core.events import (
+    Event,
+    HostRegistered,
+    LeaseExpired,
+    MessageApplied,
+    TaskEnded,
+    TaskRequeued,
+    TaskSubmitted,
+)
 
-# Events after which some claim might succeed that failed before.
-WAKING_EVENTS = (TaskSubmitted, TaskRequeued, HostRegistered, TaskEnded, LeaseExpired)
+# Events after which some claim might succeed that failed before. `MessageApplied` is a
+# pause or resume the server applied to a queued task; only a resume can help, but telling
+# them apart would mean reading the task here, and a spurious wake costs one claim.
+WAKING_EVENTS = (TaskSubmitted, TaskRequeued, HostRegistered, TaskEnded, LeaseExpired, MessageApplied)
 
 
 class WorkSignal:

@@ -10,7 +10,7 @@ hundred steps is unreadable otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from amc.core.errors import InvalidRequest
@@ -125,6 +125,18 @@ def parse_step(raw: Any, where: str) -> Step:
         if argument in args and (expected := check(args[argument])) is not None:
             raise _fail(f"{name}: argument {argument!r} of {action} must be {expected}")
     return Step(id=step_id, action=action, args=dict(args))
+
+
+def check_steps(steps: Sequence[Step], field: str) -> None:
+    """Check steps given outside a submission (a steer's edit, a follow-up's steps) exactly
+    as a submitted plan's steps are checked; a refusal names the field and the step."""
+    for index, step in enumerate(steps):
+        where = f"{field}[{index}]"
+        try:
+            parse_step(_step_json(step), where)
+        except InvalidRequest as error:
+            detail = error.detail if error.detail.startswith(where) else f"{where}: {error.detail}"
+            raise _fail(detail) from None
 
 
 def _parse_steps(raw: Any, where: str, seen: set[str]) -> tuple[Step, ...]:

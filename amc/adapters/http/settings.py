@@ -22,7 +22,8 @@ class Limits:
     max_string_length: int = 65_536  # a shell command, a text to type, an output
     max_map_entries: int = 64  # labels, requirement attributes, device attributes
     max_map_string_length: int = 256  # keys and values of those maps
-    max_metadata_bytes: int = 64 * 1024  # a result's metadata, as compact JSON
+    max_metadata_bytes: int = 64 * 1024  # a result's metadata, and a message's data, as compact JSON
+    max_message_text_length: int = 16 * 1024  # a message's free-form text
     max_devices: int = 256  # in one inventory or one claim filter
     max_reason_length: int = 1024
     max_wait_seconds: float = 30.0

@@ -12,7 +12,7 @@ from typing import Any
 
 from amc.adapters.http.plan import plan_to_json
 from amc.core.kernel import Assignment, LeaseGranted
-from amc.core.records import Attempt, Cancellation, Device, Host, Result, StepOutcome, Task
+from amc.core.records import Attempt, Cancellation, Device, FollowUp, Host, Message, Result, StepOutcome, Task
 from amc.core.times import to_rfc3339
 from amc.service import HistoryEntry
 
@@ -42,6 +42,9 @@ def seconds(ms: int) -> int | float:
     return whole if rest == 0 else ms / 1000
 
 
+IN_FLIGHT = ("assigned", "dispatched")
+
+
 def task_view(task: Task) -> dict[str, Any]:
     return {
         "id": task.id,
@@ -58,6 +61,13 @@ def task_view(task: Task) -> dict[str, Any]:
         "attempts": [attempt_view(a) for a in task.attempts],
         "cancellation": cancellation_view(task.cancellation),
         "result": result_view(task.result),
+        # A task's pause outlives its attempt in the record; on the wire `paused` is the
+        # in-flight half and `held` the queued half, and an ended task is neither.
+        "paused": task.paused and task.status in IN_FLIGHT,
+        "held": task.held,
+        "follow_up_of": task.follow_up_of,
+        "collected": [f.message_id for f in task.collected],
+        "follow_ups": [follow_up_view(f) for f in task.collected],
     }
 
 
@@ -114,6 +124,29 @@ def step_outcome_view(step: StepOutcome) -> dict[str, Any]:
     return view
 
 
+def follow_up_view(follow_up: FollowUp) -> dict[str, Any]:
+    return {"message_id": follow_up.message_id, "text": follow_up.text, "data": follow_up.data}
+
+
+def message_view(message: Message) -> dict[str, Any]:
+    boundary = message.boundary
+    return {
+        "id": message.id,
+        "intent": message.intent,
+        "text": message.text,
+        "data": message.data,
+        "state": message.state,
+        "created_at": rfc3339(message.created_at),
+        "attempt": message.attempt,
+        "delivered_at": _time(message.delivered_at),
+        "admitted_at": _time(message.admitted_at),
+        "completed_at": _time(message.completed_at),
+        "boundary": None if boundary is None else {"before_step": boundary.before_step},
+        "detail": message.detail,
+        "successor": message.successor,
+    }
+
+
 def host_view(host: Host) -> dict[str, Any]:
     return {"id": host.id, "updated_at": rfc3339(host.updated_at), "devices": [device_view(d) for d in host.devices]}
 
@@ -148,7 +181,8 @@ def lease_view(granted: LeaseGranted) -> dict[str, Any]:
         "status": granted.status,
         "lease_expires_at": rfc3339(granted.lease_expires_at),
         "cancel_requested": granted.cancel_requested,
-        "messages": [],  # Part B
+        # Renewals are the hot path and nearly always carry nothing: skip the comprehension.
+        "messages": [message_view(m) for m in granted.messages] if granted.messages else [],
     }
 
 

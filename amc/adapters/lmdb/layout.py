@@ -259,6 +259,8 @@ def encode_task_submitted(e: TaskSubmitted) -> bytes:
         "max_attempts": e.max_attempts,
         "labels": e.labels,
         "idempotency_key": e.idempotency_key,
+        "follow_up_of": e.follow_up_of,
+        "collected": [codec.converter.unstructure(f) for f in e.collected] if e.collected else [],
         "type": "task_submitted",
     })
 

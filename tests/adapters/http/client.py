@@ -101,6 +101,23 @@ class Caller:
         body = {"lease_id": lease_id, "status": status, **extra}
         return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/result", body, expect)
 
+    # -- messages -------------------------------------------------------------------------
+
+    def post_message(self, task_id: str, intent: str, expect: int = 201, **fields) -> dict:
+        return self.call("POST", f"/v1/tasks/{task_id}/messages", {"intent": intent, **fields}, expect)
+
+    def messages(self, task_id: str, expect: int = 200) -> list[dict] | dict:
+        data = self.call("GET", f"/v1/tasks/{task_id}/messages", expect=expect)
+        return data["messages"] if expect == 200 else data
+
+    def message(self, task_id: str, message_id: str, expect: int = 200) -> dict:
+        return self.call("GET", f"/v1/tasks/{task_id}/messages/{message_id}", expect=expect)
+
+    def acknowledge(self, task_id: str, attempt: int, lease_id: str, message_id: str, state: str,
+                    expect: int = 200, **extra) -> dict:
+        body = {"lease_id": lease_id, "state": state, **extra}
+        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/messages/{message_id}", body, expect)
+
     # -- admin ----------------------------------------------------------------------------
 
     def advance(self, seconds: float, expect: int = 200) -> dict:

@@ -42,6 +42,24 @@ attempts = st.builds(
 outcomes = st.builds(
     records.StepOutcome, id=text, status=text, reason=opt_text, started_at=opt_int, ended_at=opt_int, output=opt_text
 )
+boundaries = st.none() | st.builds(records.Boundary, before_step=opt_text)
+messages = st.builds(
+    records.Message,
+    id=text,
+    intent=text,
+    text=opt_text,
+    data=st.none() | json_dict,
+    state=text,
+    created_at=st.integers(0, 2**53),
+    attempt=opt_int,
+    delivered_at=opt_int,
+    admitted_at=opt_int,
+    completed_at=opt_int,
+    boundary=boundaries,
+    detail=opt_text,
+    successor=opt_text,
+)
+follow_ups = st.builds(records.FollowUp, message_id=text, text=opt_text, data=st.none() | json_dict)
 tasks = st.builds(
     records.Task,
     id=text,
@@ -69,6 +87,11 @@ tasks = st.builds(
         steps=st.none() | st.lists(outcomes, max_size=3).map(tuple),
         recorded_at=st.integers(0, 2**53),
     ),
+    paused=st.booleans(),
+    messages=st.lists(messages, max_size=3).map(tuple),
+    admissions=st.lists(text, max_size=3).map(tuple),
+    follow_up_of=opt_text,
+    collected=st.lists(follow_ups, max_size=2).map(tuple),
 )
 
 
@@ -131,6 +154,8 @@ event_strategies = {
         max_attempts=st.integers(1, 10),
         labels=str_dict,
         idempotency_key=opt_text,
+        follow_up_of=opt_text,
+        collected=st.lists(follow_ups, max_size=2).map(tuple),
     ),
     events.TaskEnded: st.builds(
         events.TaskEnded,
@@ -149,7 +174,16 @@ event_strategies = {
         devices=st.lists(st.builds(records.DeviceSpec, serial=text, attributes=str_dict), max_size=3).map(tuple),
     ),
 }
-_FLAT = {int: st.integers(-(2**53), 2**53), str: text, int | None: opt_int, str | None: opt_text}
+_FLAT = {
+    int: st.integers(-(2**53), 2**53),
+    str: text,
+    int | None: opt_int,
+    str | None: opt_text,
+    records.JSON | None: st.none() | json_dict,
+    dict[str, records.JSON] | None: st.none() | json_dict,
+    tuple[str, ...]: st.lists(text, max_size=3).map(tuple),
+    records.Boundary | None: boundaries,
+}
 
 
 def _flat(cls):

@@ -73,6 +73,25 @@ results = st.builds(
     steps=outcome_lists,
     recorded_at=times,
 )
+boundaries = maybe(st.builds(rec.Boundary, before_step=maybe(ids)))
+messages = st.builds(
+    rec.Message,
+    id=ids,
+    intent=st.sampled_from(["steer", "follow_up", "pause", "resume"]),
+    text=maybe(text),
+    data=maybe(json_objects),
+    state=st.sampled_from(["queued", "delivered", "admitted", "completed", "rejected", "not_admitted"]),
+    created_at=times,
+    attempt=maybe(st.integers(1, 100)),
+    delivered_at=maybe(times),
+    admitted_at=maybe(times),
+    completed_at=maybe(times),
+    boundary=boundaries,
+    detail=maybe(text),
+    successor=maybe(ids),
+)
+follow_ups = st.builds(rec.FollowUp, message_id=ids, text=maybe(text), data=maybe(json_objects))
+message_ids = st.lists(ids, min_size=1, max_size=3).map(tuple)
 tasks = st.builds(
     rec.Task,
     id=ids,
@@ -90,6 +109,11 @@ tasks = st.builds(
     attempts=st.lists(attempts, max_size=3).map(tuple),
     cancellation=maybe(cancellations),
     result=maybe(results),
+    paused=st.booleans(),
+    messages=st.lists(messages, max_size=3).map(tuple),
+    admissions=st.lists(ids, max_size=2).map(tuple),
+    follow_up_of=maybe(ids),
+    collected=st.lists(follow_ups, max_size=2).map(tuple),
 )
 devices = st.builds(
     rec.Device,
@@ -105,6 +129,7 @@ EVENTS = {
     ev.TaskSubmitted: st.builds(
         ev.TaskSubmitted, at=times, task_id=ids, tenant=ids, plan=plans, requirements=requirements,
         priority=small, max_attempts=st.integers(1, 100), labels=str_maps, idempotency_key=maybe(text),
+        follow_up_of=maybe(ids), collected=st.lists(follow_ups, max_size=2).map(tuple),
     ),
     ev.HostRegistered: st.builds(ev.HostRegistered, at=times, host_id=ids, devices=specs),
     ev.TaskAssigned: st.builds(
@@ -123,6 +148,22 @@ EVENTS = {
     ev.TaskEnded: st.builds(
         ev.TaskEnded, at=times, task_id=ids, status=st.sampled_from(["done", "failed", "cancelled"]),
         reason=text, attempt=maybe(st.integers(1, 9)), metadata=json_objects, steps=outcome_lists,
+    ),
+    ev.MessagePosted: st.builds(
+        ev.MessagePosted, at=times, task_id=ids, message_id=ids,
+        intent=st.sampled_from(["steer", "follow_up", "pause", "resume"]), text=maybe(text), data=maybe(json_objects),
+    ),
+    ev.MessagesDelivered: st.builds(
+        ev.MessagesDelivered, at=times, task_id=ids, attempt=st.integers(1, 9), message_ids=message_ids
+    ),
+    ev.MessageAcknowledged: st.builds(
+        ev.MessageAcknowledged, at=times, task_id=ids, attempt=st.integers(1, 9), message_id=ids,
+        state=st.sampled_from(["admitted", "completed", "rejected"]), boundary=boundaries, detail=maybe(text),
+    ),
+    ev.MessageApplied: st.builds(ev.MessageApplied, at=times, task_id=ids, message_id=ids),
+    ev.MessagesNotAdmitted: st.builds(ev.MessagesNotAdmitted, at=times, task_id=ids, message_ids=message_ids),
+    ev.FollowUpsCollected: st.builds(
+        ev.FollowUpsCollected, at=times, task_id=ids, successor_id=ids, message_ids=message_ids
     ),
 }
 

@@ -10,17 +10,20 @@ from __future__ import annotations
 import random
 
 from amc.core.commands import (
+    AcknowledgeMessage,
     CancelTask,
     ClaimTask,
     Command,
+    PostMessage,
     RegisterHost,
     RenewLease,
     ReportResult,
     StartAttempt,
     SubmitTask,
 )
-from amc.core.records import DeviceSpec, Plan, Requirements, Stage, Step, StepOutcome
+from amc.core.records import Boundary, DeviceSpec, Plan, Requirements, Stage, Step, StepOutcome, Task
 from amc.core.state import State
+from amc.core.steering import attempt_outline, planned_step_ids
 
 TENANTS = ("acme", "beta", "gamma")
 HOSTS = ("h1", "h2", "h3")
@@ -59,14 +62,16 @@ class Workload:
             return self.submit()
         if roll < 0.28 or not state.hosts:
             return self.register()
-        if roll < 0.45:
+        if roll < 0.42:
             devices = None if rng.random() < 0.8 else tuple(rng.sample(SERIALS, 2))
             return ClaimTask(now=0, host_id=rng.choice(HOSTS), lease_id=self.fresh("L"), lease_ms=rng.choice((1000, 4000, 9000)), devices=devices)
         active = [t for t in tasks if t.active_attempt is not None]
-        if roll < 0.55:
+        if roll < 0.50:
             task = rng.choice(active if active and rng.random() < 0.5 else tasks)
             tenant = rng.choice((task.tenant, task.tenant, None, "nobody"))
             return CancelTask(now=0, task_id=task.id, tenant=tenant, reason=rng.choice((None, "user asked")))
+        if roll < 0.58:
+            return self.post(rng.choice(active if active and rng.random() < 0.7 else tasks))
         with_attempts = [t for t in tasks if t.attempts] or tasks
         task = rng.choice(active if active and rng.random() < 0.75 else with_attempts)
         attempt = task.current
@@ -76,14 +81,20 @@ class Workload:
         host_id = attempt.host_id if attempt and rng.random() < 0.9 else rng.choice(HOSTS)
         lease_id = attempt.lease_id if attempt and rng.random() < 0.9 else "L-wrong"
         common = dict(now=0, host_id=host_id, task_id=task.id, attempt=number, lease_id=lease_id)
-        if roll < 0.68:
+        if roll < 0.64:
+            return self.acknowledge(task, common)
+        if roll < 0.72:
             return StartAttempt(**common)
         if roll < 0.85:
             return RenewLease(**common)
         status = rng.choice(("done", "done", "failed", "cancelled"))
         steps = None
         if rng.random() < 0.5:
-            steps = tuple(StepOutcome(id=s.id, status="completed", started_at=1, ended_at=2, output="ok") for s in task.plan.all_steps())
+            steps = tuple(
+                StepOutcome(id=e.step.id, status="not_started", reason="steered") if e.removed_by
+                else StepOutcome(id=e.step.id, status="completed", started_at=1, ended_at=2, output="ok")
+                for e in attempt_outline(task, number)
+            )
         return ReportResult(**common, status=status, metadata={"exit": rng.randint(0, 2), "notes": ["a", {"b": None}]}, steps=steps)
 
     def submit(self) -> SubmitTask:
@@ -100,6 +111,31 @@ class Workload:
             labels={} if rng.random() < 0.5 else {"team": rng.choice(("x", "y"))},
             idempotency_key=key,
         )
+
+    def post(self, task: Task) -> PostMessage:
+        rng = self.rng
+        intent = rng.choice(("steer", "steer", "follow_up", "pause", "resume"))
+        step_ids = [s.id for s in task.plan.all_steps()]
+        text, data = rng.choice((None, "look again")), None
+        new = [{"id": self.fresh("n"), "action": "screenshot", "args": {}}]
+        if intent == "steer":
+            data = rng.choice(({"skip": [rng.choice(step_ids)]}, {"insert_after": rng.choice([None, *step_ids]), "steps": new},
+                               {"replace_remaining": new}, None))
+            text = text if data else "look again"
+        elif intent == "follow_up" and rng.random() < 0.5:
+            data = {"steps": new}
+        return PostMessage(now=0, task_id=task.id, tenant=rng.choice((task.tenant, None)), message_id=self.fresh("m"),
+                           intent=intent, text=text, data=data)
+
+    def acknowledge(self, task: Task, common: dict) -> AcknowledgeMessage:
+        rng = self.rng
+        delivered = [m for m in task.messages if m.state in ("delivered", "admitted")]
+        message_id = rng.choice(delivered).id if delivered else rng.choice([m.id for m in task.messages] or ["m-none"])
+        state = rng.choice(("admitted", "admitted", "completed", "rejected"))
+        outline = planned_step_ids(task, common["attempt"]) if task.attempts else []
+        boundary = Boundary(before_step=rng.choice([None, *outline])) if state == "admitted" else None
+        return AcknowledgeMessage(**common, message_id=message_id, state=state, boundary=boundary,
+                                  detail="could not" if state == "rejected" else None)
 
     def register(self) -> RegisterHost:
         rng = self.rng
