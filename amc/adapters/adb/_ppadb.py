@@ -1,7 +1,7 @@
 """The one place that imports ppadb.
 
 ppadb 0.3.0.dev0 has invalid escape sequences in non-raw regex strings. Without a
-cached .pyc and under `-W error`, compiling them raises SyntaxError (ADB_NOTES §1.7), so
+cached .pyc and under `-W error`, compiling them raises SyntaxError (specs/adb.md §1.7), so
 the import silences exactly those compile-time warnings.
 """
 

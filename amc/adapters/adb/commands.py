@@ -1,7 +1,7 @@
 """The exact shell command strings the executor sends, built without any IO.
 
 Quoting matters twice: adbd hands the payload to `/system/bin/sh -c`, and some tools
-then re-interpret their argument (`input text` turns `%s` into a space, ADB_NOTES §6).
+then re-interpret their argument (`input text` turns `%s` into a space, specs/adb.md §6).
 Every user-supplied value is validated or passed through `shlex.quote`.
 
 A `shell` step is *supervised*: it runs as
@@ -10,7 +10,7 @@ A `shell` step is *supervised*: it runs as
 
 so that (1) the exit status, which raw `shell:` does not carry, arrives as a marker at
 the end of the output; a missing marker means the stream ended early (device gone,
-ADB_NOTES §1.6.3); and (2) the command line carries a unique tag, so a second shell call
+specs/adb.md §1.6.3); and (2) the command line carries a unique tag, so a second shell call
 `pkill -f 'amc-ste[p]-<token>'` can stop it after a deadline or an interrupt (§7). The
 `[p]` keeps pkill's own shell from matching itself. Caveat on real devices: a grandchild
 that the wrapper's shell forked keeps its own command line and may survive the pkill.

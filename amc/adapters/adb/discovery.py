@@ -1,7 +1,7 @@
 """Which devices a host has, and the attributes it advertises for task matching.
 
 Only devices in state `device` count: ppadb's `devices()` without a state also returns
-offline and unauthorized ones, on which every call fails (ADB_NOTES §5).
+offline and unauthorized ones, on which every call fails (specs/adb.md §5).
 
 Attributes (all strings, for `requirements.attributes`): `model` (ro.product.model),
 `manufacturer` (ro.product.manufacturer), `sdk` (ro.build.version.sdk) and `screen_size`

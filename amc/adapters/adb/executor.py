@@ -13,7 +13,7 @@ Every action runs under a `Stopper` (see `guard`): a wall-clock deadline and
 `interrupt()` both cut the action's ppadb connections at once. A `shell` action is
 supervised (see `commands`): its exit status comes back as a marker, and when it is
 stopped early a second call `pkill`s it on the device, since closing a raw shell stream
-does not stop a silent process there (ADB_NOTES §7).
+does not stop a silent process there (specs/adb.md §7).
 """
 
 from __future__ import annotations

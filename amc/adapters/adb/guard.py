@@ -1,7 +1,7 @@
 """Wall-clock deadlines and interrupts for blocking ppadb calls.
 
 ppadb has no deadlines: its host calls and `screencap()` block forever on a silent
-server, and `shell(timeout=)` is only an idle timeout (ADB_NOTES §1.6). Closing the
+server, and `shell(timeout=)` is only an idle timeout (specs/adb.md §1.6). Closing the
 socket is the only way to stop a call, and it is also how a shell command is
 interrupted (§7). So every action runs under a `Stopper`:
 

@@ -46,7 +46,7 @@ def test_shell_deadline_is_wall_clock(executor, sim, command):
 
 
 def test_deadline_on_a_raw_shell_device_kills_the_silent_orphan(make_executor, sim):
-    """On adbd's raw shell a silent process survives the stream close (ADB_NOTES §7)."""
+    """On adbd's raw shell a silent process survives the stream close (specs/adb.md §7)."""
     with pytest.raises(StepTimedOut, match="stopped on the device"):
         make_executor("amc-sim-raw").run("shell", {"command": "sleep 30", "timeout_seconds": 0.5})
     assert supervised_end(sim, "amc-sim-raw", "sleep 30") == ("killed", "SIGTERM")

@@ -1,4 +1,4 @@
-"""The simulated adbd, spoken to at packet level the way an adb server does (ADB_NOTES §3)."""
+"""The simulated adbd, spoken to at packet level the way an adb server does (specs/adb.md §3)."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def test_sync_over_wrte(host, sim):
     data = b"x" * 70_000
     request = b"SEND" + len(b"/sdcard/f.bin,33188").to_bytes(4, "little") + b"/sdcard/f.bin,33188"
     request += b"DATA" + len(data).to_bytes(4, "little") + data + b"DONE" + (0).to_bytes(4, "little")
-    # Split where an application message does not end, as real hosts do (§3.6).
+    # Split where an application message does not end, as real hosts do (specs/adb.md §3.6).
     for start in range(0, len(request), 30_000):
         host.send(A_WRTE, 0x19, device_id, request[start:start + 30_000])
         assert host.receive().command == A_OKAY

@@ -9,15 +9,15 @@ on it, so the same device answers both:
 
 - `smart_socket`: the adb *server* protocol on one port. `ppadb.client.Client(host,
   Simulator.server_port)` talks to it directly, with the real server's replies and FAIL
-  texts (ADB_NOTES §1, §2).
+  texts (specs/adb.md §1, §2).
 - `adbd`: the device transport protocol on one port per device, so the real `adb`
-  server can `adb connect 127.0.0.1:<Simulator.device_ports[serial]>` (ADB_NOTES §3).
+  server can `adb connect 127.0.0.1:<Simulator.device_ports[serial]>` (specs/adb.md §3).
 
 A `shell:` request starts a `SimProcess` in its own thread; `shell` interprets the
 command line (a small POSIX sh subset) and `programs` implements the tools (getprop,
 input, am, monkey, wm, dumpsys, screencap, sleep, timeout, kill/pkill, ...). Programs
 see time and output only through the process, which is where stream closes and kills
-land (see `process` for the exact model of ADB_NOTES §7).
+land (see `process` for the exact model of specs/adb.md §7).
 
 Test programs: `amc-sim-ticker SECONDS [INTERVAL]` prints `tick N` every 0.1 s;
 `amc-sim-bytes HEX...` writes raw bytes (e.g. invalid UTF-8).

@@ -1,4 +1,4 @@
-"""The simulated *adbd*: the device transport protocol (ADB_NOTES §3, §4.b).
+"""The simulated *adbd*: the device transport protocol (specs/adb.md §3, §4.2).
 
 A real `adb` server reaches it with `adb connect 127.0.0.1:PORT`. One thread reads the
 connection's packets and dispatches them; it never blocks on a stream, because a

@@ -1,4 +1,4 @@
-"""The adbd transport packet codec (ADB_NOTES §3.1-3.3), without any IO.
+"""The adbd transport packet codec (specs/adb.md §3.1-3.3), without any IO.
 
 A packet is a 24-byte header of six little-endian u32 fields (command, arg0, arg1,
 data_length, data_check, magic) followed by `data_length` payload bytes. We always send

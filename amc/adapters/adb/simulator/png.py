@@ -1,7 +1,7 @@
 """A minimal PNG encoder for simulated screenshots (zlib + struct, no imaging library).
 
 The image is a real, valid 8-bit RGB PNG. Its signature puts 0x0A at byte 5, which is
-what ppadb's `screencap()` checks before deciding not to rewrite CRLF (ADB_NOTES §1.3).
+what ppadb's `screencap()` checks before deciding not to rewrite CRLF (specs/adb.md §1.3).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Commands never block in real time directly: they call `write()` and `sleep()`, the only
 two places where the outside world can reach them. That is where signals land, which is
-how the simulator models ADB_NOTES §7:
+how the simulator models specs/adb.md §7:
 
 - `kill()` (from `kill`/`pkill` in another shell call) raises `Killed` at the next
   checkpoint; a sleeping process wakes at once.

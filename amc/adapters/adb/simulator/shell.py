@@ -1,6 +1,6 @@
 """The simulated `/system/bin/sh -c`: runs a parsed script inside one SimProcess.
 
-Stdout and stderr are merged onto the stream, as in adbd's raw shell (ADB_NOTES §3.7),
+Stdout and stderr are merged onto the stream, as in adbd's raw shell (specs/adb.md §3.7),
 unless a redirection says otherwise. A pipeline runs its commands one after the other,
 each reading the previous one's whole output; that is enough for `dumpsys … | grep …`
 but means a long-running command in a pipe does not stream.

@@ -12,7 +12,7 @@ from .smart_socket import SmartSocketServer
 from .spec import DeviceSpec, default_specs
 from .tcp import TcpListener
 
-# A starting adb server probes these ports and would adopt a device found there (§3.9).
+# A starting adb server probes these ports and would adopt a device found there (specs/adb.md §3.9).
 EMULATOR_PORTS = range(5555, 5586)
 
 

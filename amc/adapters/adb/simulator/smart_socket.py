@@ -1,4 +1,4 @@
-"""The simulated adb *server*: the smart-socket protocol ppadb speaks (ADB_NOTES §1, §2, §4.a).
+"""The simulated adb *server*: the smart-socket protocol ppadb speaks (specs/adb.md §1, §2, §4.1).
 
 Per connection: read hex4 + service, answer OKAY (+ payload) or FAIL + hex4 + message in
 one sendall, with the real server's FAIL texts. `host:transport:<serial>` keeps the
@@ -27,7 +27,7 @@ from .tcp import PEER_GONE, recv_exact, send_all, shutdown_quietly, wait_readabl
 
 HOST_FEATURES = ("push_sync,remount_shell,abb_exec,abb,apex,fixed_push_mkdir,ls_v2,stat_v2,"
                  "fixed_push_symlink_timestamp,cmd,shell_v2")
-DEVICE_FEATURES = "cmd"  # no shell_v2: clients then use legacy raw `shell:` (ADB_NOTES §3.4)
+DEVICE_FEATURES = "cmd"  # no shell_v2: clients then use legacy raw `shell:` (specs/adb.md §3.4)
 SERVER_VERSION = 0x29  # adb 1.0.41
 
 UNAUTHORIZED = ("device unauthorized.\nThis adb server's $ADB_VENDOR_KEYS is not set\n"
@@ -200,7 +200,7 @@ class SmartSocketServer:
 
     def _device_service(self, sock: socket.socket, device: SimDevice, service: str) -> None:
         if device.silent:
-            # Like a device that never answers OPEN: the real server hangs too (§3.6).
+            # Like a device that never answers OPEN: the real server hangs too (specs/adb.md §3.6).
             while not wait_readable(sock, 0.2):
                 pass
             return

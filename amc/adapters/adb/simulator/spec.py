@@ -25,7 +25,7 @@ class DeviceSpec:
 
     `keep_silent_orphans` chooses what a closed shell stream does to its process. False
     (the default) stops it at once, like shell_v2's SIGHUP. True models a real adbd's
-    legacy raw `shell:` (ADB_NOTES §7): the process only dies with SIGPIPE on its next
+    legacy raw `shell:` (specs/adb.md §7): the process only dies with SIGPIPE on its next
     write, so a silent one (`sleep 600`) keeps running until it ends or is killed.
     `state` is the initial connection state: device, offline, unauthorized.
     """

@@ -1,4 +1,4 @@
-"""The device side of a `sync:` stream (ADB_NOTES §1.4, §3.8), without any IO.
+"""The device side of a `sync:` stream (specs/adb.md §1.4, §3.8), without any IO.
 
 Both front ends feed it the bytes they receive, however they were split, and send the
 replies it returns, one whole sync message per reply. The file store is the device's

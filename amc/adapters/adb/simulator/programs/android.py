@@ -1,6 +1,6 @@
 """The Android tools agents use: getprop, input, am, monkey, wm, dumpsys, screencap, pm.
 
-Outputs imitate the real tools closely enough for parsers (ADB_NOTES §1.5 and §6); the
+Outputs imitate the real tools closely enough for parsers (specs/adb.md §1.5 and §6); the
 parts of the behaviour that were never checked on a device (exit codes of `am` and
 `monkey` failures, `input`'s errors) are chosen to be plausible and easy to detect.
 """
