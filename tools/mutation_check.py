@@ -37,18 +37,18 @@ MUTANTS: dict[str, list[tuple[str, str, str]]] = {
     )],
     "stale-attempt-report-accepted": [(
         "amc/core/kernel.py",
-        '''    refusal = _check_ownership(task, attempt, c)
+        '''    refusal = check_ownership(task, attempt, c)
     if refusal is not None:
         return refusal
     if attempt.outcome''',
-        '''    refusal = _check_ownership(task, attempt, c)
+        '''    refusal = check_ownership(task, attempt, c)
     if refusal is not None and refusal.rejection.code is not Code.lease_replaced:
         return refusal
     if attempt.outcome''',
     )],
     "renewal-at-expiry-succeeds": [
         # Both layers: the lease check itself, and the expiry that runs before every command.
-        ("amc/core/kernel.py",
+        ("amc/core/decisions.py",
          '''    if attempt.outcome == "expired" or now >= attempt.lease_expires_at:''',
          '''    if attempt.outcome == "expired" or now > attempt.lease_expires_at:'''),
         ("amc/core/kernel.py",
@@ -90,6 +90,32 @@ MUTANTS: dict[str, list[tuple[str, str, str]]] = {
         "amc/core/agent.py",
         '''            elif self.stop is StopReason.cancelled:''',
         '''            elif self.stop in (StopReason.cancelled, StopReason.lease_lost):''',
+    )],
+    # Part B
+    "requeue-forgets-the-pause": [(
+        "amc/core/kernel.py",
+        '''    if task.claimable:  # a task paused in flight comes back held''',
+        '''    if task.status == "queued":''',
+    )],
+    "skip-recalls-started-steps": [(
+        "amc/core/steering.py",
+        '''            skipped = {step_id for step_id in ids if index[step_id] >= boundary}''',
+        '''            skipped = set(ids)''',
+    )],
+    "renewal-redelivers-acknowledged-messages": [(
+        "amc/core/messages.py",
+        '''        elif m.state == "delivered" and m.attempt == number:''',
+        '''        elif m.state in ("delivered", "admitted") and m.attempt == number:''',
+    )],
+    "follow-ups-dropped-when-done": [(
+        "amc/core/messages.py",
+        '''    if follow_ups and status == "done":''',
+        '''    if follow_ups and status == "never":''',
+    )],
+    "agent-applies-a-redelivered-message-again": [(
+        "amc/core/agent.py",
+        '''            if message.id not in self._taken:''',
+        '''            if True:''',
     )],
 }
 

@@ -16,23 +16,21 @@ is not something a rejection can undo.
 
 Which status a task moves to is looked up in the tables derived from the lifecycle
 declarations (`amc.core.lifecycle`); this module decides the rest: who may do what, in
-which order the lease checks run, which device a claim gets.
+which order the lease checks run, which device a claim gets. Replies and the shared
+checks are in `amc.core.decisions`; messages (Part B) in `amc.core.messages`.
 """
 
 from __future__ import annotations
 
-from typing import Union
-
 import attrs
 
-from amc.core import lifecycle
+from amc.core import lifecycle, messages, steering
 from amc.core.commands import (
     AcknowledgeMessage,
     CancelTask,
     ClaimTask,
     Command,
     ExpireLeases,
-    LeaseCommand,
     PostMessage,
     RegisterHost,
     RenewLease,
@@ -40,8 +38,27 @@ from amc.core.commands import (
     StartAttempt,
     SubmitTask,
 )
-from amc.core import steering
-from amc.core.errors import Code, InvalidRequest, Rejection
+from amc.core.decisions import (  # noqa: F401  (replies are part of this module's interface)
+    AcknowledgementRecorded,
+    Assignment,
+    CancelAccepted,
+    Decision,
+    HostUpdated,
+    LeaseGranted,
+    LeasesExpired,
+    MessageAccepted,
+    NoAssignment,
+    Reply,
+    ResultRecorded,
+    Submitted,
+    check_live,
+    check_ownership,
+    find_attempt,
+    live_attempt,
+    reject,
+    visible_task,
+)
+from amc.core.errors import Code
 from amc.core.events import (
     AttemptStarted,
     CancellationDelivered,
@@ -66,121 +83,15 @@ from amc.core.records import (
     Attempt,
     Cancellation,
     Device,
-    FollowUp,
     Host,
     Message,
-    Plan,
     Reservation,
     Result,
-    Step,
     StepOutcome,
     Task,
     replace,
 )
 from amc.core.state import State
-
-frozen = attrs.frozen(kw_only=True)
-
-# ---------------------------------------------------------------------------------------
-# Replies
-
-
-@attrs.frozen
-class Submitted:
-    task_id: str
-    created: bool  # False: an idempotent retry answered with the existing task
-
-
-@attrs.frozen
-class CancelAccepted:
-    task_id: str
-    pending: bool  # True: recorded against a running attempt (202); False: settled (200)
-
-
-@attrs.frozen
-class HostUpdated:
-    host_id: str
-
-
-@attrs.frozen
-class Assignment:
-    task_id: str
-    attempt: int
-    lease_id: str
-    lease_expires_at: int
-    lease_ms: int
-    device: str
-    plan: Plan
-    cancel_requested: bool = False
-
-
-@attrs.frozen
-class NoAssignment:
-    pass
-
-
-@attrs.frozen
-class LeaseGranted:
-    task_id: str
-    attempt: int
-    status: str
-    lease_expires_at: int
-    cancel_requested: bool
-    messages: tuple[Message, ...] = ()  # every message the host has not acknowledged yet
-
-
-@attrs.frozen
-class MessageAccepted:
-    task_id: str
-    message_id: str
-    successor_id: str | None = None  # a follow-up to a done task started this successor
-
-
-@attrs.frozen
-class AcknowledgementRecorded:
-    task_id: str
-    message_id: str
-    repeated: bool  # True: the message was already in that state; nothing changed
-
-
-@attrs.frozen
-class ResultRecorded:
-    task_id: str
-    repeated: bool  # True: an identical report was already recorded; nothing changed
-
-
-@attrs.frozen
-class LeasesExpired:
-    count: int
-
-
-Reply = Union[
-    Submitted,
-    CancelAccepted,
-    HostUpdated,
-    Assignment,
-    NoAssignment,
-    LeaseGranted,
-    ResultRecorded,
-    MessageAccepted,
-    AcknowledgementRecorded,
-    LeasesExpired,
-]
-
-
-@frozen
-class Decision:
-    events: tuple[Event, ...] = ()
-    reply: Reply | None = None
-    rejection: Rejection | None = None
-
-    @property
-    def accepted(self) -> bool:
-        return self.rejection is None
-
-
-def reject(code: Code, detail: str) -> Decision:
-    return Decision(rejection=Rejection(code, detail))
 
 
 # ---------------------------------------------------------------------------------------
@@ -231,14 +142,6 @@ def _same_submission(task: Task, c: SubmitTask) -> bool:
     )
 
 
-def visible_task(state: State, task_id: str, tenant: str | None) -> Task | None:
-    """The task if it exists and `tenant` (None: admin) may see it."""
-    task = state.tasks.get(task_id)
-    if task is None or (tenant is not None and task.tenant != tenant):
-        return None
-    return task
-
-
 def _cancel(state: State, c: CancelTask) -> Decision:
     task = visible_task(state, c.task_id, c.tenant)
     if task is None:
@@ -259,7 +162,7 @@ def _cancel(state: State, c: CancelTask) -> Decision:
                 attempt=None,
             ),
         )
-        events += _settle_messages(state, task, c.now, "cancelled")
+        events += messages.settle_messages(state, task, c.now, "cancelled")
         return Decision(events=events, reply=CancelAccepted(task.id, pending=False))
     request = CancellationRequested(
         at=c.now, task_id=task.id, attempt=task.current.number, reason=c.reason
@@ -315,48 +218,8 @@ def _claim(state: State, c: ClaimTask) -> Decision:
     return Decision(events=(event,), reply=reply)
 
 
-def _find_attempt(state: State, c: LeaseCommand) -> tuple[Task, Attempt] | Decision:
-    """The task and attempt a lease command names, or a not_found decision."""
-    task = state.tasks.get(c.task_id)
-    if task is None:
-        return reject(Code.not_found, f"no task {c.task_id!r}")
-    if not 1 <= c.attempt <= len(task.attempts):
-        return reject(Code.not_found, f"task {c.task_id!r} has no attempt {c.attempt}")
-    return task, task.attempts[c.attempt - 1]
-
-
-def _check_ownership(task: Task, attempt: Attempt, c: LeaseCommand) -> Decision | None:
-    """Lease checks 1-3 (PROTOCOL.md): foreign, unknown, replaced."""
-    if attempt.host_id != c.host_id:
-        return reject(Code.lease_foreign, f"attempt {attempt.number} belongs to another host")
-    if attempt.lease_id != c.lease_id:
-        return reject(Code.lease_unknown, f"lease_id is not the lease of attempt {attempt.number}")
-    if attempt.number != len(task.attempts):
-        return reject(Code.lease_replaced, f"attempt {attempt.number} was replaced by a newer attempt")
-    return None
-
-
-def _check_live(attempt: Attempt, now: int) -> Decision | None:
-    """Lease checks 4-5: the attempt was not ended by a report, and its lease has not expired."""
-    if attempt.outcome not in (None, "expired"):
-        return reject(Code.lease_ended, f"attempt {attempt.number} already ended {attempt.outcome}")
-    if attempt.outcome == "expired" or now >= attempt.lease_expires_at:
-        return reject(Code.lease_expired, f"the lease of attempt {attempt.number} expired")
-    return None
-
-
-def _live_attempt(state: State, c: LeaseCommand) -> tuple[Task, Attempt] | Decision:
-    """The attempt a lease command names, if it passes every lease check."""
-    found = _find_attempt(state, c)
-    if isinstance(found, Decision):
-        return found
-    task, attempt = found
-    refusal = _check_ownership(task, attempt, c) or _check_live(attempt, c.now)
-    return refusal if refusal is not None else (task, attempt)
-
-
 def _start(state: State, c: StartAttempt) -> Decision:
-    found = _live_attempt(state, c)
+    found = live_attempt(state, c)
     if isinstance(found, Decision):
         return found
     task, attempt = found
@@ -374,7 +237,7 @@ def _start(state: State, c: StartAttempt) -> Decision:
 
 
 def _renew(state: State, c: RenewLease) -> Decision:
-    found = _live_attempt(state, c)
+    found = live_attempt(state, c)
     if isinstance(found, Decision):
         return found
     task, attempt = found
@@ -394,7 +257,7 @@ def _grant(task: Task, attempt: Attempt, now: int, status: str, expires_at: int,
         events += (CancellationDelivered(at=now, task_id=task.id, attempt=attempt.number),)
     carried: tuple[Message, ...] = ()
     if task.messages:
-        carried, fresh = _carried_messages(task, attempt.number, now)
+        carried, fresh = messages.carried_messages(task, attempt.number, now)
         if fresh:
             events += (MessagesDelivered(at=now, task_id=task.id, attempt=attempt.number, message_ids=fresh),)
     reply = LeaseGranted(
@@ -408,24 +271,8 @@ def _grant(task: Task, attempt: Attempt, now: int, status: str, expires_at: int,
     return Decision(events=events, reply=reply)
 
 
-def _carried_messages(task: Task, number: int, now: int) -> tuple[tuple[Message, ...], tuple[str, ...]]:
-    """The messages a grant to attempt `number` carries (as they read once delivered), and
-    the ids of those it delivers for the first time."""
-    carried, fresh = [], []
-    for m in task.messages:
-        if m.intent == "follow_up":
-            continue  # a follow-up waits on the task; no host is asked to apply it
-        if m.state == "queued":
-            target = lifecycle.target(lifecycle.MESSAGE, m.state, "deliver")
-            carried.append(replace(m, state=target, attempt=number, delivered_at=now))
-            fresh.append(m.id)
-        elif m.state == "delivered" and m.attempt == number:
-            carried.append(m)
-    return tuple(carried), tuple(fresh)
-
-
 def _report(state: State, c: ReportResult) -> Decision:
-    found = _find_attempt(state, c)
+    found = find_attempt(state, c)
     if isinstance(found, Decision):
         return found
     task, attempt = found
@@ -433,7 +280,7 @@ def _report(state: State, c: ReportResult) -> Decision:
         untruthful = _steps_problem(task, attempt.number, c.steps)
         if untruthful:
             return reject(Code.invalid_request, untruthful)
-    refusal = _check_ownership(task, attempt, c)
+    refusal = check_ownership(task, attempt, c)
     if refusal is not None:
         return refusal
     if attempt.outcome not in (None, "expired"):
@@ -442,7 +289,7 @@ def _report(state: State, c: ReportResult) -> Decision:
         if (recorded.status, recorded.metadata, recorded.steps) == (c.status, c.metadata, c.steps):
             return Decision(reply=ResultRecorded(task.id, repeated=True))
         return reject(Code.result_conflict, f"attempt {attempt.number} already reported {recorded.status}")
-    refusal = _check_live(attempt, c.now)
+    refusal = check_live(attempt, c.now)
     if refusal is not None:
         return refusal
     guards = {"cancellation_pending": task.cancellation_pending}
@@ -457,7 +304,7 @@ def _report(state: State, c: ReportResult) -> Decision:
         metadata=c.metadata,
         steps=c.steps,
     )
-    events = (ended,) + _settle_messages(state, task, c.now, c.status)
+    events = (ended,) + messages.settle_messages(state, task, c.now, c.status)
     return Decision(events=events, reply=ResultRecorded(task.id, repeated=False))
 
 
@@ -491,197 +338,18 @@ def _expire(state: State, now: int) -> Decision:
         status = lifecycle.target(lifecycle.TASK, task.status, "expire", guards)
         if status == "queued":
             events.append(TaskRequeued(at=expires_at, task_id=task_id))
-            events.extend(_requeue_messages(task, number, expires_at))
+            events.extend(messages.requeue_messages(task, number, expires_at))
         else:
             reason = "lease_expired_with_cancellation" if status == "cancelled" else "attempts_exhausted"
             events.append(
                 TaskEnded(at=expires_at, task_id=task_id, status=status, reason=reason, attempt=number)
             )
-            events.extend(_settle_messages(state, task, expires_at, status))
+            events.extend(messages.settle_messages(state, task, expires_at, status))
     return Decision(events=tuple(events), reply=LeasesExpired(count=_count_expired(events)))
 
 
 def _count_expired(events) -> int:
     return sum(isinstance(e, LeaseExpired) for e in events)
-
-
-# ---------------------------------------------------------------------------------------
-# messages (PROTOCOL.md Part B)
-
-INTENTS = ("steer", "follow_up", "pause", "resume")
-ACKNOWLEDGEMENTS = {"admitted": "admit", "completed": "complete", "rejected": "reject"}
-
-
-def _post(state: State, c: PostMessage) -> Decision:
-    task = visible_task(state, c.task_id, c.tenant)
-    if task is None:
-        return reject(Code.not_found, f"no task {c.task_id!r}")
-    try:
-        _check_message(task, c)
-    except InvalidRequest as error:
-        return reject(Code.invalid_request, error.detail)
-    if task.message(c.message_id) is not None:
-        return reject(Code.invalid_request, f"message id {c.message_id!r} is taken")
-    posted = MessagePosted(
-        at=c.now, task_id=task.id, message_id=c.message_id, intent=c.intent, text=c.text, data=c.data
-    )
-    accepted = MessageAccepted(task.id, c.message_id)
-    if task.status in lifecycle.TERMINAL_STATUSES:
-        if c.intent == "follow_up" and task.status == "done":  # the later turn starts at once
-            events = _collect(state, task, c.now, (FollowUp(message_id=c.message_id, text=c.text, data=c.data),))
-            return Decision(events=(posted, *events), reply=attrs.evolve(accepted, successor_id=events[0].successor_id))
-        return reject(Code.task_terminal, f"task {task.id!r} already ended {task.status}")
-    if task.status == "queued" and c.intent in ("pause", "resume"):  # hold or release, here and now
-        applied = MessageApplied(at=c.now, task_id=task.id, message_id=c.message_id)
-        return Decision(events=(posted, applied), reply=accepted)
-    return Decision(events=(posted,), reply=accepted)
-
-
-def _check_message(task: Task, c: PostMessage) -> None:
-    """Raise InvalidRequest, naming the field, for a message that is not well formed."""
-    if c.intent not in INTENTS:
-        raise InvalidRequest(f"intent: must be one of {', '.join(INTENTS)}")
-    if c.intent == "steer":
-        edit = steering.parse_edit(c.data)
-        if edit is None and not c.text:
-            raise InvalidRequest("data: a steer needs text or a structured edit in data")
-        if edit is not None and task.plan.stages is not None:
-            raise InvalidRequest("data: structured edits apply to plans of steps; this task runs stages")
-    elif c.intent == "follow_up":
-        if c.data and "steps" in c.data:
-            steering.parse_steps(c.data["steps"], "data.steps")
-    elif c.data:
-        raise InvalidRequest(f"data: {c.intent} takes no data")
-
-
-def _acknowledge(state: State, c: AcknowledgeMessage) -> Decision:
-    found = _find_attempt(state, c)
-    if isinstance(found, Decision):
-        return found
-    task, attempt = found
-    message = task.message(c.message_id)
-    if message is None:
-        return reject(Code.not_found, f"task {task.id!r} has no message {c.message_id!r}")
-    if c.state not in ACKNOWLEDGEMENTS:
-        return reject(Code.invalid_request, "state: must be one of admitted, completed, rejected")
-    if c.state == "admitted" and c.boundary is None:
-        return reject(Code.invalid_request, "boundary: name the step boundary where the message was admitted")
-    if c.state == "rejected" and not c.detail:
-        return reject(Code.invalid_request, "detail: say why the message was rejected")
-    refusal = _check_ownership(task, attempt, c) or _check_live(attempt, c.now)
-    if refusal is not None:
-        return refusal
-    if message.attempt != attempt.number or message.intent == "follow_up":
-        return reject(Code.message_conflict, f"message {message.id} was not delivered to attempt {attempt.number}")
-    if message.state == c.state:
-        return Decision(reply=AcknowledgementRecorded(task.id, message.id, repeated=True))
-    if lifecycle.target(lifecycle.MESSAGE, message.state, ACKNOWLEDGEMENTS[c.state]) is None:
-        return reject(Code.message_conflict, f"message {message.id} is {message.state}; it cannot become {c.state}")
-    if c.state == "admitted":
-        conflict = _admission_conflict(task, attempt, message, c.boundary.before_step)
-        if conflict is not None:
-            return reject(Code.message_conflict, conflict)
-    event = MessageAcknowledged(
-        at=c.now,
-        task_id=task.id,
-        attempt=attempt.number,
-        message_id=message.id,
-        state=c.state,
-        boundary=c.boundary,
-        detail=c.detail,
-    )
-    return Decision(events=(event,), reply=AcknowledgementRecorded(task.id, message.id, repeated=False))
-
-
-def _admission_conflict(task: Task, attempt: Attempt, message: Message, before_step: str | None) -> str | None:
-    """Why the message cannot be admitted at that boundary, or None when it can: the
-    boundary must be a step still to run, never behind one an earlier admission of this
-    attempt showed had started, and a steer's edit must apply there."""
-    progress = steering.attempt_progress(task, attempt.number)
-    boundary = steering.boundary_index(progress.outline, before_step)
-    if boundary is None:
-        return f"boundary: {before_step!r} is not a step still to run"
-    behind = [e.step.id for e in progress.outline[boundary:] if e.step.id in progress.started]
-    if behind:
-        return f"boundary: step {behind[0]!r} had already started at an earlier boundary"
-    edit = steering.parse_edit(message.data) if message.intent == "steer" else None
-    if edit is None:
-        return None  # a pause, a resume or free-form guidance: nothing for the plan to change
-    edited = steering.apply_edit(progress.outline, edit, boundary, message.id)
-    return f"the edit does not apply before {before_step!r}: {edited}" if isinstance(edited, str) else None
-
-
-def _settle_messages(state: State, task: Task, at: int, status: str) -> tuple[Event, ...]:
-    """The task ends `status`: waiting follow-ups become its successor if it is done, and
-    every other message not yet applied is not admitted."""
-    follow_ups = tuple(
-        FollowUp(message_id=m.id, text=m.text, data=m.data)
-        for m in task.messages
-        if m.open and m.intent == "follow_up"
-    )
-    dropped = tuple(m.id for m in task.messages if m.open and (m.intent != "follow_up" or status != "done"))
-    events: tuple[Event, ...] = ()
-    if dropped:
-        events += (MessagesNotAdmitted(at=at, task_id=task.id, message_ids=dropped),)
-    if follow_ups and status == "done":
-        events += _collect(state, task, at, follow_ups)
-    return events
-
-
-def _collect(state: State, task: Task, at: int, follow_ups: tuple[FollowUp, ...]) -> tuple[Event, Event]:
-    """Follow-ups of a done task become one successor task, with the same requirements."""
-    successor = _successor_id(state, task)
-    collected = FollowUpsCollected(
-        at=at, task_id=task.id, successor_id=successor, message_ids=tuple(f.message_id for f in follow_ups)
-    )
-    submitted = TaskSubmitted(
-        at=at,
-        task_id=successor,
-        tenant=task.tenant,
-        plan=successor_plan(follow_ups),
-        requirements=task.requirements,
-        priority=task.priority,
-        max_attempts=task.max_attempts,
-        labels=task.labels,
-        idempotency_key=None,
-        follow_up_of=task.id,
-        collected=follow_ups,
-    )
-    return collected, submitted
-
-
-def _requeue_messages(task: Task, number: int, at: int) -> tuple[Event, ...]:
-    """Attempt `number` expired and the task is queued again: what it was given and did not
-    apply is not admitted; pauses and resumes it never received the server applies itself."""
-    dropped = tuple(m.id for m in task.messages if m.state == "delivered" and m.attempt == number)
-    events: tuple[Event, ...] = ()
-    if dropped:
-        events += (MessagesNotAdmitted(at=at, task_id=task.id, message_ids=dropped),)
-    events += tuple(
-        MessageApplied(at=at, task_id=task.id, message_id=m.id)
-        for m in task.messages
-        if m.state == "queued" and m.intent in ("pause", "resume")
-    )
-    return events
-
-
-def _successor_id(state: State, task: Task) -> str:
-    """A deterministic id for the next successor of `task`: ``<task id>.<n>``."""
-    n = 1 + len({m.successor for m in task.messages if m.successor is not None})
-    while f"{task.id}.{n}" in state.tasks:
-        n += 1
-    return f"{task.id}.{n}"
-
-
-def successor_plan(follow_ups: tuple[FollowUp, ...]) -> Plan:
-    """The successor runs each collected follow-up's `data.steps`, in posting order; a
-    step's id is prefixed with its message's id, so every step names who asked for it."""
-    steps = []
-    for follow_up in follow_ups:
-        asked = (follow_up.data or {}).get("steps")
-        for step in steering.parse_steps(asked, "data.steps") if asked else ():
-            steps.append(Step(id=f"{follow_up.message_id}.{step.id}", action=step.action, args=step.args))
-    return Plan(steps=tuple(steps))
 
 
 # ---------------------------------------------------------------------------------------
@@ -828,65 +496,6 @@ def _apply_ended(state: State, e: TaskEnded) -> None:
         state.queue.clean(task.requirements, state.tasks)
 
 
-def _apply_message_posted(state: State, e: MessagePosted) -> None:
-    task = state.tasks[e.task_id]
-    message = Message(id=e.message_id, intent=e.intent, text=e.text, data=e.data, state="queued", created_at=e.at)
-    state.tasks[task.id] = replace(task, messages=task.messages + (message,), updated_at=e.at)
-
-
-def _apply_messages_delivered(state: State, e: MessagesDelivered) -> None:
-    _update_messages(state, e.task_id, e.message_ids, "deliver", e.at, attempt=e.attempt, delivered_at=e.at)
-
-
-def _apply_message_acknowledged(state: State, e: MessageAcknowledged) -> None:
-    event = ACKNOWLEDGEMENTS[e.state]
-    if e.state == "admitted":
-        task = _update_messages(state, e.task_id, (e.message_id,), event, e.at, admitted_at=e.at, boundary=e.boundary)
-        intent = task.message(e.message_id).intent
-        paused = task.paused if intent not in ("pause", "resume") else intent == "pause"
-        state.tasks[task.id] = replace(task, admissions=task.admissions + (e.message_id,), paused=paused)
-    elif e.state == "completed":
-        _update_messages(state, e.task_id, (e.message_id,), event, e.at, completed_at=e.at)
-    else:
-        _update_messages(state, e.task_id, (e.message_id,), event, e.at, detail=e.detail)
-
-
-def _apply_message_applied(state: State, e: MessageApplied) -> None:
-    before = state.tasks[e.task_id]
-    pause = before.message(e.message_id).intent == "pause"
-    if pause:
-        detail = "held: the task is not claimed until a resume" if not before.paused else "the task was already held"
-    else:
-        detail = "released: the task can be claimed again" if before.paused else "the task was not held"
-    _update_messages(state, e.task_id, (e.message_id,), "admit", e.at, admitted_at=e.at)
-    task = _update_messages(state, e.task_id, (e.message_id,), "complete", e.at, completed_at=e.at, detail=detail)
-    task = state.tasks[task.id] = replace(task, paused=pause)
-    if pause:
-        state.queue.clean(task.requirements, state.tasks)
-    elif before.paused and task.claimable:
-        state.queue.push(task)  # its original seq: it keeps its place among equal priorities
-
-
-def _apply_not_admitted(state: State, e: MessagesNotAdmitted) -> None:
-    _update_messages(state, e.task_id, e.message_ids, "drop", e.at)
-
-
-def _apply_follow_ups_collected(state: State, e: FollowUpsCollected) -> None:
-    _update_messages(state, e.task_id, e.message_ids, "admit", e.at, admitted_at=e.at, successor=e.successor_id)
-
-
-def _update_messages(state: State, task_id: str, ids: tuple[str, ...], event: str, at: int, **changes) -> Task:
-    """Move the messages `ids` of a task by `event` (a `MessageLifecycle` event) at `at`."""
-    task = state.tasks[task_id]
-    wanted = set(ids)
-    messages = tuple(
-        replace(m, state=lifecycle.target(lifecycle.MESSAGE, m.state, event), **changes) if m.id in wanted else m
-        for m in task.messages
-    )
-    task = state.tasks[task_id] = replace(task, messages=messages, updated_at=at)
-    return task
-
-
 def _update_attempt(state: State, task: Task, at: int, status: str | None = None, **changes) -> Task:
     attempt = replace(task.attempts[-1], **changes)
     task = replace(
@@ -926,8 +535,8 @@ _DECIDERS = {
     StartAttempt: _start,
     RenewLease: _renew,
     ReportResult: _report,
-    PostMessage: _post,
-    AcknowledgeMessage: _acknowledge,
+    PostMessage: messages.post,
+    AcknowledgeMessage: messages.acknowledge,
     ExpireLeases: lambda state, command: _expire(state, command.now),
 }
 
@@ -943,12 +552,12 @@ _APPLIERS = {
     LeaseExpired: _apply_expired,
     TaskRequeued: _apply_requeued,
     TaskEnded: _apply_ended,
-    MessagePosted: _apply_message_posted,
-    MessagesDelivered: _apply_messages_delivered,
-    MessageAcknowledged: _apply_message_acknowledged,
-    MessageApplied: _apply_message_applied,
-    MessagesNotAdmitted: _apply_not_admitted,
-    FollowUpsCollected: _apply_follow_ups_collected,
+    MessagePosted: messages.apply_posted,
+    MessagesDelivered: messages.apply_delivered,
+    MessageAcknowledged: messages.apply_acknowledged,
+    MessageApplied: messages.apply_applied,
+    MessagesNotAdmitted: messages.apply_not_admitted,
+    FollowUpsCollected: messages.apply_collected,
 }
 
 

@@ -38,6 +38,7 @@ from amc.core.commands import (
     SubmitTask,
 )
 from amc.core.errors import Code
+from amc.core.history import history_data, history_type
 from amc.core.events import CancellationRequested, MessageAcknowledged, MessageApplied, TaskAssigned
 from amc.core.records import Boundary, DeviceSpec, Plan, Requirements, Step, StepOutcome
 from amc.core.state import State
@@ -287,6 +288,21 @@ class KernelModel(RuleBasedStateMachine):
         requests_after = sum(isinstance(e, CancellationRequested) and e.task_id == task_id for e in self.log)
         assert requests_after <= 1, "a cancellation was requested twice"
         assert requests_after - requests_before <= 1
+
+    @rule(tenant=st.sampled_from((*TENANTS, None)))
+    def read_everything(self, tenant):
+        """STATUS-READ: what a status question computes (visibility, each attempt's plan and
+        progress, the history) changes nothing."""
+        before, logged = self.state.records_copy(), len(self.log)
+        for task_id in list(self.state.tasks):
+            task = kernel.visible_task(self.state, task_id, tenant)
+            for number in range(1, len(task.attempts) + 2) if task else ():
+                steering.attempt_progress(task, number)
+                steering.attempt_plan(task, number)
+        for logged_event in self.log:
+            if history_type(logged_event):
+                history_data(logged_event)
+        assert self.state == before and len(self.log) == logged
 
     @rule(step=st.sampled_from((1, 500, 1_000, 3_999, 10_000)))
     def tick(self, step):

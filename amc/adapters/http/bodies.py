@@ -29,7 +29,7 @@ from amc.adapters.http.plan import check_steps, parse_plan
 from amc.adapters.http.settings import Limits, Settings
 from amc.core import steering
 from amc.core.errors import InvalidRequest
-from amc.core.kernel import ACKNOWLEDGEMENTS, INTENTS
+from amc.core.messages import ACKNOWLEDGEMENTS, INTENTS
 from amc.core.records import Plan, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms
 
