@@ -247,9 +247,12 @@ class Host:
 # ---------------------------------------------------------------------------------------
 # replace(): attrs.evolve for the kernel's hot path.
 #
-# attrs.evolve looks the class's fields up on every call; renewals at tens of thousands
-# per second spend most of their time there. For each record class we generate, once, a
-# function that copies every field but the changed ones straight into the constructor.
+# attrs.evolve looks the class's fields up on every call, and a frozen class's __init__
+# assigns each field through a bound `object.__setattr__`; renewals at tens of thousands per
+# second spend most of their time there. For each record class we generate, once, a
+# function that makes the copy with the slots' own descriptors, one straight line per field.
+# The copy is exactly what the constructor would build (the records have no validators or
+# converters, and every field is copied or given), and it is just as frozen.
 
 _MISSING = object()
 _REPLACERS: dict[type, Any] = {}
@@ -258,9 +261,10 @@ _REPLACERS: dict[type, Any] = {}
 def _make_replacer(cls: type) -> Any:
     names = [field.name for field in attrs.fields(cls)]
     params = ", ".join(f"{n}=_MISSING" for n in names)
-    args = ", ".join(f"{n}=r.{n} if {n} is _MISSING else {n}" for n in names)
-    namespace = {"_MISSING": _MISSING, "cls": cls}
-    exec(f"def replace(r, *, {params}):\n    return cls({args})", namespace)  # noqa: S102
+    body = "".join(f"    set_{n}(new, r.{n} if {n} is _MISSING else {n})\n" for n in names)
+    namespace = {"_MISSING": _MISSING, "cls": cls, "make": object.__new__}
+    namespace.update({f"set_{n}": getattr(cls, n).__set__ for n in names})
+    exec(f"def replace(r, *, {params}):\n    new = make(cls)\n{body}    return new", namespace)  # noqa: S102
     return namespace["replace"]
 
 
