@@ -204,9 +204,14 @@ class UnexpectedKeys(ValueError):
     """A dict the hand-written structure functions do not take (see above)."""
 
 
+_build_step = records.constructor(records.Step)
+_build_plan = records.constructor(records.Plan)
+_build_task = records.constructor(records.Task)
+
+
 def _steps(items: list) -> tuple[records.Step, ...]:
-    Step = records.Step
-    out = tuple([Step(id=s["id"], action=s["action"], args=s["args"]) for s in items])
+    build = _build_step
+    out = tuple([build(id=s["id"], action=s["action"], args=s["args"]) for s in items])
     for s in items:
         if len(s) != 3:
             raise UnexpectedKeys(f"a step with the keys {sorted(s)}")
@@ -224,7 +229,7 @@ def structure_plan(d: dict[str, Any]) -> records.Plan:
             if len(g) != 2:
                 raise UnexpectedKeys(f"a stage with the keys {sorted(g)}")
         stages = tuple([Stage(id=g["id"], steps=_steps(g["steps"])) for g in stages])
-    return records.Plan(steps=None if steps is None else _steps(steps), stages=stages)
+    return _build_plan(steps=None if steps is None else _steps(steps), stages=stages)
 
 
 def structure_requirements(d: dict[str, Any]) -> records.Requirements:
@@ -259,7 +264,7 @@ def structure_task(d: dict[str, Any], plan: Any = None, requirements: Any = None
             steps=None if steps is None else tuple([records.StepOutcome(**o) for o in steps]),
             recorded_at=res["recorded_at"],
         )
-    return records.Task(
+    return _build_task(
         id=d["id"],
         tenant=d["tenant"],
         status=d["status"],

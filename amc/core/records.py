@@ -268,6 +268,17 @@ def _make_replacer(cls: type) -> Any:
     return namespace["replace"]
 
 
+def constructor(cls: type) -> Any:
+    """A function that builds a `cls` from every field, by keyword, the way `replace` copies
+    one: for decoders that build many records (a store's start-up)."""
+    names = [field.name for field in attrs.fields(cls)]
+    body = "".join(f"    set_{n}(new, {n})\n" for n in names)
+    namespace = {"cls": cls, "make": object.__new__}
+    namespace.update({f"set_{n}": getattr(cls, n).__set__ for n in names})
+    exec(f"def build(*, {', '.join(names)}):\n    new = make(cls)\n{body}    return new", namespace)  # noqa: S102
+    return namespace["build"]
+
+
 def replace(record: Any, **changes: Any) -> Any:
     """A copy of `record` with `changes`, like `attrs.evolve` but several times cheaper."""
     replacer = _REPLACERS.get(type(record))
