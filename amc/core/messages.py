@@ -87,6 +87,10 @@ def _check_message(task: Task, c: PostMessage) -> None:
         if edit is not None and task.plan.stages is not None:
             raise InvalidRequest("data: structured edits apply to plans of steps; this task runs stages")
     elif c.intent == "follow_up":
+        # Only `steps` becomes work: a misspelt member would silently ask for nothing.
+        extra = sorted(set(c.data or ()) - {"steps"})
+        if extra:
+            raise InvalidRequest(f"data.{extra[0]}: unknown member; a follow-up's data carries only steps")
         if c.data and "steps" in c.data:
             steering.parse_steps(c.data["steps"], "data.steps")
     elif c.data:
@@ -102,11 +106,12 @@ def acknowledge(state: State, c: AcknowledgeMessage) -> Decision:
     if message is None:
         return reject(Code.not_found, f"task {task.id!r} has no message {c.message_id!r}")
     if c.state not in ACKNOWLEDGEMENTS:
-        return reject(Code.invalid_request, "state: must be one of admitted, completed, rejected")
+        return reject(Code.invalid_request, f"state: must be one of {', '.join(ACKNOWLEDGEMENTS)}")
     if c.state == "admitted" and c.boundary is None:
-        return reject(Code.invalid_request, "boundary: name the step boundary where the message was admitted")
+        return reject(Code.invalid_request,
+                      'boundary: an admitted message names its boundary, {"before_step": step id or null}')
     if c.state == "rejected" and not c.detail:
-        return reject(Code.invalid_request, "detail: say why the message was rejected")
+        return reject(Code.invalid_request, "detail: a rejected message says why it could not be applied")
     refusal = check_ownership(task, attempt, c) or check_live(attempt, c.now)
     if refusal is not None:
         return refusal

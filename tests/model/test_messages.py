@@ -226,6 +226,7 @@ def test_an_edit_at_a_boundary_that_is_not_a_step_still_to_run_is_a_conflict():
     ("steer", None, {"replace_remaining": [step("x"), step("x")]}, "data.replace_remaining"),
     ("pause", None, {"until": "later"}, "data"),
     ("follow_up", None, {"steps": "all"}, "data.steps"),
+    ("follow_up", None, {"step": [step("x")]}, "data.step"),
 ])
 def test_malformed_messages_are_refused_naming_the_field(intent, text, data, field):
     w = World()

@@ -29,7 +29,6 @@ from amc.adapters.http.plan import check_steps, parse_plan
 from amc.adapters.http.settings import Limits, Settings
 from amc.core import steering
 from amc.core.errors import InvalidRequest
-from amc.core.messages import ACKNOWLEDGEMENTS, INTENTS
 from amc.core.records import Plan, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms
 
@@ -230,7 +229,6 @@ IDEMPOTENCY_KEY = re.compile(r"[A-Za-z0-9._~-]{1,128}")
 RESULT_STATUSES = ("done", "failed", "cancelled")
 STEP_STATUSES = ("completed", "failed", "interrupted", "not_started", "refused")
 TASK_STATUSES = ("queued", "assigned", "dispatched", "done", "failed", "cancelled")
-ACKNOWLEDGED_STATES = tuple(ACKNOWLEDGEMENTS)  # admitted, completed, rejected
 
 
 def _check_map(field: str, mapping: dict[str, str], limits: Limits) -> None:
@@ -373,11 +371,9 @@ def decode_cancel(raw: bytes, limits: Limits) -> CancelBody:
 
 
 def decode_message(raw: bytes, limits: Limits, message_id: str) -> MessageBody:
-    """A message to a task, to be named `message_id`: a known intent, bounded text, and the
-    data that intent takes."""
+    """A message to a task, to be named `message_id`: bounded text and data, and steps in the
+    data fit to run. Which intents there are and what each takes, the kernel decides."""
     message = structure(parse_json(raw), MessageBody)
-    if message.intent not in INTENTS:
-        raise InvalidRequest(f"intent: must be one of {', '.join(INTENTS)}")
     if message.text is not None and len(message.text) > limits.max_message_text_length:
         raise InvalidRequest(f"text: at most {limits.max_message_text_length} characters")
     if message.data is not None:
@@ -390,28 +386,19 @@ def decode_message(raw: bytes, limits: Limits, message_id: str) -> MessageBody:
 
 
 def _check_intent_data(message: MessageBody, limits: Limits, message_id: str) -> None:
-    """The data each intent takes; steps in it are checked as a submitted plan's steps are,
-    since the host will run them."""
+    """Steps in a message's data are checked as a submitted plan's steps are, since the host
+    will run them. What each intent takes is the kernel's rule (`amc.core.messages`)."""
     data = message.data
     if message.intent == "steer":
         edit = steering.parse_edit(data)
-        if edit is None and not message.text:
-            raise InvalidRequest("data: a steer needs text or a structured edit in data")
         if isinstance(edit, steering.InsertAfter):
             check_steps(edit.steps, "data.steps")
         elif isinstance(edit, steering.ReplaceRemaining):
             check_steps(edit.steps, "data.replace_remaining")
-    elif message.intent == "follow_up":
-        # Only `steps` becomes work: a misspelt member would silently ask for nothing.
-        extra = sorted(set(data or ()) - {"steps"})
-        if extra:
-            raise InvalidRequest(f"data.{extra[0]}: unknown member; a follow-up's data carries only steps")
-        if data and "steps" in data:
-            steps = steering.parse_steps(data["steps"], "data.steps")
-            check_steps(steps, "data.steps")
-            _check_successor_ids(steps, limits, message_id)
-    elif data:
-        raise InvalidRequest(f"data: {message.intent} takes no data")
+    elif message.intent == "follow_up" and data and "steps" in data:
+        steps = steering.parse_steps(data["steps"], "data.steps")
+        check_steps(steps, "data.steps")
+        _check_successor_ids(steps, limits, message_id)
 
 
 def _check_successor_ids(steps: tuple[Step, ...], limits: Limits, message_id: str) -> None:
@@ -427,18 +414,13 @@ def _check_successor_ids(steps: tuple[Step, ...], limits: Limits, message_id: st
 
 
 def decode_acknowledgement(raw: bytes, limits: Limits) -> AcknowledgementBody:
-    """A host's acknowledgement of a message: admitted names its boundary, rejected says why."""
+    """A host's acknowledgement of a message, bounded; what each state needs (a boundary to
+    admit, a detail to reject) is the kernel's rule."""
     ack = structure(parse_json(raw), AcknowledgementBody)
-    if ack.state not in ACKNOWLEDGED_STATES:
-        raise InvalidRequest(f"state: must be one of {', '.join(ACKNOWLEDGED_STATES)}")
     if ack.boundary is not None and ack.boundary.before_step is not None:
         _check_id("boundary.before_step", ack.boundary.before_step, limits)
-    if ack.state == "admitted" and ack.boundary is None:
-        raise InvalidRequest('boundary: an admitted message names its boundary, {"before_step": step id or null}')
     if ack.detail is not None and len(ack.detail) > limits.max_reason_length:
         raise InvalidRequest(f"detail: at most {limits.max_reason_length} characters")
-    if ack.state == "rejected" and not ack.detail:
-        raise InvalidRequest("detail: a rejected message says why it could not be applied")
     return ack
 
 
