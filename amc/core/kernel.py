@@ -310,23 +310,37 @@ def _report(state: State, c: ReportResult) -> Decision:
 
 def _steps_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> str | None:
     """Why a result's step outcomes do not fit the attempt's plan, or None: one outcome per
-    planned step in order, and ``not_started``/``steered`` exactly for the steps an admitted
-    correction removed (a step that ran is never passed off as steered away)."""
-    if not task.admissions:
-        if [o.id for o in steps] != [s.id for s in task.plan.all_steps()]:
-            return "steps: give one outcome per planned step, in plan order"
-        removed: set[str] = set()
-    else:
+    planned step (of the plan as steered) in order, and ``not_started``/``steered`` exactly
+    for the steps an admitted correction removed (a step that ran is never passed off as
+    steered away)."""
+    if task.admissions:
         outline = steering.attempt_outline(task, number)
-        if [o.id for o in steps] != [e.step.id for e in outline]:
-            return "steps: give one outcome per planned step, in the order of the plan as steered"
+        planned = [e.step.id for e in outline]
         removed = {e.step.id for e in outline if e.removed_by is not None}
+    else:
+        planned, removed = [s.id for s in task.plan.all_steps()], set()
+    reported = [o.id for o in steps]
+    if reported != planned:
+        return (
+            "steps: must name every planned step once, in plan order"
+            f" ({len(planned)} planned, first difference at {_first_difference(planned, reported)})"
+        )
     for i, outcome in enumerate(steps):
         steered = outcome.status == "not_started" and outcome.reason == steering.STEERED
         if steered != (outcome.id in removed):
-            should = "not_started with reason steered" if outcome.id in removed else "its own outcome"
-            return f"steps[{i}]: step {outcome.id!r} was {'removed' if outcome.id in removed else 'not removed'} by a correction; report {should}"
+            was, should = ("removed", "not_started with reason steered") if outcome.id in removed else (
+                "not removed", "its own outcome")
+            return f"steps[{i}]: step {outcome.id!r} was {was} by a correction; report {should}"
     return None
+
+
+def _first_difference(planned: list[str], reported: list[str]) -> str:
+    for index, (want, got) in enumerate(zip(planned, reported)):
+        if want != got:
+            return f"position {index}: expected step {want!r}, got {got!r}"
+    if len(reported) < len(planned):
+        return f"position {len(reported)}: step {planned[len(reported)]!r} is missing"
+    return f"position {len(planned)}: step {reported[len(planned)]!r} is not planned"
 
 
 def _expire(state: State, now: int) -> Decision:

@@ -36,7 +36,6 @@ from amc.adapters.http.metrics import CONTENT_TYPE, Metrics
 from amc.adapters.http.problems import EXCEPTION_HANDLERS, Problem, forbidden, invalid, not_found, unauthorized
 from amc.adapters.http.settings import Settings
 from amc.adapters.http.timer import ExpiryTimer
-from amc.core import steering
 from amc.core.commands import (
     AcknowledgeMessage,
     CancelTask,
@@ -339,9 +338,8 @@ class Api:
         return json_response(wire.lease_view(await self.decide(command)))
 
     async def result(self, request: Request) -> Response:
-        principal, raw, task, task_id, number = await self._lease_request(request)
-        planned = steering.planned_step_ids(task, number)
-        body, steps = bodies.decode_result(raw, planned, self.settings.limits)
+        principal, raw, _, task_id, number = await self._lease_request(request)
+        body, steps = bodies.decode_result(raw, self.settings.limits)
         command = ReportResult(
             now=0,
             host_id=principal.host_id,
