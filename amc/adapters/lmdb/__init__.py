@@ -8,8 +8,8 @@
     verify(".amc")                                  # [] when records == replayed log
 
 Modules: `layout` (the on-disk format: databases, keys, schema version), `store`
-(opening, refusals, the writer lock, map growth), `writer` (group commit), `reads`,
-`service` (`LmdbService`), `verify`.
+(opening, refusals, the writer lock, map growth), `upgrade` (older schemas, in place),
+`writer` (group commit), `reads`, `service` (`LmdbService`), `verify`.
 """
 
 from amc.adapters.lmdb.errors import (

@@ -8,14 +8,23 @@ Databases (all keys sort bytewise, which is how LMDB orders them)::
 
     meta      name -> value            format marker, schema version, clock state
     log       seq (u64 BE) -> event    the event log, append-only, seq counting from 1
-    tasks     task id -> task          the current task records
+    tasks     task seq -> task         the current task records, by the task's `seq`
+    task_ids  task id -> task seq      the one entry per task written at its submit
     hosts     host id -> host          the current host records; a host holds its devices
                                        in serial order, so it is the devices-per-host index
     listing   scope + seq -> task id   tasks oldest first, four entries per task: every
                                        task, per tenant, per status, per tenant and status
     queue     rank + seq -> task id    queued tasks, highest priority first, then oldest
     leases    expiry + task id -> n    active leases by expiry (n: the attempt number)
-    history   task id -> log seq       dupsort: the log entries a task's history shows, in order
+    history   task seq -> log seq      dupsort: the log entries a task's history shows, in order
+
+Why records are keyed by `seq` and not by id (schema 2): each commit writes every B-tree
+page it touched, and the tasks a batch touches are the live ones, which are mostly the
+recent ones. Keyed by seq they share a few pages at the end of the tree; keyed by id (any
+order a client chose) each sat on a page of its own. With 64 callers of `bench/store.py`
+that took the commit from 18 to 10 µs of CPU per command and its fsync wait from 47 to
+27 µs. A store of schema 1 is upgraded in place, in one transaction, the first time it is
+opened for writing (`upgrade.py`).
 
 Values are the JSON of `amc.codec` (one cattrs converter, stable tags), so renaming a
 Python class never breaks a stored record. Tasks, hosts and the events of the commit
@@ -43,7 +52,7 @@ from amc.core.errors import InvalidRequest
 from amc.core.events import Event, TaskEnded, TaskSubmitted
 from amc.core.records import Host, Plan, Task
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FORMAT = b"amc-store"
 
 DATA_FILE = "data.mdb"  # LMDB's own file names (subdir=True)
@@ -60,6 +69,7 @@ META_MANUAL_NOW = b"manual_now"  # where a manual clock stands (written on every
 DB_META = b"meta"
 DB_LOG = b"log"
 DB_TASKS = b"tasks"
+DB_TASK_IDS = b"task_ids"
 DB_HOSTS = b"hosts"
 DB_LISTING = b"listing"
 DB_QUEUE = b"queue"
@@ -71,6 +81,7 @@ DATABASES: dict[bytes, dict[str, bool]] = {
     DB_META: {},
     DB_LOG: {},
     DB_TASKS: {},
+    DB_TASK_IDS: {},
     DB_HOSTS: {},
     DB_LISTING: {},
     DB_QUEUE: {},
@@ -101,6 +112,11 @@ def id_key(identifier: str) -> bytes | None:
     """The key of a task or host id, or None when no such id can be stored."""
     raw = identifier.encode()
     return raw if 0 < len(raw) <= MAX_ID_BYTES else None
+
+
+def task_key(task: Task) -> bytes:
+    """The key of a task's record (and of its history): its seq."""
+    return U64.pack(task.seq)
 
 
 def check_id(what: str, identifier: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import lmdb
 
 from amc.adapters.lmdb import layout
-from amc.adapters.lmdb.store import Store, read_host, read_task
+from amc.adapters.lmdb.store import Store, read_host, read_task, task_seq_key
 from amc.core.errors import InvalidRequest
 from amc.core.history import history_data, history_type
 from amc.core.records import Host, Task
@@ -37,23 +37,23 @@ def tasks(
     prefix = layout.listing_prefix(tenant, status)
     start = prefix + layout.u64(start_seq)
     cursor = txn.cursor(db=store.listing)
-    ids: list[bytes] = []
+    seq_keys: list[bytes] = []
     more = False
     if cursor.set_range(start):
-        for key, task_key in cursor:
+        for key in cursor.iternext(values=False):
             if not key.startswith(prefix):
                 break
-            if len(ids) == limit:
+            if len(seq_keys) == limit:
                 more = True  # one beyond the page exists: the page gets a cursor
                 break
-            ids.append(task_key)
-    found = [layout.decode_task(txn.get(key, db=store.tasks)) for key in ids]
+            seq_keys.append(key[-8:])  # a listing key ends with the task's seq: its record's key
+    found = [layout.decode_task(txn.get(key, db=store.tasks)) for key in seq_keys]
     return Page(found, layout.cursor_of(found[-1]) if more else None)
 
 
 def history(store: Store, txn: lmdb.Transaction, task_id: str) -> list[HistoryEntry]:
     """The task's history entries, numbered from 1, from its entries in the history index."""
-    key = layout.id_key(task_id)
+    key = task_seq_key(txn, store, task_id)
     if key is None:
         return []
     cursor = txn.cursor(db=store.history)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import lmdb
 
-from amc.adapters.lmdb import layout
+from amc.adapters.lmdb import layout, upgrade
 from amc.adapters.lmdb.errors import NotAStore, SchemaMismatch, StoreClosed, StoreLocked
 from amc.core.records import Host, Task
 from amc.core.state import State
@@ -97,6 +97,7 @@ class Store:
         self.meta = self.dbs[layout.DB_META]
         self.log = self.dbs[layout.DB_LOG]
         self.tasks = self.dbs[layout.DB_TASKS]
+        self.task_ids = self.dbs[layout.DB_TASK_IDS]
         self.hosts = self.dbs[layout.DB_HOSTS]
         self.listing = self.dbs[layout.DB_LISTING]
         self.queue = self.dbs[layout.DB_QUEUE]
@@ -260,7 +261,7 @@ class Store:
                 records.append(decode(raw))
             except Exception as exc:
                 raise NotAStore(
-                    f"{self.path}: the record {key.decode(errors='replace')!r} cannot be decoded ({exc}); "
+                    f"{self.path}: the record {_label(db is self.tasks, key)} cannot be decoded ({exc}); "
                     "run `amc store verify --data DIR` for details"
                 ) from None
         return records
@@ -275,8 +276,18 @@ class Store:
         return (info["last_pgno"] + 1) * self.env.stat()["psize"]
 
 
-def read_task(txn: lmdb.Transaction, store: Store, task_id: str) -> Task | None:
+def _label(by_seq: bool, key: bytes) -> str:
+    return f"of task seq {layout.read_u64(key)}" if by_seq else repr(key.decode(errors="replace"))
+
+
+def task_seq_key(txn: lmdb.Transaction, store: Store, task_id: str) -> bytes | None:
+    """The key of the task's record and history, or None for a task the store never had."""
     key = layout.id_key(task_id)
+    return None if key is None else txn.get(key, db=store.task_ids)
+
+
+def read_task(txn: lmdb.Transaction, store: Store, task_id: str) -> Task | None:
+    key = task_seq_key(txn, store, task_id)
     raw = None if key is None else txn.get(key, db=store.tasks)
     return None if raw is None else layout.decode_task(raw)
 
@@ -360,7 +371,15 @@ def _check_or_init_meta(path: Path, env: lmdb.Environment, existed: bool, readon
             f"{path} holds an LMDB environment that is not an amc store (format marker {marker!r}). "
             "Pass the directory of an amc store, or an empty or new directory, with --data."
         )
-    if schema != str(layout.SCHEMA_VERSION).encode():
+    if schema in upgrade.UPGRADABLE and not readonly:
+        upgrade.upgrade(path, env, meta)
+    elif schema in upgrade.UPGRADABLE:
+        raise SchemaMismatch(
+            f"{path} holds an amc store of schema version {schema.decode()}; this amc reads schema version "
+            f"{layout.SCHEMA_VERSION}. Starting the server on it upgrades it in place (one transaction; "
+            "the log is kept as it is)."
+        )
+    elif schema != str(layout.SCHEMA_VERSION).encode():
         found = schema.decode(errors="replace") if schema is not None else "none"
         raise SchemaMismatch(
             f"{path} holds an amc store of schema version {found}; this amc reads schema version "

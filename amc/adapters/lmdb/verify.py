@@ -6,7 +6,7 @@ consistent snapshot, so it can run beside a live server):
 
 - the log itself: sequence numbers 1..n without gaps, every entry decodes and applies;
 - the task and host records with the replayed state, field by field;
-- every index (listing, queue, leases, history) with what the records imply;
+- every index (task ids, listing, queue, leases, history) with what the records imply;
 - the invariants of DESIGN.md (`amc.core.invariants.violations`) on the replayed state;
 - the clock: the stored latest time is not earlier than any event.
 """
@@ -67,22 +67,26 @@ def _check(store: Store, txn: lmdb.Transaction) -> Report:
     out = report.differences
     replayed, history, last_at = _replay(store, txn, report)
 
-    tasks = _records(store, txn, store.tasks, layout.decode_task, "task", out)
-    hosts = _records(store, txn, store.hosts, layout.decode_host, "host", out)
+    tasks = _records(txn, store.tasks, layout.decode_task, "task", layout.task_key, _seq_label, out)
+    hosts = _records(txn, store.hosts, layout.decode_host, "host", _id_key, _id_label, out)
     report.tasks, report.hosts = len(tasks), len(hosts)
     _compare("task", tasks, replayed.tasks, out)
     _compare("host", hosts, replayed.hosts, out)
 
+    expected_ids = {t.id.encode(): layout.task_key(t) for t in tasks.values()}
+    _compare_index("task_ids", expected_ids, dict(txn.cursor(db=store.task_ids)), out)
     expected_listing = {k: t.id.encode() for t in tasks.values() for k in layout.listing_keys(t)}
     expected_queue = {layout.queue_key(t): t.id.encode() for t in tasks.values() if t.status == "queued"}
     expected_leases = dict(lease for t in tasks.values() if (lease := layout.lease_of(t)) is not None)
     _compare_index("listing", expected_listing, dict(txn.cursor(db=store.listing)), out)
     _compare_index("queue", expected_queue, dict(txn.cursor(db=store.queue)), out)
     _compare_index("leases", expected_leases, dict(txn.cursor(db=store.leases)), out)
-    stored_history: dict[bytes, list[bytes]] = defaultdict(list)
+    # History entries are keyed by the task's seq; they are compared, and named, by task id.
+    task_of = {layout.task_key(t): t.id for t in (*replayed.tasks.values(), *tasks.values())}
+    stored_history: dict[str, list[bytes]] = defaultdict(list)
     for key, value in txn.cursor(db=store.history):
-        stored_history[key].append(value)
-    expected_history = {key: [layout.u64(seq) for seq in seqs] for key, seqs in history.items()}
+        stored_history[task_of.get(key, _seq_label(key))].append(value)
+    expected_history = {task_id: [layout.u64(seq) for seq in seqs] for task_id, seqs in history.items()}
     _compare_index("history", expected_history, dict(stored_history), out)
 
     out.extend(f"invariant (replayed log): {v}" for v in invariants.violations(replayed))
@@ -100,7 +104,7 @@ def _check(store: Store, txn: lmdb.Transaction) -> Report:
 def _replay(store: Store, txn: lmdb.Transaction, report: Report):
     out = report.differences
     state = State()
-    history: dict[bytes, list[int]] = defaultdict(list)
+    history: dict[str, list[int]] = defaultdict(list)
     expected, last_at, broken = 1, 0, False
     for key, raw in txn.cursor(db=store.log):
         seq = layout.read_u64(key)
@@ -125,25 +129,38 @@ def _replay(store: Store, txn: lmdb.Transaction, report: Report):
             continue
         last_at = max(last_at, event.at)
         if type(event) in HISTORY_TYPES:
-            history[event.task_id.encode()].append(seq)
+            history[event.task_id].append(seq)
     if broken:
         out.append("log: replay stopped at the first broken entry; the comparisons below are against a prefix")
     return state, history, last_at
 
 
-def _records(store, txn, db, decode, kind: str, out: list[str]) -> dict:
+def _records(txn, db, decode, kind: str, key_of, label, out: list[str]) -> dict:
+    """The records of `db` by id; `key_of(record)` is the key it belongs under, and
+    `label(key)` names a record that cannot be decoded."""
     found = {}
     for key, raw in txn.cursor(db=db):
-        name = key.decode(errors="replace")
         try:
             record = decode(raw)
         except Exception as exc:
-            out.append(f"{kind} {name}: the record cannot be decoded: {exc}")
+            out.append(f"{kind} {label(key)}: the record cannot be decoded: {exc}")
             continue
-        if record.id != name:
-            out.append(f"{kind} {name}: the record is stored under the wrong key (its id is {record.id!r})")
+        if key_of(record) != key:
+            out.append(f"{kind} {record.id}: the record is stored under the wrong key ({key!r}, not {key_of(record)!r})")
         found[record.id] = record
     return found
+
+
+def _id_key(record) -> bytes:
+    return record.id.encode()
+
+
+def _id_label(key: bytes) -> str:
+    return key.decode(errors="replace")
+
+
+def _seq_label(key: bytes) -> str:
+    return f"at seq {layout.read_u64(key)}" if len(key) == 8 else f"under the malformed key {key!r}"
 
 
 def _compare(kind: str, records: dict, replayed: dict, out: list[str]) -> None:

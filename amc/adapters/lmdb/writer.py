@@ -296,7 +296,7 @@ class Writer:
         prepared = _Prepared()
         replies = prepared.replies
         log_items, history_items = prepared.log_items, prepared.history_items
-        encode, u64, shown = layout.encode, layout.u64, HISTORY_TYPES
+        encode, u64, task_key, shown = layout.encode, layout.u64, layout.task_key, HISTORY_TYPES
         seq = self.next_seq - 1
         last_time = self.last_time
         manual_now = self.clock.now() if self.manual else 0
@@ -316,7 +316,7 @@ class Writer:
                     key = u64(seq)
                     log_items.append((key, encode(event)))
                     if type(event) in shown:
-                        history_items.append((event.task_id.encode(), key))
+                        history_items.append((task_key(tasks[event.task_id]), key))
             except Exception as exc:
                 raise _Poison(index, exc) from None
             if now > last_time:
@@ -333,10 +333,11 @@ class Writer:
 
     def _prepare_records(self, prepared: _Prepared, tasks_before: dict, hosts_before: dict) -> None:
         """Encode each changed record once, and diff its index entries."""
-        store, encode_task, encode_host = self.store, layout.encode_task, layout.encode_host
+        store, encode_task, encode_host, task_key = self.store, layout.encode_task, layout.encode_host, layout.task_key
         tasks, hosts = self.state.tasks, self.state.hosts
         deletes = prepared.deletes
         task_puts: list = []
+        task_id_puts: list = []
         listing_puts: list = []
         queue_puts: list = []
         lease_puts: list = []
@@ -346,9 +347,12 @@ class Writer:
                 continue
             key = task_id.encode()
             if new is ABSENT:
-                deletes.append((store.tasks, key))
+                deletes.append((store.tasks, task_key(old)))
+                deletes.append((store.task_ids, key))
             else:
-                task_puts.append((key, encode_task(new)))
+                task_puts.append((task_key(new), encode_task(new)))
+                if old is ABSENT:
+                    task_id_puts.append((key, task_key(new)))
             # listing: every task once per scope; only the status scopes ever move
             if old is ABSENT:
                 listing_puts.extend((k, key) for k in layout.listing_keys(new))
@@ -384,6 +388,7 @@ class Writer:
                 host_puts.append((host_id.encode(), encode_host(new)))
         prepared.puts = {
             store.tasks: task_puts,
+            store.task_ids: task_id_puts,
             store.hosts: host_puts,
             store.listing: listing_puts,
             store.queue: queue_puts,

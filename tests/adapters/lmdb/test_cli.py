@@ -35,10 +35,11 @@ def test_verify_says_ok_for_a_consistent_store(data_dir):
 def test_verify_names_each_difference(data_dir):
     make_store(data_dir)
     with lmdb.open(str(data_dir), max_dbs=16) as env:
-        tasks, listing = env.open_db(layout.DB_TASKS), env.open_db(layout.DB_LISTING)
+        tasks, task_ids, listing = (env.open_db(name) for name in (layout.DB_TASKS, layout.DB_TASK_IDS, layout.DB_LISTING))
         with env.begin(write=True) as txn:
-            task = layout.decode_task(txn.get(b"t1", db=tasks))
-            txn.put(b"t1", layout.encode(attrs.evolve(task, status="done")), db=tasks)  # a record the log never made
+            key = txn.get(b"t1", db=task_ids)
+            task = layout.decode_task(txn.get(key, db=tasks))
+            txn.put(key, layout.encode(attrs.evolve(task, status="done")), db=tasks)  # a record the log never made
             txn.delete(layout.listing_keys(task)[0], db=listing)
     result = CliRunner().invoke(store, ["verify", "--data", str(data_dir)])
     assert result.exit_code == 1

@@ -202,7 +202,11 @@ def test_tasks_round_trip_through_the_records(store):
     @given(tasks)
     def check(task):
         assert layout.encode(task) == codec.dumps(task)
-        store.write(lambda txn: txn.put(task.id.encode(), layout.encode(task), db=store.tasks))
+        def put(txn):
+            txn.put(layout.task_key(task), layout.encode(task), db=store.tasks)
+            txn.put(task.id.encode(), layout.task_key(task), db=store.task_ids)
+
+        store.write(put)
         with store.read() as txn:
             assert reads.task(store, txn, task.id) == task
 

@@ -52,8 +52,27 @@ def test_a_stray_queue_entry(store_dir):
 
 
 def test_a_lost_history_entry(store_dir):
-    found = damage(store_dir, lambda txn, dbs: txn.delete(b"t1", layout.u64(4), db=dbs[layout.DB_HISTORY]))
-    assert any(f.startswith("index history: entry b't1'") for f in found), found
+    def change(txn, dbs):
+        seq_key = txn.get(b"t1", db=dbs[layout.DB_TASK_IDS])
+        assert txn.delete(seq_key, layout.u64(4), db=dbs[layout.DB_HISTORY])
+
+    found = damage(store_dir, change)
+    assert any(f.startswith("index history: entry 't1'") for f in found), found
+
+
+def test_a_lost_task_id_entry(store_dir):
+    found = damage(store_dir, lambda txn, dbs: txn.delete(b"t2", db=dbs[layout.DB_TASK_IDS]))
+    assert any(f.startswith("index task_ids: missing entry b't2'") for f in found), found
+
+
+def test_a_task_record_under_the_wrong_seq(store_dir):
+    def change(txn, dbs):
+        tasks = dbs[layout.DB_TASKS]
+        raw = txn.pop(txn.get(b"t2", db=dbs[layout.DB_TASK_IDS]), db=tasks)
+        txn.put(layout.u64(99), raw, db=tasks)
+
+    found = damage(store_dir, change)
+    assert any(f.startswith("task t2: the record is stored under the wrong key") for f in found), found
 
 
 def test_a_record_that_does_not_decode(store_dir):

@@ -1,0 +1,54 @@
+"""Upgrading a store written with an older schema, in place, when it is opened for writing.
+
+Schema 1 to 2: task records, and the history index, were keyed by task id; they are now
+keyed by the task's seq, and the `task_ids` index maps an id to that seq (`layout` says
+why). Every value stays byte for byte the same and the log is not touched, so the upgrade
+moves two databases' entries to their new keys and fills the new index. It is one LMDB
+write transaction: a crash part-way leaves the schema 1 store exactly as it was, and the
+next open upgrades it again.
+
+Only the writer upgrades (it holds the writer lock); a read-only open of an old store
+(`amc store verify`) is refused with a message that says how to upgrade it.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import lmdb
+import orjson
+
+from amc.adapters.lmdb import layout
+from amc.adapters.lmdb.errors import NotAStore
+
+log = logging.getLogger("amc.store")
+
+UPGRADABLE = (b"1",)
+
+
+def upgrade(path: Path, env: lmdb.Environment, meta) -> None:
+    """Bring the store from schema 1 to `layout.SCHEMA_VERSION` in one transaction."""
+    with env.begin(write=True) as txn:
+        tasks = env.open_db(layout.DB_TASKS, txn=txn, **layout.DATABASES[layout.DB_TASKS])
+        history = env.open_db(layout.DB_HISTORY, txn=txn, **layout.DATABASES[layout.DB_HISTORY])
+        task_ids = env.open_db(layout.DB_TASK_IDS, txn=txn, **layout.DATABASES[layout.DB_TASK_IDS])
+        records = list(txn.cursor(db=tasks))
+        entries = list(txn.cursor(db=history))  # every (task id, log seq), duplicates included
+        txn.drop(tasks, delete=False)
+        txn.drop(history, delete=False)
+        seq_keys: dict[bytes, bytes] = {}
+        for task_id, raw in records:
+            try:
+                seq_key = layout.u64(orjson.loads(raw)["seq"])
+            except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+                raise NotAStore(f"{path}: the task record {task_id.decode(errors='replace')!r} has no seq ({exc!r})") from None
+            seq_keys[task_id] = seq_key
+            txn.put(seq_key, raw, db=tasks)
+            txn.put(task_id, seq_key, db=task_ids)
+        for task_id, log_key in entries:
+            if task_id not in seq_keys:
+                raise NotAStore(f"{path}: the history index names task {task_id.decode(errors='replace')!r}, which has no record")
+            txn.put(seq_keys[task_id], log_key, db=history)
+        txn.put(layout.META_SCHEMA, str(layout.SCHEMA_VERSION).encode(), db=meta)
+    log.info("upgraded the store in %s to schema version %d (%d tasks)", path, layout.SCHEMA_VERSION, len(records))

@@ -1,0 +1,103 @@
+"""A store written by the amc of schema 1 is upgraded in place and answers as it did.
+
+The fixture was written by that amc (`fixtures/make_schema1.py`): a manual-clock store
+after a random workload of 185 commands, with what its reads answered then.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import lmdb
+import orjson
+import pytest
+
+from amc import codec
+from amc.adapters.lmdb import LmdbService, SchemaMismatch, layout, upgrade, verify
+from tests.adapters.lmdb.workload import Workload
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def schema1_dir(tmp_path):
+    path = tmp_path / "old"
+    with tarfile.open(FIXTURES / "schema1-store.tar.gz") as tar:
+        tar.extractall(path, filter="data")
+    return path
+
+
+@pytest.fixture(scope="module")
+def answered():
+    return orjson.loads((FIXTURES / "schema1-store.json").read_bytes())
+
+
+def schema_of(path) -> bytes:
+    with lmdb.open(str(path), max_dbs=16, readonly=True) as env:
+        with env.begin(db=env.open_db(layout.DB_META, create=False)) as txn:
+            return txn.get(layout.META_SCHEMA)
+
+
+def reads_of(service: LmdbService, answered: dict) -> dict:
+    """The same reads the fixture recorded, asked of `service`."""
+    pages = {}
+    for scope in answered["pages"]:
+        tenant, status = (None if part == "None" else part for part in scope.split("/"))
+        pages[scope] = [t.id for t in service.tasks(tenant, status, None, 1000).tasks]
+    return {
+        "tasks": {t: orjson.loads(codec.dumps(service.task(t))) for t in answered["tasks"]},
+        "hosts": [orjson.loads(codec.dumps(h)) for h in service.hosts()],
+        "history": {t: [[e.seq, e.at, e.type, e.data] for e in service.history(t)] for t in answered["tasks"]},
+        "pages": pages,
+        "next_expiry": service.next_expiry(),
+    }
+
+
+def test_a_read_only_open_of_a_schema_1_store_says_how_to_upgrade_it(schema1_dir):
+    with pytest.raises(SchemaMismatch) as refused:
+        verify(schema1_dir)
+    message = str(refused.value)
+    assert "schema version 1" in message and "upgrades it in place" in message and str(schema1_dir) in message
+    assert schema_of(schema1_dir) == b"1"  # nothing was written
+
+
+def test_opening_a_schema_1_store_for_writing_upgrades_it_and_every_read_answers_as_before(schema1_dir, answered):
+    assert schema_of(schema1_dir) == b"1"
+    with LmdbService.open(schema1_dir, clock="manual") as service:
+        assert reads_of(service, answered) == answered
+        assert len(answered["tasks"]) > 30 and answered["next_expiry"] is not None  # the fixture is not trivial
+    assert schema_of(schema1_dir) == str(layout.SCHEMA_VERSION).encode()
+    assert verify(schema1_dir) == []
+
+
+def test_an_upgraded_store_keeps_serving(schema1_dir):
+    with LmdbService.open(schema1_dir, clock="manual") as service:
+        load = Workload(seed=11)
+        load.counter = 10_000  # fresh ids that the old workload did not use
+        for _ in range(150):
+            service.execute_sync(load.next_command(service.state_for_tests()))
+        state = service.state_for_tests()
+    assert verify(schema1_dir) == []
+    with LmdbService.open(schema1_dir, clock="manual") as service:
+        assert service.state_for_tests().tasks == state.tasks  # start-up reads the new layout
+
+
+def test_an_upgrade_that_fails_part_way_leaves_the_schema_1_store_as_it_was(schema1_dir, answered, monkeypatch):
+    before = (schema1_dir / layout.DATA_FILE).read_bytes()
+    real_u64, calls = layout.u64, []
+
+    def fail_on_the_tenth(value):
+        calls.append(value)
+        if len(calls) == 10:
+            raise OSError("the disk went away")
+        return real_u64(value)
+
+    monkeypatch.setattr(upgrade.layout, "u64", fail_on_the_tenth)
+    with pytest.raises(OSError, match="the disk went away"):
+        LmdbService.open(schema1_dir)
+    monkeypatch.undo()
+    assert schema_of(schema1_dir) == b"1"
+    assert (schema1_dir / layout.DATA_FILE).read_bytes() == before  # the transaction was aborted
+    with LmdbService.open(schema1_dir, clock="manual") as service:
+        assert reads_of(service, answered) == answered
