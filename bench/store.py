@@ -121,7 +121,10 @@ def in_memory(callers: int, seconds: float) -> tuple[float, float]:
     return asyncio.run(main())
 
 
-def durable(base: Path, callers: int, seconds: float) -> dict:
+def durable(base: Path, callers: int, seconds: float, measure_process: bool = False) -> dict:
+    """One run of `callers` lifecycle loops on a new store. With `measure_process`, also
+    the process CPU and the commands from opening the store to closing it (warm-up too)."""
+    process_started = time.process_time()
     path = Path(tempfile.mkdtemp(dir=base, prefix=f"durable{callers}-"))
     batches: list[int] = []
     service = LmdbService.open(path, on_commit=lambda size, _: batches.append(size))
@@ -130,20 +133,22 @@ def durable(base: Path, callers: int, seconds: float) -> dict:
 
         async def main():
             # Warm up (file growth, first pages), then measure.
-            await asyncio.gather(*(lifecycle_loop(service, -c - 1, time.perf_counter() + 0.3, []) for c in range(callers)))
+            warm = await asyncio.gather(*(lifecycle_loop(service, -c - 1, time.perf_counter() + 0.3, []) for c in range(callers)))
             batches.clear()
             started, cpu = time.perf_counter(), time.process_time()
             counts = await asyncio.gather(
                 *(lifecycle_loop(service, c, started + seconds, latencies) for c in range(callers))
             )
-            return sum(counts), time.perf_counter() - started, time.process_time() - cpu
+            return sum(counts), time.perf_counter() - started, time.process_time() - cpu, sum(warm) + sum(counts)
 
-        commands, elapsed, cpu = asyncio.run(main())
+        commands, elapsed, cpu, all_commands = asyncio.run(main())
     finally:
         service.close()
         shutil.rmtree(path)
     latencies.sort()
+    extra = {"process_cpu": time.process_time() - process_started, "all_commands": all_commands} if measure_process else {}
     return {
+        **extra,
         "rate": commands / elapsed,
         "cpu_us": cpu / commands * 1e6,
         "commits": len(batches) / elapsed,
@@ -151,6 +156,84 @@ def durable(base: Path, callers: int, seconds: float) -> dict:
         "p50": latencies[len(latencies) // 2] * 1e3,
         "p99": latencies[int(len(latencies) * 0.99)] * 1e3,
     }
+
+
+# --- where the CPU of a durable command goes ------------------------------------------------
+
+STAGES = (
+    ("kernel", "kernel.execute: decide and apply"),
+    ("stamp_events", "stamping commands, encoding events"),
+    ("records", "encoding changed records, diffing their index entries"),
+    ("puts", "LMDB puts of the batch"),
+    ("commit_cpu", "LMDB commit: writing pages, fsync (CPU)"),
+    ("release", "handing replies back to the event loop"),
+    ("writer_other", "the writer's queue and loop"),
+    ("callers", "the callers' side: event loop, futures, commands"),
+)
+
+
+def breakdown(base: Path, callers: int, seconds: float) -> dict:
+    """One durable run with the writer's stages timed by their thread's CPU clock.
+
+    Each stage is wrapped once here (the wrappers cost about 1 µs per command, inside the
+    figures); "callers" is the process CPU not spent on the writer thread. Also returns the
+    fsync wait: the commit's wall time not spent on the CPU.
+    """
+    from amc.adapters.lmdb import writer as writer_module
+    from amc.adapters.lmdb.store import Store
+    from amc.core import kernel
+
+    spent: dict[str, float] = dict.fromkeys([*(name for name, _ in STAGES), "commit_wall", "writer"], 0.0)
+    thread_time = time.thread_time
+    patched = {
+        (kernel, "execute"): kernel.execute,
+        (writer_module.Writer, "_decide"): writer_module.Writer._decide,
+        (writer_module.Writer, "_prepare_records"): writer_module.Writer._prepare_records,
+        (writer_module.Writer, "_write"): writer_module.Writer._write,
+        (writer_module.Writer, "_run"): writer_module.Writer._run,
+        (writer_module, "_release"): writer_module._release,
+        (Store, "write"): Store.write,
+    }
+
+    def timed(name, function):
+        def wrapper(*args):
+            started = thread_time()
+            try:
+                return function(*args)
+            finally:
+                spent[name] += thread_time() - started
+
+        return wrapper
+
+    def commit(store, apply):
+        started, wall = thread_time(), time.perf_counter()
+        try:
+            return patched[Store, "write"](store, apply)
+        finally:
+            spent["commit_cpu"] += thread_time() - started
+            spent["commit_wall"] += time.perf_counter() - wall
+
+    kernel.execute = timed("kernel", kernel.execute)
+    writer_module.Writer._decide = timed("stamp_events", writer_module.Writer._decide)
+    writer_module.Writer._prepare_records = timed("records", writer_module.Writer._prepare_records)
+    writer_module.Writer._write = timed("puts", writer_module.Writer._write)
+    writer_module.Writer._run = timed("writer", writer_module.Writer._run)
+    writer_module._release = timed("release", writer_module._release)
+    Store.write = commit
+    try:
+        result = durable(base, callers, seconds, measure_process=True)
+    finally:
+        for (owner, name), function in patched.items():
+            setattr(owner, name, function)
+    # Nested stages: report each one's own share.
+    spent["commit_wall"] -= spent["commit_cpu"]
+    spent["commit_cpu"] -= spent["puts"]
+    spent["stamp_events"] -= spent["kernel"] + spent["records"]
+    inside = ("kernel", "stamp_events", "records", "puts", "commit_cpu", "release")
+    spent["writer_other"] = spent["writer"] - sum(spent[name] for name in inside)
+    spent["callers"] = result["process_cpu"] - spent["writer"]
+    commands = result["all_commands"]
+    return {"result": result, "us": {name: spent[name] / commands * 1e6 for name in (*spent,)}}
 
 
 # --- start-up -------------------------------------------------------------------------------
@@ -333,6 +416,21 @@ def compare(args, base: Path) -> None:
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
+def print_breakdown(base: Path, callers: int, seconds: float, runs: int) -> None:
+    found = [breakdown(base, callers, seconds) for _ in range(runs)]
+    us = {name: statistics.median(f["us"][name] for f in found) for name in found[0]["us"]}
+    total = sum(us[name] for name, _ in STAGES)
+    print()
+    print(f"where the CPU of a durable command goes, {callers} callers (medians of {runs} runs, µs per command):")
+    for name, what in STAGES:
+        print(f"  {us[name]:>7.1f}  {us[name] / total:>4.0%}  {what}")
+    print(f"  {total:>7.1f}  100%  in all (the fsync wait, off the CPU: {us['commit_wall']:.1f} µs per command)")
+    store_work = us["stamp_events"] + us["records"] + us["puts"] + us["commit_cpu"]
+    rest = total - store_work
+    print(f"  without the store's own work ({store_work:.1f} µs) a command would still cost {rest:.1f} µs of CPU "
+          f"in one interpreter: at most {1e6 / rest:,.0f} commands/s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -340,6 +438,7 @@ def main() -> None:
     parser.add_argument("--callers", default="1,8,64")
     parser.add_argument("--raw-commits", type=int, default=1_000)
     parser.add_argument("--startup-tasks", type=int, default=100_000)
+    parser.add_argument("--breakdown-runs", type=int, default=3, help="runs of the CPU breakdown (0: none)")
     parser.add_argument("--dir", type=Path, default=None, help="where to create the stores (default: a temp dir)")
     parser.add_argument("--compare", action="store_true", help="the converter's codec against the current one")
     args = parser.parse_args()
@@ -377,6 +476,8 @@ def run(args, base: Path) -> None:
         print(f"{c:>7} {median['rate']:>11,.0f} {median['commits']:>10,.0f} {median['batch']:>6.1f} "
               f"{median['p50']:>7.2f} {median['p99']:>7.2f} {median['rate'] / one:>20.2f} {median['rate'] / hundred:>19.2f} "
               f"{median['cpu_us']:>11.0f} {memory:>12,.0f} {memory_cpu:>11.0f}")
+    if args.breakdown_runs:
+        print_breakdown(base, max(callers), args.seconds, args.breakdown_runs)
     if args.startup_tasks:
         print()
         for distinct in (False, True):
