@@ -17,11 +17,13 @@ Around the commands the app keeps time moving (`timer`), wakes long-polling clai
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import secrets
 import time
+from collections.abc import Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from starlette.applications import Starlette
@@ -49,11 +51,14 @@ from amc.core.commands import (
     StartAttempt,
     SubmitTask,
 )
+from amc.core.errors import InvalidRequest
 from amc.core.events import TaskAssigned
 from amc.core.kernel import Assignment, Decision, Reply
 from amc.core.records import Boundary, DeviceSpec, Message, Requirements, Task
 from amc.core.times import to_rfc3339
 from amc.service import Service
+
+T = TypeVar("T")
 
 JSON_TYPE = "application/json"
 
@@ -319,27 +324,35 @@ class Api:
             raise not_found(f"task {task_id!r} has no attempt {number}")
         return task, task_id, number
 
-    async def _lease_request(self, request: Request) -> tuple[Principal, bytes, Task, str, int]:
+    async def _lease_request(self, request: Request, decode: Callable[[bytes], T]) -> tuple[Principal, T, str, int]:
+        """The caller, the decoded body, and the task and attempt a start, renewal or result names.
+
+        A missing task or attempt (404) comes before a bad body (400). The kernel refuses a
+        well-formed command for a missing task or attempt first, with the same 404, so the
+        task is looked up here only when the body is bad: a renewal reads no record.
+        """
         principal, raw = await self.begin(request)
         access.require_role(principal, "host")
-        task, task_id, number = self._attempt_target(request)
-        return principal, raw, task, task_id, number
+        try:
+            body = decode(raw)
+        except (InvalidRequest, Problem):
+            self._attempt_target(request)
+            raise
+        return principal, body, request.path_params["task_id"], request.path_params["attempt"]
 
     async def start(self, request: Request) -> Response:
-        principal, raw, _, task_id, number = await self._lease_request(request)
-        body = bodies.decode_lease(raw)
+        principal, body, task_id, number = await self._lease_request(request, bodies.decode_lease)
         command = StartAttempt(now=0, host_id=principal.host_id, task_id=task_id, attempt=number, lease_id=body.lease_id)
         return json_response(wire.lease_view(await self.decide(command)))
 
     async def renew(self, request: Request) -> Response:
-        principal, raw, _, task_id, number = await self._lease_request(request)
-        body = bodies.decode_lease(raw)
+        principal, body, task_id, number = await self._lease_request(request, bodies.decode_lease)
         command = RenewLease(now=0, host_id=principal.host_id, task_id=task_id, attempt=number, lease_id=body.lease_id)
         return json_response(wire.lease_view(await self.decide(command)))
 
     async def result(self, request: Request) -> Response:
-        principal, raw, _, task_id, number = await self._lease_request(request)
-        body, steps = bodies.decode_result(raw, self.settings.limits)
+        decode = functools.partial(bodies.decode_result, limits=self.settings.limits)
+        principal, (body, steps), task_id, number = await self._lease_request(request, decode)
         command = ReportResult(
             now=0,
             host_id=principal.host_id,
@@ -354,7 +367,9 @@ class Api:
         return json_response(wire.task_view(self.service.task(task_id)))
 
     async def acknowledge(self, request: Request) -> Response:
-        principal, raw, task, task_id, number = await self._lease_request(request)
+        principal, raw = await self.begin(request)
+        access.require_role(principal, "host")
+        task, task_id, number = self._attempt_target(request)  # the message must exist too (404)
         message_id = _message_of(task, request.path_params["message_id"]).id
         body = bodies.decode_acknowledgement(raw, self.settings.limits)
         command = AcknowledgeMessage(
