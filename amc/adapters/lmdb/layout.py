@@ -2,7 +2,8 @@
 
 This module is the storage format. Everything that turns a record, an event or an index
 entry into bytes, or back, lives here, so a reader can check the format in one place.
-Change anything below and bump `SCHEMA_VERSION`.
+Change anything below and bump `SCHEMA_VERSION`, with a step in `upgrade.py` that brings
+the previous version's stores forward.
 
 Databases (all keys sort bytewise, which is how LMDB orders them)::
 
