@@ -28,7 +28,22 @@ UPGRADABLE = (b"1",)
 
 
 def upgrade(path: Path, env: lmdb.Environment, meta) -> None:
-    """Bring the store from schema 1 to `layout.SCHEMA_VERSION` in one transaction."""
+    """Bring the store from schema 1 to `layout.SCHEMA_VERSION` in one transaction.
+
+    The transaction rewrites the task records beside the old ones (the old pages are
+    freed only when it commits), so a map that cannot hold both is doubled and the
+    upgrade started again.
+    """
+    while True:
+        try:
+            count = _from_schema_1(path, env, meta)
+            break
+        except lmdb.MapFullError:
+            env.set_mapsize(2 * env.info()["map_size"])
+    log.info("upgraded the store in %s to schema version %d (%d tasks)", path, layout.SCHEMA_VERSION, count)
+
+
+def _from_schema_1(path: Path, env: lmdb.Environment, meta) -> int:
     with env.begin(write=True) as txn:
         tasks = env.open_db(layout.DB_TASKS, txn=txn, **layout.DATABASES[layout.DB_TASKS])
         history = env.open_db(layout.DB_HISTORY, txn=txn, **layout.DATABASES[layout.DB_HISTORY])
@@ -51,4 +66,4 @@ def upgrade(path: Path, env: lmdb.Environment, meta) -> None:
                 raise NotAStore(f"{path}: the history index names task {task_id.decode(errors='replace')!r}, which has no record")
             txn.put(seq_keys[task_id], log_key, db=history)
         txn.put(layout.META_SCHEMA, str(layout.SCHEMA_VERSION).encode(), db=meta)
-    log.info("upgraded the store in %s to schema version %d (%d tasks)", path, layout.SCHEMA_VERSION, len(records))
+    return len(records)

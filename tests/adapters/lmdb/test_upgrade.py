@@ -101,3 +101,14 @@ def test_an_upgrade_that_fails_part_way_leaves_the_schema_1_store_as_it_was(sche
     assert (schema1_dir / layout.DATA_FILE).read_bytes() == before  # the transaction was aborted
     with LmdbService.open(schema1_dir, clock="manual") as service:
         assert reads_of(service, answered) == answered
+
+
+def test_an_upgrade_that_does_not_fit_the_map_grows_it(schema1_dir, answered):
+    # The new records are written beside the old ones, which are freed only at the commit.
+    size = (schema1_dir / layout.DATA_FILE).stat().st_size
+    with lmdb.open(str(schema1_dir), map_size=size, max_dbs=16) as env:
+        upgrade.upgrade(schema1_dir, env, env.open_db(layout.DB_META))
+        assert env.info()["map_size"] > size
+    assert schema_of(schema1_dir) == str(layout.SCHEMA_VERSION).encode()
+    with LmdbService.open(schema1_dir, clock="manual") as service:
+        assert reads_of(service, answered) == answered
