@@ -51,6 +51,28 @@ class ClaimQueue:
             groups[key] = (task.requirements, [])
         heapq.heappush(groups[key][1], (-task.priority, task.seq, task.id))
 
+    @classmethod
+    def of(cls, tasks: Iterable[Task]) -> ClaimQueue:
+        """A queue holding `tasks` (a start-up's backlog): the same queue as pushing them one
+        by one, built with one `heapify` per group. A backlog's tasks mostly share a few
+        `Requirements` objects, so each one's group key is computed once."""
+        queue = cls()
+        keys: dict[int, tuple] = {}  # id(requirements) -> key; the tasks keep them alive
+        for task in tasks:
+            requirements = task.requirements
+            key = keys.get(id(requirements))
+            if key is None:
+                key = keys[id(requirements)] = requirements.key()
+            groups = queue._groups_for(requirements)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = (requirements, [])
+            group[1].append((-task.priority, task.seq, task.id))
+        for groups in (queue._open, *queue._pinned.values()):
+            for _, heap in groups.values():
+                heapq.heapify(heap)
+        return queue
+
     def clean(self, requirements: Requirements, tasks: dict[str, Task]) -> None:
         """Pop entries of tasks that cannot be claimed (no longer queued, or held) off the
         top of their group."""
@@ -146,14 +168,16 @@ class State:
     def from_records(cls, tasks: Iterable[Task], hosts: Iterable[Host]) -> State:
         """Rebuild a state, indexes included, from its records (a store's start-up path)."""
         state = cls()
-        for task in sorted(tasks, key=lambda t: t.seq):
+        claimable = []
+        for task in sorted(tasks, key=_seq_of):
             state.tasks[task.id] = task
             if task.idempotency_key is not None:
                 state.idempotency[(task.tenant, task.idempotency_key)] = task.id
             if task.claimable:
-                state.queue.push(task)
+                claimable.append(task)
             elif (attempt := task.active_attempt) is not None:
                 state.leases.push(attempt.lease_expires_at, task.id, attempt.number)
+        state.queue = ClaimQueue.of(claimable)
         state.submitted = len(state.tasks)
         state.hosts = {host.id: host for host in hosts}
         return state
@@ -176,3 +200,7 @@ class State:
 
     def active_tasks(self) -> Iterator[Task]:
         return (t for t in self.tasks.values() if t.active_attempt is not None)
+
+
+def _seq_of(task: Task) -> int:
+    return task.seq
