@@ -44,12 +44,16 @@ class ClaimQueue:
             return self._open
         return self._pinned.setdefault(requirements.serial, {})
 
+    def _heap(self, requirements: Requirements, key: tuple) -> list[QueueEntry]:
+        """The heap of the group `requirements` (whose key is `key`) wait in, made if new."""
+        groups = self._groups_for(requirements)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = (requirements, [])
+        return group[1]
+
     def push(self, task: Task) -> None:
-        groups = self._groups_for(task.requirements)
-        key = task.requirements.key()
-        if key not in groups:
-            groups[key] = (task.requirements, [])
-        heapq.heappush(groups[key][1], (-task.priority, task.seq, task.id))
+        heapq.heappush(self._heap(task.requirements, task.requirements.key()), (-task.priority, task.seq, task.id))
 
     @classmethod
     def of(cls, tasks: Iterable[Task]) -> ClaimQueue:
@@ -63,11 +67,7 @@ class ClaimQueue:
             key = keys.get(id(requirements))
             if key is None:
                 key = keys[id(requirements)] = requirements.key()
-            groups = queue._groups_for(requirements)
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = (requirements, [])
-            group[1].append((-task.priority, task.seq, task.id))
+            queue._heap(requirements, key).append((-task.priority, task.seq, task.id))
         for groups in (queue._open, *queue._pinned.values()):
             for _, heap in groups.values():
                 heapq.heapify(heap)

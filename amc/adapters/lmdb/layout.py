@@ -120,6 +120,16 @@ def task_key(task: Task) -> bytes:
     return U64.pack(task.seq)
 
 
+def task_key_label(key: bytes) -> str:
+    """Names the task record under `key` in a message (its id may not be readable)."""
+    return f"at seq {read_u64(key)}" if len(key) == 8 else f"under the malformed key {key!r}"
+
+
+def id_key_label(key: bytes) -> str:
+    """Names the host record under `key` in a message."""
+    return key.decode(errors="replace")
+
+
 def check_id(what: str, identifier: str) -> None:
     """Refuse an id the store could not key (before it reaches the kernel)."""
     if id_key(identifier) is None:

@@ -247,21 +247,21 @@ class Store:
         gc.disable()
         try:
             with self.read() as txn:
-                tasks = self._decode_all(txn, self.tasks, layout.TaskLoader())
-                hosts = self._decode_all(txn, self.hosts, layout.decode_host)
+                tasks = self._decode_all(txn, self.tasks, layout.TaskLoader(), "task", layout.task_key_label)
+                hosts = self._decode_all(txn, self.hosts, layout.decode_host, "host", layout.id_key_label)
             return State.from_records(tasks, hosts)
         finally:
             if was_enabled:
                 gc.enable()
 
-    def _decode_all(self, txn, db, decode) -> list:
+    def _decode_all(self, txn, db, decode, kind: str, label) -> list:
         records = []
         for key, raw in txn.cursor(db=db):
             try:
                 records.append(decode(raw))
             except Exception as exc:
                 raise NotAStore(
-                    f"{self.path}: the record {_label(db is self.tasks, key)} cannot be decoded ({exc}); "
+                    f"{self.path}: the {kind} {label(key)} cannot be decoded ({exc}); "
                     "run `amc store verify --data DIR` for details"
                 ) from None
         return records
@@ -274,10 +274,6 @@ class Store:
         """Bytes of the map in use (the data file may be larger: LMDB reuses freed pages)."""
         info = self.env.info()
         return (info["last_pgno"] + 1) * self.env.stat()["psize"]
-
-
-def _label(by_seq: bool, key: bytes) -> str:
-    return f"of task seq {layout.read_u64(key)}" if by_seq else repr(key.decode(errors="replace"))
 
 
 def task_seq_key(txn: lmdb.Transaction, store: Store, task_id: str) -> bytes | None:

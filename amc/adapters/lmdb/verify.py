@@ -67,8 +67,8 @@ def _check(store: Store, txn: lmdb.Transaction) -> Report:
     out = report.differences
     replayed, history, last_at = _replay(store, txn, report)
 
-    tasks = _records(txn, store.tasks, layout.decode_task, "task", layout.task_key, _seq_label, out)
-    hosts = _records(txn, store.hosts, layout.decode_host, "host", _id_key, _id_label, out)
+    tasks = _records(txn, store.tasks, layout.decode_task, "task", layout.task_key, layout.task_key_label, out)
+    hosts = _records(txn, store.hosts, layout.decode_host, "host", _id_key, layout.id_key_label, out)
     report.tasks, report.hosts = len(tasks), len(hosts)
     _compare("task", tasks, replayed.tasks, out)
     _compare("host", hosts, replayed.hosts, out)
@@ -85,7 +85,7 @@ def _check(store: Store, txn: lmdb.Transaction) -> Report:
     task_of = {layout.task_key(t): t.id for t in (*replayed.tasks.values(), *tasks.values())}
     stored_history: dict[str, list[bytes]] = defaultdict(list)
     for key, value in txn.cursor(db=store.history):
-        stored_history[task_of.get(key, _seq_label(key))].append(value)
+        stored_history[task_of.get(key, layout.task_key_label(key))].append(value)
     expected_history = {task_id: [layout.u64(seq) for seq in seqs] for task_id, seqs in history.items()}
     _compare_index("history", expected_history, dict(stored_history), out)
 
@@ -153,14 +153,6 @@ def _records(txn, db, decode, kind: str, key_of, label, out: list[str]) -> dict:
 
 def _id_key(record) -> bytes:
     return record.id.encode()
-
-
-def _id_label(key: bytes) -> str:
-    return key.decode(errors="replace")
-
-
-def _seq_label(key: bytes) -> str:
-    return f"at seq {layout.read_u64(key)}" if len(key) == 8 else f"under the malformed key {key!r}"
 
 
 def _compare(kind: str, records: dict, replayed: dict, out: list[str]) -> None:
