@@ -46,7 +46,7 @@ import time
 
 import httpx
 
-from amc.adapters.adb.simulator import Simulator
+from amc.sim import Simulator
 from amc.core.times import from_rfc3339
 
 LISTENING = re.compile(r"listening on http://([\d.]+):(\d+)")

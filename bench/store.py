@@ -46,7 +46,7 @@ from pathlib import Path
 import lmdb
 import orjson
 
-from amc import codec
+from amc.adapters.lmdb import codec
 from amc.adapters.lmdb import LmdbService, layout
 from amc.core.commands import ClaimTask, RegisterHost, RenewLease, ReportResult, StartAttempt, SubmitTask
 from amc.core.kernel import Assignment

@@ -87,7 +87,7 @@ MUTANTS: dict[str, list[tuple[str, str, str]]] = {
         '''        heapq.heappush(groups[key][1], (0, task.seq, task.id))''',
     )],
     "agent-reports-cancelled-on-lease-loss": [(
-        "amc/core/agent.py",
+        "amc/core/execution.py",
         '''            elif self.stop is StopReason.cancelled:''',
         '''            elif self.stop in (StopReason.cancelled, StopReason.lease_lost):''',
     )],
@@ -113,7 +113,7 @@ MUTANTS: dict[str, list[tuple[str, str, str]]] = {
         '''    if follow_ups and status == "never":''',
     )],
     "agent-applies-a-redelivered-message-again": [(
-        "amc/core/agent.py",
+        "amc/core/execution.py",
         '''            if message.id not in self._taken:''',
         '''            if True:''',
     )],

@@ -3,12 +3,12 @@
 Theory of operation. One asyncio event loop per host does all the talking to the control
 plane; the blocking ADB work runs in a thread pool. Every decision about an attempt (stop
 or go on, interrupt the running step, each step's outcome, what to report) is made by the
-pure `amc.core.agent.Execution`; the modules here only observe and act:
+pure `amc.core.execution.Execution`; the modules here only observe and act:
 
 - `host.HostAgent`: the supervisor (discovery, one slot per device, graceful stop);
 - `registry`: which devices adb sees, and registering them (PUT /v1/hosts/{id});
 - `slot.DeviceSlot`: one device's loop of long-polling claims and attempts;
-- `worker.Attempt`: one attempt: start, run, report (retried with the identical body);
+- `worker.AttemptRun`: one attempt: start, run, report (retried with the identical body);
 - `renewer.Renewer`: renews the lease every lease_seconds / 3 and feeds the answers in,
   with the messages (steer, pause, resume) they carry;
 - `runner.TaskRunner` / `WorkflowRunner`: the step loop, waiting while paused, and

@@ -28,11 +28,11 @@ from typing import Callable
 
 import attrs
 
-from amc.core.agent import Acknowledgement, Execution, StopReason
+from amc.core.execution import Acknowledgement, Execution, StopReason
 
-from .client import ControlPlane, Rejected, Unreachable
+from .client import ControlPlane, Rejected, Uncertain
 from .renewer import LEASE_REFUSALS
-from .wire import Assignment, acknowledgement_body
+from .wire import ClaimedAttempt, acknowledgement_body
 
 log = logging.getLogger("amc.agent.acks")
 
@@ -60,7 +60,7 @@ class Acknowledger:
         label: names the attempt in logs.
     """
 
-    def __init__(self, server: ControlPlane, assignment: Assignment, execution: Execution,
+    def __init__(self, server: ControlPlane, assignment: ClaimedAttempt, execution: Execution,
                  changed: Callable[[], None], backoff: tuple[float, float], label: str):
         self._server = server
         self._assignment = assignment
@@ -123,7 +123,7 @@ class Acknowledger:
                 else:
                     log.error("%s: acknowledgement %s %s refused (%s)", self._label, ack.message_id, ack.state, error)
                 return
-            except Unreachable as error:
+            except Uncertain as error:
                 log.warning("%s: acknowledgement %s %s got no answer (%s); retrying in %.2g s",
                             self._label, ack.message_id, ack.state, error, delay)
             else:

@@ -6,7 +6,7 @@ Every call ends in exactly one of three ways, because the agent's rules depend o
 - a 2xx answer: the decoded JSON (None for 204);
 - `Rejected`: a definite refusal (a 4xx problem, e.g. 409 `lease_expired`). Asking again
   with the same request would get the same answer;
-- `Unreachable`: no definite answer (connection refused or cut, a timeout, a 5xx, 408 or
+- `Uncertain`: no definite answer (connection refused or cut, a timeout, a 5xx, 408 or
   429). The request may or may not have taken effect, so only requests that are safe to
   repeat (all of these are, with identical bodies) may be sent again.
 
@@ -29,7 +29,7 @@ from amc.adapters.adb.discovery import DeviceInfo
 _RETRYABLE_4XX = (408, 429)
 
 
-class Unreachable(Exception):
+class Uncertain(Exception):
     """No definite answer arrived; the request may or may not have taken effect."""
 
 
@@ -114,12 +114,12 @@ class ControlPlane:
             async with asyncio.timeout(self.timeout if deadline is None else max(deadline, 0.001)):
                 response = await self._http.request(method, path, content=content)
         except TimeoutError:
-            raise Unreachable(f"{method} {path}: no answer in time") from None
+            raise Uncertain(f"{method} {path}: no answer in time") from None
         except httpx.HTTPError as error:  # connection refused, reset, protocol errors
-            raise Unreachable(f"{method} {path}: {type(error).__name__}: {error}") from None
+            raise Uncertain(f"{method} {path}: {type(error).__name__}: {error}") from None
         status = response.status_code
         if status >= 500 or status in _RETRYABLE_4XX:
-            raise Unreachable(f"{method} {path}: {status} {response.text[:200]}")
+            raise Uncertain(f"{method} {path}: {status} {response.text[:200]}")
         if status >= 400:
             code, detail = _problem(response)
             raise Rejected(status, code, detail)

@@ -1,6 +1,6 @@
 """The server's clock as seen from this host, without trusting this host's wall clock.
 
-`amc.core.agent.Execution` works in server milliseconds (a lease expires at the server's
+`amc.core.execution.Execution` works in server milliseconds (a lease expires at the server's
 `lease_expires_at`), but the host's wall clock may be minutes off. Every start and renewal
 answer tells us what the server's clock read when it handled the request: the new
 `lease_expires_at` minus the lease length. The server handled it somewhere between our

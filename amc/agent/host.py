@@ -30,13 +30,13 @@ from typing import Callable, TypeVar
 from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.executor import AdbExecutor
 from amc.adapters.adb.policy import ActionPolicy
-from amc.core.agent import StopReason
+from amc.core.execution import StopReason
 
 from .client import ControlPlane
 from .config import AgentConfig
 from .registry import Registry
 from .slot import DeviceSlot
-from .wire import Assignment
+from .wire import ClaimedAttempt
 from .worker import AttemptRecord
 
 log = logging.getLogger("amc.agent")
@@ -140,7 +140,7 @@ class HostAgent:
         """Run a blocking call (adb) in the pool."""
         return asyncio.get_running_loop().run_in_executor(self.pool, function)
 
-    def executor_for(self, assignment: Assignment) -> AdbExecutor:
+    def executor_for(self, assignment: ClaimedAttempt) -> AdbExecutor:
         """An executor for one attempt, writing its screenshots under artifacts/<task>/<attempt>."""
         artifacts = Path(self.config.artifacts_dir).resolve() / assignment.task_id / str(assignment.attempt)
         return AdbExecutor(self.adb, assignment.device, artifacts_dir=artifacts, policy=self.policy)

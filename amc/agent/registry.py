@@ -22,7 +22,7 @@ from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.discovery import DeviceInfo, list_serials, read_attributes
 from amc.adapters.adb.errors import AdbError
 
-from .client import ControlPlane, Rejected, Unreachable
+from .client import ControlPlane, Rejected, Uncertain
 
 log = logging.getLogger("amc.agent.registry")
 T = TypeVar("T")
@@ -89,7 +89,7 @@ class Registry:
                 raise RegistrationRefused(str(error)) from None  # misconfigured from the start
             self._complain("server", f"registration refused ({error}); retrying at the next scan", logging.ERROR)
             return self.registered
-        except Unreachable as error:
+        except Uncertain as error:
             self._complain("server", f"registration got no answer ({error}); retrying at the next scan")
             return self.registered
         self._complain("server", None)

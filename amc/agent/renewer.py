@@ -25,11 +25,11 @@ import logging
 import time
 from typing import Callable
 
-from amc.core.agent import Execution, StopReason
+from amc.core.execution import Execution, StopReason
 
-from .client import ControlPlane, Rejected, Unreachable
+from .client import ControlPlane, Rejected, Uncertain
 from .clock import ServerClock
-from .wire import Assignment, parse_grant
+from .wire import ClaimedAttempt, parse_grant
 
 log = logging.getLogger("amc.agent.renewer")
 
@@ -50,7 +50,7 @@ class Renewer:
         last_grant: local monotonic time when the latest granted request (the start) was sent.
     """
 
-    def __init__(self, server: ControlPlane, assignment: Assignment, execution: Execution,
+    def __init__(self, server: ControlPlane, assignment: ClaimedAttempt, execution: Execution,
                  clock: ServerClock, changed: Callable[[], None], *, last_grant: float):
         self._server = server
         self._assignment = assignment
@@ -99,7 +99,7 @@ class Renewer:
             log.warning("%s: renewal refused (%s); trying again", where, error)
             self._due = time.monotonic() + self.retry_delay
             return
-        except (Unreachable, ValueError, KeyError, TypeError) as error:
+        except (Uncertain, ValueError, KeyError, TypeError) as error:
             log.warning("%s: renewal got no answer (%s); trying again", where, error)
             self._due = time.monotonic() + self.retry_delay
             return

@@ -18,7 +18,7 @@ and asks again. The renewer keeps the lease meanwhile; the wait is also bounded 
 lease's expiry, so a paused run notices a lost lease even if nothing wakes it.
 
 How an executor outcome maps onto the Execution (amc.adapters.adb.errors):
-`Refused` -> `step_refused`; `Interrupted` -> `step_interrupted`; `DeviceUnavailable`
+`ActionRefused` -> `step_refused`; `Interrupted` -> `step_interrupted`; `DeviceUnavailable`
 (the device went away mid-step) -> `step_lost`: the step's effect is unknown, so it is
 `interrupted` and the run stops; `StepFailed` (also `StepTimedOut`) -> `step_failed`. An
 unexpected exception is a bug of ours whose effect on the device is just as unknown:
@@ -33,9 +33,9 @@ import functools
 import logging
 from typing import Callable
 
-from amc.adapters.adb.errors import DeviceUnavailable, Interrupted, Refused, StepFailed
+from amc.adapters.adb.errors import DeviceUnavailable, Interrupted, ActionRefused, StepFailed
 from amc.adapters.adb.executor import ActionResult, AdbExecutor
-from amc.core.agent import Execution, Pause
+from amc.core.execution import Execution, Pause
 from amc.core.records import Plan, Step
 
 from .clock import ServerClock
@@ -120,7 +120,7 @@ class TaskRunner:
         execution = self.execution
         try:
             result: ActionResult = future.result()
-        except Refused as error:
+        except ActionRefused as error:
             execution.step_refused(now, error.reason)
         except Interrupted:
             execution.step_interrupted(now)

@@ -16,9 +16,9 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from .client import Rejected, Unreachable
-from .wire import Assignment, parse_assignment
-from .worker import Attempt
+from .client import Rejected, Uncertain
+from .wire import ClaimedAttempt, parse_assignment
+from .worker import AttemptRun
 
 if TYPE_CHECKING:
     from .host import HostAgent
@@ -36,7 +36,7 @@ class DeviceSlot:
         self.serial = serial
         self.host = host
         self.retired = False
-        self.attempt: Attempt | None = None
+        self.attempt: AttemptRun | None = None
         self._claim: asyncio.Task | None = None
         self.task = asyncio.create_task(self.run(), name=f"slot {serial}")
 
@@ -63,7 +63,7 @@ class DeviceSlot:
                 if asyncio.current_task().cancelling():
                     raise  # this slot itself is being cancelled (a forced shutdown)
                 continue  # the claim was called off by retire(); the loop condition decides
-            except (Unreachable, Rejected) as error:
+            except (Uncertain, Rejected) as error:
                 # Logged when the trouble starts; while the server stays away, quietly.
                 log.log(logging.DEBUG if failing else logging.WARNING, "%s: claim failed (%s); retrying every %g s",
                         self.serial, error, RETRY_SECONDS)
@@ -92,9 +92,9 @@ class DeviceSlot:
                               assignment.attempt)
         log.debug("%s: slot retired", self.serial)
 
-    async def _run(self, assignment: Assignment, received: float) -> None:
+    async def _run(self, assignment: ClaimedAttempt, received: float) -> None:
         host = self.host
-        attempt = Attempt(assignment, received, host.server, host.executor_for(assignment), host.pool,
+        attempt = AttemptRun(assignment, received, host.server, host.executor_for(assignment), host.pool,
                           host.config.report_backoff)
         self.attempt = attempt
         if host.stopping:  # the claim was answered just as the host began to stop

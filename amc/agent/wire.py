@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import orjson
 
-from amc.core.agent import Acknowledgement, Report
+from amc.core.execution import Acknowledgement, FinalReport
 from amc.core.records import Message, Plan, Stage, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms, to_rfc3339
 
@@ -31,7 +31,7 @@ TRUNCATED = "[...truncated...]\n"
 
 
 @attrs.frozen(kw_only=True)
-class Assignment:
+class ClaimedAttempt:
     """A claim's answer: one attempt of one task on one of this host's devices."""
 
     task_id: str
@@ -58,9 +58,9 @@ class Grant:
     messages: tuple[Message, ...] = ()  # every message the server has not seen acknowledged
 
 
-def parse_assignment(data: dict[str, Any]) -> Assignment:
+def parse_assignment(data: dict[str, Any]) -> ClaimedAttempt:
     """Raises ValueError (or KeyError/TypeError) when the answer is not an assignment."""
-    return Assignment(
+    return ClaimedAttempt(
         task_id=str(data["task_id"]),
         attempt=int(data["attempt"]),
         lease_id=str(data["lease_id"]),
@@ -114,7 +114,7 @@ def _steps(raw: list[dict[str, Any]]) -> tuple[Step, ...]:
 # -- the result --------------------------------------------------------------------------
 
 
-def result_body(lease_id: str, report: Report, artifacts: dict[str, str]) -> bytes:
+def result_body(lease_id: str, report: FinalReport, artifacts: dict[str, str]) -> bytes:
     """The terminal report's body, as the exact bytes to send (and resend)."""
     metadata = dict(report.metadata)
     if artifacts:

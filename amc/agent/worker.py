@@ -8,7 +8,7 @@
       -> the report sent until a definite answer
       -> the renewer stops
 
-All decisions are the `Execution`'s (amc.core.agent); this module only does the IO and
+All decisions are the `Execution`'s (amc.core.execution); this module only does the IO and
 hands it what was observed: the messages the start and renewal answers carry go to it
 with the grant, and the acknowledgements it decides go to the `Acknowledger`, which sends
 them beside the run. The acknowledgements are flushed before the result because the server
@@ -34,14 +34,14 @@ import attrs
 import orjson
 
 from amc.adapters.adb.executor import AdbExecutor
-from amc.core.agent import Execution, StopReason
+from amc.core.execution import Execution, StopReason
 
 from .acks import Acknowledger, Sent
-from .client import ControlPlane, Rejected, Unreachable
+from .client import ControlPlane, Rejected, Uncertain
 from .clock import ServerClock
 from .renewer import LEASE_REFUSALS, Renewer
 from .runner import runner_for
-from .wire import Assignment, parse_grant, result_body
+from .wire import ClaimedAttempt, parse_grant, result_body
 
 log = logging.getLogger("amc.agent.worker")
 
@@ -65,7 +65,7 @@ class AttemptRecord:
         return self.body["status"]
 
 
-class Attempt:
+class AttemptRun:
     """Runs one assignment on one device.
 
     Args:
@@ -77,7 +77,7 @@ class Attempt:
         backoff: first and longest pause between report retries, in seconds.
     """
 
-    def __init__(self, assignment: Assignment, received_at: float, server: ControlPlane,
+    def __init__(self, assignment: ClaimedAttempt, received_at: float, server: ControlPlane,
                  executor: AdbExecutor, pool: concurrent.futures.Executor,
                  backoff: tuple[float, float] = (0.1, 5.0)):
         self.assignment = assignment
@@ -160,7 +160,7 @@ class Attempt:
                     self.changed()
                     return None
                 log.warning("%s: start refused (%s); trying again", self.label, error)
-            except (Unreachable, ValueError, KeyError, TypeError) as error:
+            except (Uncertain, ValueError, KeyError, TypeError) as error:
                 log.warning("%s: start got no answer (%s); trying again", self.label, error)
             else:
                 self.clock.observe(grant.lease_expires_at - a.lease_ms, sent)
@@ -199,7 +199,7 @@ class Attempt:
                     log.error("%s: report %s refused (%s); not retrying an identical body",
                               self.label, record.status, error)
                 return
-            except Unreachable as error:
+            except Uncertain as error:
                 log.warning("%s: report %s got no answer (%s); retrying in %.2g s",
                             self.label, record.status, error, delay)
             else:

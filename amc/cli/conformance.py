@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-SUITE = Path(__file__).resolve().parents[2] / "tests" / "conformance"
+SUITE = Path(__file__).resolve().parents[1] / "conformance" / "scenarios"
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True})

@@ -20,7 +20,7 @@ def sim(count: int, port: int, device_base_port: int | None, host: str) -> None:
     """Serve simulated devices to ppadb (the server port) and to a real adb server
     (`adb connect HOST:ADBD_PORT`). Each device's command log is readable with the
     `host:amc-sim-log:<serial>` service on the server port."""
-    from amc.adapters.adb.simulator import Simulator  # keeps `amc --help` free of sockets
+    from amc.sim import Simulator  # keeps `amc --help` free of sockets
 
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

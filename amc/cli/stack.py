@@ -192,8 +192,8 @@ class Stack:
         return self.url
 
     def start_simulator(self, devices):
-        """Simulated devices (a count or `DeviceSpec`s) in this process; the started Simulator."""
-        from amc.adapters.adb.simulator import Simulator
+        """Simulated devices (a count or `SimDeviceSpec`s) in this process; the started Simulator."""
+        from amc.sim import Simulator
 
         simulator = Simulator(devices).start()
         self.simulators.append(simulator)

@@ -66,7 +66,7 @@ class Scope:
 
 
 @attrs.frozen
-class Result:
+class Exploration:
     states: int
     transitions: int
     depth: int
@@ -182,7 +182,7 @@ def _clone(state: State) -> State:
     return State.from_records(state.tasks.values(), state.hosts.values())
 
 
-def explore(scope: Scope, progress: Callable[[int, int, int], None] | None = None) -> Result:
+def explore(scope: Scope, progress: Callable[[int, int, int], None] | None = None) -> Exploration:
     """Breadth-first over every command sequence in `scope`."""
     start = State()
     root = fingerprint(start, 0)
@@ -209,16 +209,16 @@ def explore(scope: Scope, progress: Callable[[int, int, int], None] | None = Non
             found = invariants.violations(after, state, command.now)
             next_key = fingerprint(after, command.now)
             if found:
-                return Result(len(parents), transitions, level + 1, True, found, _trace(parents, key) + [label])
+                return Exploration(len(parents), transitions, level + 1, True, found, _trace(parents, key) + [label])
             if next_key in parents:
                 continue
             parents[next_key] = (key, label)
             if len(parents) >= scope.max_states:
-                return Result(len(parents), transitions, level + 1, False)
+                return Exploration(len(parents), transitions, level + 1, False)
             frontier.append((after, command.now, next_key, level + 1))
         if progress is not None:
             progress(len(parents), transitions, len(frontier))
-    return Result(len(parents), transitions, depth, True)
+    return Exploration(len(parents), transitions, depth, True)
 
 
 def _trace(parents: dict, key: tuple) -> list[str]:

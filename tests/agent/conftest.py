@@ -22,7 +22,7 @@ from starlette.applications import Starlette
 
 from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.policy import ActionPolicy
-from amc.adapters.adb.simulator import DeviceSpec, Simulator
+from amc.sim import SimDeviceSpec, Simulator
 from amc.adapters.http.app import create_app
 from amc.adapters.http.auth import Principal, TokenTable
 from amc.adapters.http.server import ThreadedServer
@@ -104,7 +104,7 @@ def make_sim():
     sims: list[Simulator] = []
 
     def make(*serials: str, **spec) -> Simulator:
-        sim = Simulator([DeviceSpec(serial=serial, **spec) for serial in serials or ("amc-sim-01",)]).start()
+        sim = Simulator([SimDeviceSpec(serial=serial, **spec) for serial in serials or ("amc-sim-01",)]).start()
         sims.append(sim)
         return sim
 

@@ -6,7 +6,7 @@ import orjson
 
 from amc.agent.clock import ServerClock
 from amc.agent.wire import MAX_BODY_BYTES, parse_assignment, result_body
-from amc.core.agent import Report
+from amc.core.execution import FinalReport
 from amc.core.records import StepOutcome
 
 
@@ -39,10 +39,10 @@ def test_an_assignment_is_read_with_server_times_in_ms():
     assert [step.action for step in assignment.plan.all_steps()] == ["future-action"]  # fails when run, not here
 
 
-def _report(outputs: list[str]) -> Report:
+def _report(outputs: list[str]) -> FinalReport:
     steps = tuple(StepOutcome(id=f"s{i}", status="completed", started_at=1000, ended_at=2000, output=output)
                   for i, output in enumerate(outputs))
-    return Report(status="done", steps=steps, metadata={})
+    return FinalReport(status="done", steps=steps, metadata={})
 
 
 def test_the_result_body_is_the_same_bytes_every_time():

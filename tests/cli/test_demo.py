@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from amc.cli import workload
+from amc.demo import workload
 
 
 @pytest.mark.slow

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance import plugin
-from tests.conformance.target import ManagedServer
+from amc.conformance import plugin
+from amc.conformance.target import ManagedServer
 
-SUITE = Path(__file__).resolve().parent
-ROOT = SUITE.parents[1]
+SUITE = Path(__file__).resolve().parents[2] / "amc" / "conformance" / "scenarios"
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.conformance_meta, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""The Host Agent's pure decisions (amc.core.agent), by scenario and by Hypothesis."""
+"""The Host Agent's pure decisions (amc.core.execution), by scenario and by Hypothesis."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from amc.core.agent import NO_PLANNER, Execution, StopReason
+from amc.core.execution import NO_PLANNER, Execution, StopReason
 from amc.core.records import Message, Plan, Stage, Step
 from amc.core.steering import planned_step_ids
 from tests.model.world import PLAN, World

@@ -6,7 +6,7 @@
   sdk, screen_size).
 - `executor.AdbExecutor`: runs plan actions on one device; `interrupt()` from any thread.
 - `policy.ActionPolicy`: the host's allow/deny rules for actions, shell commands, packages.
-- `errors`: StepFailed (DeviceUnavailable, StepTimedOut), Interrupted, Refused.
+- `errors`: StepFailed (DeviceUnavailable, StepTimedOut), Interrupted, ActionRefused.
 - `simulator`: protocol-level simulated devices for tests (`amc sim` runs one).
 
 Nothing here is imported by `amc.core`; ppadb is imported only through `_ppadb`.

@@ -2,7 +2,7 @@
 
 `StepFailed` and its subclasses are failures (the step's outcome is `failed`);
 `Interrupted` means the action was stopped from outside (outcome `interrupted`);
-`Refused` means the host's policy never let it start (outcome `refused`).
+`ActionRefused` means the host's policy never let it start (outcome `refused`).
 """
 
 from __future__ import annotations
@@ -34,5 +34,5 @@ class Interrupted(AdbError):
     """`interrupt()` stopped the action; the device process was stopped too (best effort)."""
 
 
-class Refused(AdbError):
+class ActionRefused(AdbError):
     """The host's action policy refused the action; nothing was sent to the device."""

@@ -4,7 +4,7 @@
                            artifacts_dir=Path("artifacts"), policy=ActionPolicy.load("policy.json"))
     result = executor.run("shell", {"command": "getprop ro.product.model", "timeout_seconds": 5})
 
-Outcomes: `run()` returns an `ActionResult`, or raises `Refused` (the policy said no;
+Outcomes: `run()` returns an `ActionResult`, or raises `ActionRefused` (the policy said no;
 nothing was sent), `StepFailed` (and its `DeviceUnavailable` / `StepTimedOut`
 subclasses) or `Interrupted` (another thread called `interrupt()`). The caller maps
 them to the step statuses `completed`, `refused`, `failed` and `interrupted`.
@@ -93,7 +93,7 @@ class AdbExecutor:
 
     def run(self, action: str, args: Mapping[str, Any] | None = None, *,
             step_id: str | None = None) -> ActionResult:
-        """Run one action and return its result; raises Refused, StepFailed or Interrupted.
+        """Run one action and return its result; raises ActionRefused, StepFailed or Interrupted.
 
         `step_id` only names artifacts (e.g. the screenshot file).
         """

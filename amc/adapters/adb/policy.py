@@ -22,7 +22,7 @@ File format (JSON; every section and every key is optional):
 - Under a shell `allow` list, commands with command substitution (`` ` `` or `$(`) are
   refused: their inner commands cannot be checked. So are commands that cannot be parsed.
 
-A refused action raises `Refused(reason)`, which is not a failure: nothing was sent.
+A refused action raises `ActionRefused(reason)`, which is not a failure: nothing was sent.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any, Mapping
 
 import attrs
 
-from .errors import Refused
+from .errors import ActionRefused
 
 _SECTIONS = ("actions", "shell", "packages")
 _SEPARATOR_CHARS = set("();|&")
@@ -117,10 +117,10 @@ class ActionPolicy:
         return None
 
     def check(self, action: str, args: Mapping[str, Any]) -> None:
-        """Raise Refused if the policy does not let `action` run."""
+        """Raise ActionRefused if the policy does not let `action` run."""
         reason = self.refusal(action, args)
         if reason is not None:
-            raise Refused(reason)
+            raise ActionRefused(reason)
 
     def _shell_refusal(self, command: str) -> str | None:
         rules = self.shell

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from amc.codec import COMMAND_TAGS
+from amc.adapters.lmdb.codec import COMMAND_TAGS
 from amc.service import Service
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -22,7 +22,7 @@ from amc.adapters.lmdb.errors import (
 )
 from amc.adapters.lmdb.layout import SCHEMA_VERSION
 from amc.adapters.lmdb.service import DEFAULT_DATA_DIR, LmdbService
-from amc.adapters.lmdb.verify import Report, check, verify
+from amc.adapters.lmdb.verify import Findings, check, verify
 
 __all__ = [
     "DEFAULT_DATA_DIR",
@@ -30,7 +30,7 @@ __all__ = [
     "CommitFailed",
     "LmdbService",
     "NotAStore",
-    "Report",
+    "Findings",
     "SchemaMismatch",
     "StoreClosed",
     "StoreError",

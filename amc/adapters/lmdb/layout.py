@@ -27,14 +27,14 @@ that took the commit from 18 to 10 µs of CPU per command and its fsync wait fro
 27 µs. A store of schema 1 is upgraded in place, in one transaction, the first time it is
 opened for writing (`upgrade.py`).
 
-Values are the JSON of `amc.codec` (one cattrs converter, stable tags), so renaming a
+Values are the JSON of `amc.adapters.lmdb.codec` (one cattrs converter, stable tags), so renaming a
 Python class never breaks a stored record. Tasks, hosts and the events of the commit
 path are encoded (and tasks decoded) by hand-written functions beside the converter that
 produce and accept exactly the converter's JSON, byte for byte (proven by
 `tests/adapters/lmdb/test_codec.py`); a record they do not take goes to the converter.
 A field added to a record with a default keeps old stores readable (cattrs fills the
 default), but an older amc would refuse the new key, so bump `SCHEMA_VERSION` with it,
-and add the field to the hand-written functions in `amc.codec` (the test fails until then). The tasks, hosts and the indexes are derived
+and add the field to the hand-written functions in `amc.adapters.lmdb.codec` (the test fails until then). The tasks, hosts and the indexes are derived
 from the log: `amc store verify` replays the log and checks that they agree.
 """
 
@@ -48,7 +48,7 @@ from typing import Any
 import attrs
 import orjson
 
-from amc import codec
+from amc.adapters.lmdb import codec
 from amc.core.errors import InvalidRequest
 from amc.core.events import Event, TaskEnded, TaskSubmitted
 from amc.core.records import Host, Plan, Task

@@ -29,7 +29,7 @@ _SHOWN = 8  # differences listed per kind before summarising the rest
 
 
 @attrs.define
-class Report:
+class Findings:
     """What `check` found: `differences` is empty when the store is consistent."""
 
     path: str
@@ -52,7 +52,7 @@ def verify(path: str | os.PathLike) -> list[str]:
     return check(path).differences
 
 
-def check(path: str | os.PathLike) -> Report:
+def check(path: str | os.PathLike) -> Findings:
     """`verify`, with counts (for `amc store verify`)."""
     store = Store.open(path, readonly=True)
     try:
@@ -62,8 +62,8 @@ def check(path: str | os.PathLike) -> Report:
         store.close()
 
 
-def _check(store: Store, txn: lmdb.Transaction) -> Report:
-    report = Report(path=str(store.path))
+def _check(store: Store, txn: lmdb.Transaction) -> Findings:
+    report = Findings(path=str(store.path))
     out = report.differences
     replayed, history, last_at = _replay(store, txn, report)
 
@@ -101,7 +101,7 @@ def _check(store: Store, txn: lmdb.Transaction) -> Report:
     return report
 
 
-def _replay(store: Store, txn: lmdb.Transaction, report: Report):
+def _replay(store: Store, txn: lmdb.Transaction, report: Findings):
     out = report.differences
     state = State()
     history: dict[str, list[int]] = defaultdict(list)

@@ -7,7 +7,7 @@ import pytest
 
 from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.executor import AdbExecutor
-from amc.adapters.adb.simulator import DeviceSpec, Simulator
+from amc.sim import SimDeviceSpec, Simulator
 
 from tests.support.realadb import real_adb  # noqa: F401  (a fixture)
 
@@ -18,10 +18,10 @@ from .helpers import SERIAL
 def sim():
     """Two default devices (amc-sim-01 Pixel 7, amc-sim-02 SM-G991B) plus an orphan-keeping one."""
     specs = [
-        DeviceSpec(serial="amc-sim-01"),
-        DeviceSpec(serial="amc-sim-02", model="SM-G991B", manufacturer="samsung", product="o1s",
+        SimDeviceSpec(serial="amc-sim-01"),
+        SimDeviceSpec(serial="amc-sim-02", model="SM-G991B", manufacturer="samsung", product="o1s",
                    sdk=33, width=1080, height=2340),
-        DeviceSpec(serial="amc-sim-raw", keep_silent_orphans=True),
+        SimDeviceSpec(serial="amc-sim-raw", keep_silent_orphans=True),
     ]
     with Simulator(specs) as simulator:
         yield simulator

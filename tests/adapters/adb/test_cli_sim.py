@@ -9,7 +9,7 @@ import sys
 import threading
 
 from amc.adapters.adb._ppadb import Client
-from amc.adapters.adb.simulator import fetch_log
+from amc.sim import fetch_log
 
 
 def test_amc_sim_serves_until_sigterm():

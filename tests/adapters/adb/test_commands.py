@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from amc.adapters.adb import commands
 from amc.adapters.adb.errors import StepFailed
-from amc.adapters.adb.simulator.device import SimDevice
-from amc.adapters.adb.simulator.spec import DeviceSpec
+from amc.sim.device import SimDevice
+from amc.sim.spec import SimDeviceSpec
 
 
 class Sink:
@@ -26,7 +26,7 @@ class Sink:
 
 
 def typed_on_device(text: str) -> str:
-    device = SimDevice(DeviceSpec(serial="quoting"))
+    device = SimDevice(SimDeviceSpec(serial="quoting"))
     for command in commands.text(text):
         sink = Sink()
         assert device.start_shell(command, sink, via="test").done.wait(5)

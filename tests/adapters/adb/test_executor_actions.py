@@ -10,7 +10,7 @@ from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.discovery import list_serials
 from amc.adapters.adb.errors import DeviceUnavailable, StepFailed
 from amc.adapters.adb.executor import AdbExecutor
-from amc.adapters.adb.simulator.png import png_size
+from amc.sim.png import png_size
 
 from .helpers import SERIAL
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from amc.adapters.adb.errors import Refused, StepFailed
+from amc.adapters.adb.errors import ActionRefused, StepFailed
 from amc.adapters.adb.policy import ActionPolicy, PolicyError, split_simple_commands
 
 from .helpers import SERIAL
@@ -76,12 +76,12 @@ def test_unreadable_policy_file(tmp_path):
 
 def test_refused_actions_never_reach_the_device(make_executor, policy, sim):
     executor = make_executor(policy=policy)
-    with pytest.raises(Refused, match="denied by pattern") as caught:
+    with pytest.raises(ActionRefused, match="denied by pattern") as caught:
         executor.run("launch", {"package": "com.android.vending"})
     assert not isinstance(caught.value, StepFailed), "a refusal is not a failure"
-    with pytest.raises(Refused, match="no allowed pattern"):
+    with pytest.raises(ActionRefused, match="no allowed pattern"):
         executor.run("shell", {"command": "echo hi; input tap 1 1"})
-    with pytest.raises(Refused):
+    with pytest.raises(ActionRefused):
         executor.run("swipe", {"x1": 1, "y1": 1, "x2": 2, "y2": 2})
     assert sim.log(SERIAL) == []
     assert executor.run("shell", {"command": "echo allowed"}).output == "allowed\n"

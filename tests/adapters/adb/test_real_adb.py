@@ -13,7 +13,7 @@ import pytest
 from amc.adapters.adb.discovery import discover
 from amc.adapters.adb.errors import Interrupted, StepTimedOut
 from amc.adapters.adb.executor import AdbExecutor
-from amc.adapters.adb.simulator.png import png_size
+from amc.sim.png import png_size
 
 from .helpers import eventually
 

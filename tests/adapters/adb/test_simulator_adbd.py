@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from amc.adapters.adb.simulator.packets import (A_AUTH, A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_WRTE,
+from amc.sim.packets import (A_AUTH, A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_WRTE,
                                                 HEADER, Packet, PacketReader, encode)
 
 from .helpers import eventually

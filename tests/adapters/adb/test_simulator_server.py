@@ -11,9 +11,9 @@ import time
 import pytest
 
 from amc.adapters.adb._ppadb import Client, Device
-from amc.adapters.adb.simulator import (CommandRecord, Simulator, SimulatorError, fetch_log,
+from amc.sim import (CommandRecord, Simulator, SimulatorError, fetch_log,
                                         fetch_state, inject_fault)
-from amc.adapters.adb.simulator.png import png_size
+from amc.sim.png import png_size
 
 from .helpers import eventually
 
@@ -117,7 +117,7 @@ def test_log_and_state_are_readable_out_of_process(sim):
     with pytest.raises(SimulatorError, match="not found"):
         fetch_log(sim.server_port, "nosuch")
     # The helper really works from another process.
-    script = ("import sys; from amc.adapters.adb.simulator import fetch_log; "
+    script = ("import sys; from amc.sim import fetch_log; "
               "print(fetch_log(int(sys.argv[1]), 'amc-sim-01')[0].command)")
     result = subprocess.run([sys.executable, "-c", script, str(sim.server_port)],
                             capture_output=True, text=True, timeout=30)

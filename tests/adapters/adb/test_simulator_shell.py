@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from amc.adapters.adb.simulator.device import SimDevice
-from amc.adapters.adb.simulator.process import StreamClosed
-from amc.adapters.adb.simulator.programs.android import decode_input_text
-from amc.adapters.adb.simulator.spec import DeviceSpec
+from amc.sim.device import SimDevice
+from amc.sim.process import StreamClosed
+from amc.sim.programs.android import decode_input_text
+from amc.sim.spec import SimDeviceSpec
 
 from .helpers import eventually
 
@@ -32,7 +32,7 @@ class BufferSink:
 
 @pytest.fixture
 def device():
-    return SimDevice(DeviceSpec(serial="unit-1"))
+    return SimDevice(SimDeviceSpec(serial="unit-1"))
 
 
 def run(device: SimDevice, command: str) -> str:
@@ -141,7 +141,7 @@ def test_hangup_stops_a_silent_process_by_default(device):
 
 
 def test_raw_shell_model_keeps_silent_orphans_until_killed():
-    device = SimDevice(DeviceSpec(serial="raw", keep_silent_orphans=True))
+    device = SimDevice(SimDeviceSpec(serial="raw", keep_silent_orphans=True))
     silent = device.start_shell("sleep 30", BufferSink(), via="test")
     silent.hangup()
     assert not silent.done.wait(0.3), "a silent orphan keeps running on a raw shell"

@@ -1,4 +1,4 @@
-"""The hand-written codec of the hot records (`amc.codec.unstructure_task`, ...) is the
+"""The hand-written codec of the hot records (`amc.adapters.lmdb.codec.unstructure_task`, ...) is the
 converter's: the same JSON bytes out, the same records back."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amc import codec
+from amc.adapters.lmdb import codec
 from amc.adapters.lmdb import layout
 from amc.core import records
 

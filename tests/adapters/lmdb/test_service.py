@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from amc import codec
+from amc.adapters.lmdb import codec
 from amc.adapters.lmdb import CommitFailed, LmdbService, StoreClosed, verify
 from amc.adapters.lmdb import writer as writer_module
 from amc.core import kernel

@@ -13,7 +13,7 @@ import lmdb
 import orjson
 import pytest
 
-from amc import codec
+from amc.adapters.lmdb import codec
 from amc.adapters.lmdb import LmdbService, SchemaMismatch, layout, upgrade, verify
 from tests.adapters.lmdb.workload import Workload
 

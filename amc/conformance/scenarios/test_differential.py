@@ -50,7 +50,7 @@ from amc.core.commands import (
 from amc.core.history import history_type
 from amc.core.records import DeviceSpec, Plan, Requirements, Step, Task
 from amc.core.state import State
-from tests.conformance.client import PLAN, RUN_ATTRIBUTE, wire
+from amc.conformance.client import PLAN, RUN_ATTRIBUTE, wire
 
 EXAMPLES = int(os.environ.get("AMC_CONFORMANCE_EXAMPLES", "50"))
 STEPS = int(os.environ.get("AMC_CONFORMANCE_STEPS", "30"))

@@ -16,14 +16,14 @@ from typing import Callable
 from .log import CommandLog
 from .process import Hangup, Killed, OutputSink, SimProcess
 from .shell import Shell
-from .spec import DeviceSpec
+from .spec import SimDeviceSpec
 
 STATES = ("device", "offline", "unauthorized", "absent")
 
 _RELEASE_BY_SDK = {34: "14", 33: "13", 32: "12L", 31: "12", 30: "11", 29: "10", 28: "9"}
 
 
-def build_properties(spec: DeviceSpec) -> dict[str, str]:
+def build_properties(spec: SimDeviceSpec) -> dict[str, str]:
     """The `getprop` table of a device built from `spec`."""
     return {
         "ro.product.model": spec.model,
@@ -46,7 +46,7 @@ def build_properties(spec: DeviceSpec) -> dict[str, str]:
 class SimDevice:
     """Mutable state, processes and log of one simulated device."""
 
-    def __init__(self, spec: DeviceSpec, pids: Callable[[], int] | None = None):
+    def __init__(self, spec: SimDeviceSpec, pids: Callable[[], int] | None = None):
         self.spec = spec
         self.serial = spec.serial
         self.log = CommandLog(spec.serial)

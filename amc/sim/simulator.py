@@ -9,7 +9,7 @@ from .adbd import AdbdServer
 from .device import SimDevice
 from .log import CommandRecord
 from .smart_socket import SmartSocketServer
-from .spec import DeviceSpec, default_specs
+from .spec import SimDeviceSpec, default_specs
 from .tcp import TcpListener
 
 # A starting adb server probes these ports and would adopt a device found there (specs/adb.md §3.9).
@@ -32,7 +32,7 @@ class Simulator:
     for `adb connect host:port`.
     """
 
-    def __init__(self, devices: int | Sequence[DeviceSpec] = 1, *, host: str = "127.0.0.1",
+    def __init__(self, devices: int | Sequence[SimDeviceSpec] = 1, *, host: str = "127.0.0.1",
                  server_port: int = 0, device_base_port: int | None = None, adbd: bool = True):
         specs = default_specs(devices) if isinstance(devices, int) else list(devices)
         serials = [spec.serial for spec in specs]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.client import PLAN_ABC, ms, wire
+from amc.conformance.client import PLAN_ABC, ms, wire
 
 
 def reservation(host, serial: str):

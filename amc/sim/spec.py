@@ -20,7 +20,7 @@ _CATALOGUE = (
 
 
 @attrs.frozen(kw_only=True)
-class DeviceSpec:
+class SimDeviceSpec:
     """The fixed description of one simulated device.
 
     `keep_silent_orphans` chooses what a closed shell stream does to its process. False
@@ -51,12 +51,12 @@ class DeviceSpec:
         return f"{self.width}x{self.height}"
 
 
-def default_specs(count: int) -> list[DeviceSpec]:
+def default_specs(count: int) -> list[SimDeviceSpec]:
     """Return `count` specs with distinct serials, cycling through a few real models."""
     specs = []
     for index in range(count):
         model, manufacturer, product, sdk, width, height = _CATALOGUE[index % len(_CATALOGUE)]
-        specs.append(DeviceSpec(serial=f"amc-sim-{index + 1:02d}", model=model,
+        specs.append(SimDeviceSpec(serial=f"amc-sim-{index + 1:02d}", model=model,
                                 manufacturer=manufacturer, product=product, sdk=sdk,
                                 width=width, height=height))
     return specs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.client import PLAN, wire
+from amc.conformance.client import PLAN, wire
 
 
 def queued_ids(client) -> set[str]:

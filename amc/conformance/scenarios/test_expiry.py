@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.client import wire
+from amc.conformance.client import wire
 
 
 def reservation(host, serial: str):

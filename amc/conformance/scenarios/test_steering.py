@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.client import PLAN_ABC, ids, not_started, plan_of, ran
+from amc.conformance.client import PLAN_ABC, ids, not_started, plan_of, ran
 
 PLAN_ABCD = plan_of("a", "b", "c", "d")
 

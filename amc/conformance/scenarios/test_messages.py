@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.client import MESSAGE_MEMBERS, PLAN_ABC, ids, ms, plan_of, ran, wire
+from amc.conformance.client import MESSAGE_MEMBERS, PLAN_ABC, ids, ms, plan_of, ran, wire
 
 PLAN_ABCD = plan_of("a", "b", "c", "d")
 

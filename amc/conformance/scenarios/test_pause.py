@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.conformance.client import PLAN_ABC, ids, ms, ran
+from amc.conformance.client import PLAN_ABC, ids, ms, ran
 
 
 def keep_renewing(host, lease, clock, periods: int) -> list[dict]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.client import PLAN, PLAN_ABC, steps_all, wire
+from amc.conformance.client import PLAN, PLAN_ABC, steps_all, wire
 
 
 def device_of(host, serial: str) -> dict:

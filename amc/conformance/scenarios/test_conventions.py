@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.client import PLAN, check_problem, ms
+from amc.conformance.client import PLAN, check_problem, ms
 
 
 def test_health_needs_no_token(scene):

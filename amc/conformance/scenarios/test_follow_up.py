@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.client import PLAN_ABC, ids
+from amc.conformance.client import PLAN_ABC, ids
 
 
 def successors_of(client, task_id: str) -> list[dict]:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.conformance.client import WIRE_TIME, ms
+from amc.conformance.client import WIRE_TIME, ms
 
 
 def without(problem: dict, task_id: str) -> dict:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.conformance.client import wire
+from amc.conformance.client import wire
 
 
 @pytest.mark.req("CLAIM/s1")

@@ -94,7 +94,7 @@ NO_PLANNER = (
 
 
 @attrs.frozen
-class Report:
+class FinalReport:
     """The terminal report's body, fixed once computed."""
 
     status: str  # done | failed | cancelled
@@ -142,7 +142,7 @@ class Execution:
         self.pauses: list[Pause] = []  # checkpoints of the pauses admitted, in order
         self._steers: list[str] = []  # ids of the steers admitted, in order
         self._inserted: dict[str, str] = {}  # step id -> the steer that added it
-        self._report: Report | None = None
+        self._report: FinalReport | None = None
 
     # -- what the runtime observed --------------------------------------------------------
 
@@ -312,7 +312,7 @@ class Execution:
             return False
         return self.stop is not None or (not self.paused and self._boundary() == len(self.outline))
 
-    def report(self) -> Report:
+    def report(self) -> FinalReport:
         """The terminal report; the same object every time it is asked for.
 
         Computing it settles the attempt's steering: every admitted steer is acknowledged
@@ -328,7 +328,7 @@ class Execution:
                 status = "cancelled"
             else:
                 status = "failed"
-            self._report = Report(status=status, steps=steps, metadata=self._metadata())
+            self._report = FinalReport(status=status, steps=steps, metadata=self._metadata())
             for message_id in self._steers:
                 self._acknowledge(message_id, "completed")
         return self._report

@@ -21,7 +21,7 @@ its scenarios' (``CANCEL-QUEUED/s1``): failed if any failed, skipped if all were
 else passed.
 
 The conformance conftest registers this plugin; a root conftest may register it as well
-(``pytest_plugins = ["tests.conformance.plugin"]``) so that the options are known to a
+(``pytest_plugins = ["amc.conformance.plugin"]``) so that the options are known to a
 run started from the repository root. Registering twice is harmless.
 """
 

@@ -24,7 +24,7 @@ Test programs: `amc-sim-ticker SECONDS [INTERVAL]` prints `tick N` every 0.1 s;
 
 Faults: `Simulator.set_state(serial, "offline" | "unauthorized" | "absent" | "device")`,
 `set_silent(serial)` (transport accepted, service never answered), `disconnect(serial)`
-(live streams cut mid-command), and `DeviceSpec(keep_silent_orphans=True)`.
+(live streams cut mid-command), and `SimDeviceSpec(keep_silent_orphans=True)`.
 
 Out of process: the server port also answers `host:amc-sim-log:<serial>` (OKAY, then a
 JSON list of `CommandRecord` dicts until EOF), `host:amc-sim-state:<serial>` and
@@ -36,9 +36,9 @@ from .device import SimDevice
 from .log import CommandRecord
 from .remote import SimulatorError, fetch_log, fetch_state, inject_fault
 from .simulator import Simulator
-from .spec import DeviceSpec, default_specs
+from .spec import SimDeviceSpec, default_specs
 
 __all__ = [
-    "CommandRecord", "DeviceSpec", "SimDevice", "Simulator", "SimulatorError",
+    "CommandRecord", "SimDeviceSpec", "SimDevice", "Simulator", "SimulatorError",
     "default_specs", "fetch_log", "fetch_state", "inject_fault",
 ]
