@@ -20,7 +20,7 @@ COMMANDS: dict[str, str] = {
     "conformance": "amc.cli.conformance:conformance",
     "task": "amc.cli.task:task",
     "up": "amc.cli.up:up",
-    "demo": "amc.cli.demo:demo",
+    "demo": "amc.cli.demo.command:demo",
 }
 
 

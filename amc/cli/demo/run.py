@@ -61,7 +61,7 @@ class DemoRun:
     """One run of the demo: start, drive the workload, watch, judge."""
 
     def __init__(self, stack, console, workdir: Path):
-        from amc.demo import workload
+        from amc.cli.demo import workload
 
         self.stack = stack
         self.console = console
@@ -94,7 +94,7 @@ class DemoRun:
 
     def run(self, timeout: float) -> bool:
         from amc.sim import default_specs
-        from amc.demo import workload
+        from amc.cli.demo import workload
         from amc.cli.client import ApiClient
 
         stack, workdir = self.stack, self.workdir
@@ -237,7 +237,7 @@ class DemoRun:
 
     def _act(self) -> None:
         """Kill h2 while checkout runs its shell command there; cancel long-sync while its runs."""
-        from amc.demo import workload
+        from amc.cli.demo import workload
 
         checkout = self.tasks["checkout"]
         if self.killed_at is None and checkout["status"] == "dispatched" and self._sleeping(checkout):
@@ -356,7 +356,7 @@ class DemoRun:
     def _summary(self) -> bool:
         from collections import Counter
 
-        from amc.demo import workload
+        from amc.cli.demo import workload
 
         counts = Counter(task["status"] for task in self.tasks.values())
         self.console.print("\n[bold]Tasks by status:[/bold] "
