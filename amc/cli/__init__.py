@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "task": "amc.cli.task:task",
     "up": "amc.cli.up:up",
     "demo": "amc.cli.demo.command:demo",
+    "tokens": "amc.cli.tokens:tokens",
 }
 
 

@@ -32,7 +32,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from amc.adapters.http import access, bodies, wire
-from amc.adapters.http.auth import Principal, TokenTable
+from amc.adapters.http.auth import Authenticator, Principal
 from amc.adapters.http.longpoll import WorkSignal
 from amc.adapters.http.metrics import CONTENT_TYPE, Metrics
 from amc.adapters.http.problems import EXCEPTION_HANDLERS, Problem, forbidden, invalid, not_found, unauthorized
@@ -86,7 +86,7 @@ def new_message_id() -> str:
 class Api:
     """The endpoints of one server, bound to its service, settings, tokens and metrics."""
 
-    def __init__(self, service: Service, settings: Settings, tokens: TokenTable, metrics: Metrics):
+    def __init__(self, service: Service, settings: Settings, tokens: Authenticator, metrics: Metrics):
         self.service = service
         self.settings = settings
         self.tokens = tokens
@@ -454,7 +454,7 @@ def create_app(
     service: Service,
     settings: Settings | None = None,
     *,
-    tokens: TokenTable,
+    tokens: Authenticator,
     metrics: Metrics | None = None,
     close_service: bool = False,
 ) -> Starlette:

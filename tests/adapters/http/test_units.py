@@ -7,7 +7,8 @@ import stat
 
 import pytest
 
-from amc.adapters.http.auth import Principal, TokenFileError, TokenTable, write_initial_tokens
+from amc.adapters.http.auth import Principal, TokenFileError, TokenTable
+from amc.adapters.http.tokens_file import write_initial as write_initial_tokens
 from amc.adapters.http.plan import parse_plan, plan_to_json
 from amc.adapters.http.wire import rfc3339, seconds
 from amc.core.errors import InvalidRequest
