@@ -12,7 +12,7 @@ from amc.sim.process import StreamClosed
 from amc.sim.programs.android import decode_input_text
 from amc.sim.spec import SimDeviceSpec
 
-from .helpers import eventually
+from tests.support.waiting import eventually
 
 
 class BufferSink:
