@@ -59,9 +59,11 @@ def test_observation_argument_refusals(step, expected):
     assert "'o'" in refused.value.detail and expected in refused.value.detail
 
 
-def test_the_plan_bound_on_logcat_lines_is_the_executors():
+def test_the_plan_vocabulary_is_what_the_executor_runs():
     from amc.adapters.adb import commands
+    from amc.adapters.adb.executor import AdbExecutor
     from amc.adapters.http import plan
+    assert set(plan.ACTIONS) == set(AdbExecutor.ACTIONS)
     assert plan.MAX_LOGCAT_LINES == commands.MAX_LOGCAT_LINES
 
 
