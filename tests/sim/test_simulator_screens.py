@@ -138,8 +138,8 @@ def test_logcat_records_launches_and_input_in_threadtime(device):
     assert all(THREADTIME.match(line) for line in entries), entries
     starts = [line for line in entries if " I ActivityManager: Start proc " in line]
     assert len(starts) == 1
-    assert re.search(r"Start proc (\d+):com\.android\.settings/u0a\d+ for activity \{com\.android\.settings/\.Settings\}",
-                     starts[0])
+    assert re.search(r"Start proc (\d+):com\.android\.settings/u0a\d+ "
+                     r"for activity \{com\.android\.settings/\.Settings\}", starts[0])
     assert any("I Input   : injectInputEvent: tap 540 300" in line for line in entries)
     assert any(f"START u0 {{cmp={NETWORK}}}" in line for line in entries)
 

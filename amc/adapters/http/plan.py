@@ -72,7 +72,9 @@ def _key(value: Any) -> str | None:
 
 
 def _lines(value: Any) -> str | None:
-    return None if _is_int(value) and 1 <= value <= MAX_LOGCAT_LINES else f"an integer number of lines in 1..{MAX_LOGCAT_LINES}"
+    if _is_int(value) and 1 <= value <= MAX_LOGCAT_LINES:
+        return None
+    return f"an integer number of lines in 1..{MAX_LOGCAT_LINES}"
 
 
 # action -> (required arguments, optional arguments), each name -> its check.
