@@ -228,17 +228,28 @@ def structure_requirements(d: dict[str, Any]) -> records.Requirements:
     return records.Requirements(serial=d["serial"], attributes=d["attributes"])
 
 
-# The lifecycle fields as their enums (the JSON holds their strings).
-def _step_outcome(*, status: str, **rest: Any) -> records.StepOutcome:
-    return records.StepOutcome(status=StepStatus(status), **rest)
+# The lifecycle fields as their enums (the JSON holds their strings). A dict lookup costs a
+# fraction of the enum's own call; an unknown string raises KeyError, like a missing key.
+_TASK_STATUS = {status.value: status for status in TaskStatus}
+_ATTEMPT_STATE = {state.value: state for state in AttemptState}
+_CANCELLATION_STATE = {state.value: state for state in CancellationState}
+_STEP_STATUS = {status.value: status for status in StepStatus}
 
 
-def _attempt(*, outcome: str | None, **rest: Any) -> records.Attempt:
-    return records.Attempt(outcome=None if outcome is None else AttemptState(outcome), **rest)
+def _step_outcome(o: dict[str, Any]) -> records.StepOutcome:
+    o["status"] = _STEP_STATUS[o["status"]]
+    return records.StepOutcome(**o)
 
 
-def _cancellation(*, state: str, **rest: Any) -> records.Cancellation:
-    return records.Cancellation(state=CancellationState(state), **rest)
+def _attempt(a: dict[str, Any]) -> records.Attempt:
+    if a["outcome"] is not None:
+        a["outcome"] = _ATTEMPT_STATE[a["outcome"]]
+    return records.Attempt(**a)
+
+
+def _cancellation(c: dict[str, Any]) -> records.Cancellation:
+    c["state"] = _CANCELLATION_STATE[c["state"]]
+    return records.Cancellation(**c)
 
 
 def structure_task(d: dict[str, Any], plan: Any = None, requirements: Any = None) -> records.Task:
@@ -260,17 +271,17 @@ def structure_task(d: dict[str, Any], plan: Any = None, requirements: Any = None
             raise UnexpectedKeys(f"a result with the keys {sorted(res)}")
         steps = res["steps"]
         res = records.Result(
-            status=TaskStatus(res["status"]),
+            status=_TASK_STATUS[res["status"]],
             attempt=res["attempt"],
             reason=res["reason"],
             metadata=res["metadata"],
-            steps=None if steps is None else tuple([_step_outcome(**o) for o in steps]),
+            steps=None if steps is None else tuple([_step_outcome(o) for o in steps]),
             recorded_at=res["recorded_at"],
         )
     return _build_task(
         id=d["id"],
         tenant=d["tenant"],
-        status=TaskStatus(d["status"]),
+        status=_TASK_STATUS[d["status"]],
         plan=structure_plan(d["plan"]) if plan is None else plan(d["plan"]),
         requirements=structure_requirements(r) if requirements is None else requirements(r),
         priority=d["priority"],
@@ -280,8 +291,8 @@ def structure_task(d: dict[str, Any], plan: Any = None, requirements: Any = None
         created_at=d["created_at"],
         updated_at=d["updated_at"],
         seq=d["seq"],
-        attempts=tuple([_attempt(**a) for a in attempts]) if attempts else (),
-        cancellation=None if c is None else _cancellation(**c),
+        attempts=tuple([_attempt(a) for a in attempts]) if attempts else (),
+        cancellation=None if c is None else _cancellation(c),
         result=res,
         paused=d["paused"],
         messages=tuple([converter.structure(m, records.Message) for m in d["messages"]]) if d["messages"] else (),
