@@ -240,7 +240,8 @@ class Execution:
                 self._acknowledge(message.id, MessageState.completed)
                 self._acknowledge(pause.message_id, MessageState.completed)
         else:
-            self._acknowledge(message.id, MessageState.rejected, detail=f"a host does not apply {message.intent} messages")
+            self._acknowledge(message.id, MessageState.rejected,
+                              detail=f"a host does not apply {message.intent} messages")
 
     def _steer(self, message: Message, index: int) -> str | None:
         """Apply a steer's edit at outline index `index`; None, or why it cannot be applied."""

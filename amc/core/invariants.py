@@ -12,7 +12,14 @@ left open on an ended task) and 11 (each collected follow-up is in exactly one s
 
 from __future__ import annotations
 
-from amc.core.lifecycle import ACTIVE_STATUSES, TERMINAL_STATUSES, CancellationState, MessageState, StepStatus, TaskStatus
+from amc.core.lifecycle import (
+    ACTIVE_STATUSES,
+    TERMINAL_STATUSES,
+    CancellationState,
+    MessageState,
+    StepStatus,
+    TaskStatus,
+)
 from amc.core.records import Message, Task
 from amc.core.state import State
 from amc.core.steering import planned_step_ids

@@ -37,8 +37,9 @@ only place that decides which moves a command makes.
 The states of each machine are an enum declared here (`TaskStatus`, `AttemptState`,
 `CancellationState`, `MessageState`; and `StepStatus`, which is no machine); every other
 module names a state by its member, never by its string. The declarations below, written
-with python-statemachine from those enums, are the source of truth: the diagrams and tables in ``specs/lifecycles/`` are rendered from them. But driving a
-python-statemachine instance costs hundreds of microseconds per transition, so the kernel
+with python-statemachine from those enums, are the source of truth: the diagrams and
+tables in ``specs/lifecycles/`` are rendered from them. But driving a python-statemachine
+instance costs hundreds of microseconds per transition, so the kernel
 never does. At import time, `transition_table` flattens each declaration into a plain dict
 ``(state, event) -> [(guards, target), ...]`` and the kernel looks moves up with `target`.
 A failed lookup is an illegal move. ``tests/model/test_lifecycle.py`` drives the

@@ -43,6 +43,7 @@ from pathlib import Path
 from amc.core.lifecycle import ACTIVE_STATUSES, TERMINAL_STATUSES, TaskStatus
 
 LEASE_SECONDS = 3.0
+ENDINGS = (TaskStatus.done, TaskStatus.failed, TaskStatus.cancelled)  # in the summary's order
 
 
 def _write_tokens(path: Path) -> dict[str, dict]:
@@ -362,7 +363,7 @@ class DemoRun:
 
         counts = Counter(task["status"] for task in self.tasks.values())
         self.console.print("\n[bold]Tasks by status:[/bold] "
-                           + ", ".join(f"{status} {counts[status]}" for status in (TaskStatus.done, TaskStatus.failed, TaskStatus.cancelled)
+                           + ", ".join(f"{status} {counts[status]}" for status in ENDINGS
                                        if counts[status]))
         self._latencies()
         self._lease_loss()

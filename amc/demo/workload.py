@@ -222,14 +222,17 @@ def check(job: Job, task: dict, events: list[dict], messages: list[dict] = (),
         expect(result.get("reason") == "cancelled_while_queued",
                f"result reason {result.get('reason')}, expected cancelled_while_queued")
         expect(attempts == [] and task.get("attempt") is None, "an attempt was created for a queued cancel")
-        expect(bool(cancellation) and cancellation["state"] == CancellationState.completed and cancellation["attempt"] is None,
+        expect(bool(cancellation) and cancellation["state"] == CancellationState.completed
+               and cancellation["attempt"] is None,
                "the cancellation is not completed with attempt null")
 
     elif job.kind == INFLIGHT_CANCEL:
         expect(task["status"] == TaskStatus.cancelled, f"ended {task['status']}, expected cancelled")
         expect(result.get("reason") == "reported", f"result reason {result.get('reason')}, expected reported")
-        expect(bool(attempts) and attempts[-1]["outcome"] == AttemptState.cancelled, "the last attempt's outcome is not cancelled")
-        expect(bool(cancellation) and cancellation["state"] == CancellationState.completed, "the cancellation is not completed")
+        expect(bool(attempts) and attempts[-1]["outcome"] == AttemptState.cancelled,
+               "the last attempt's outcome is not cancelled")
+        expect(bool(cancellation) and cancellation["state"] == CancellationState.completed,
+               "the cancellation is not completed")
         expect(bool(cancellation) and cancellation.get("delivered_at") is not None, "the cancellation was never delivered")
         outcomes = [s["status"] for s in steps or []]
         expect(any(s["status"] == StepStatus.not_started and s.get("reason") == "cancelled" for s in steps or []),
@@ -237,7 +240,8 @@ def check(job: Job, task: dict, events: list[dict], messages: list[dict] = (),
         unstarted = StepStatus.not_started
         first_unstarted = outcomes.index(unstarted) if unstarted in outcomes else len(outcomes)
         expect(all(o == unstarted for o in outcomes[first_unstarted:]), "a step ran after the stop")
-        expect(TaskStatus.cancelled not in outcomes, "a step is called cancelled (a step is interrupted or not_started)")
+        expect(TaskStatus.cancelled not in outcomes,
+               "a step is called cancelled (a step is interrupted or not_started)")
 
     elif job.kind == LEASE_LOSS:
         expect(task["status"] == TaskStatus.done, f"ended {task['status']}, expected done")
@@ -267,7 +271,8 @@ def _check_steered(job: Job, steps: list[dict], messages: list[dict]) -> list[st
             problems.append(f"steer {message['id']} is {message['state']} ({message.get('detail')}), "
                             f"not applied at a boundary")
     for step in steps:
-        if step["id"] in skipped_step_ids(job) and (step["status"], step.get("reason")) != (StepStatus.not_started, "steered"):
+        steered_away = (step["status"], step.get("reason")) == (StepStatus.not_started, "steered")
+        if step["id"] in skipped_step_ids(job) and not steered_away:
             problems.append(f"skipped step {step['id']} is {step['status']} ({step.get('reason')}), "
                             f"expected not_started (steered)")
     return problems

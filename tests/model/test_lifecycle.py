@@ -98,7 +98,8 @@ def test_the_kernel_starts_each_lifecycle_in_its_declared_initial_state():
     world.claim()
     assert world.task(task_id).attempts[0].state == lifecycle.initial_state(lifecycle.AttemptLifecycle)
     world.cancel(task_id)
-    requested = lifecycle.target(lifecycle.CANCELLATION, lifecycle.initial_state(lifecycle.CancellationLifecycle), "request")
+    unrequested = lifecycle.initial_state(lifecycle.CancellationLifecycle)
+    requested = lifecycle.target(lifecycle.CANCELLATION, unrequested, "request")
     assert world.task(task_id).cancellation.state == requested
 
 
