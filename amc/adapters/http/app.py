@@ -54,6 +54,7 @@ from amc.core.commands import (
 from amc.core.errors import InvalidRequest
 from amc.core.events import TaskAssigned
 from amc.core.kernel import Assignment, Decision, Reply
+from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.records import Boundary, DeviceSpec, Message, Requirements, Task
 from amc.core.times import to_rfc3339
 from amc.service import Service
@@ -359,7 +360,7 @@ class Api:
             task_id=task_id,
             attempt=number,
             lease_id=body.lease_id,
-            status=body.status,
+            status=TaskStatus(body.status),
             metadata=body.metadata,
             steps=steps,
         )
@@ -379,7 +380,7 @@ class Api:
             attempt=number,
             lease_id=body.lease_id,
             message_id=message_id,
-            state=body.state,
+            state=MessageState(body.state),
             boundary=None if body.boundary is None else Boundary(before_step=body.boundary.before_step),
             detail=body.detail,
         )
