@@ -16,7 +16,8 @@ and retried: attempts under way may still finish.
 from __future__ import annotations
 
 import logging
-from typing import Awaitable, Callable, TypeVar
+from typing import TypeVar
+from collections.abc import Awaitable, Callable
 
 from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.discovery import DeviceInfo, list_serials, read_attributes

@@ -31,7 +31,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from amc.adapters.adb.errors import DeviceUnavailable, Interrupted, ActionRefused, StepFailed
 from amc.adapters.adb.executor import ActionResult, AdbExecutor

@@ -22,7 +22,8 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
+from collections.abc import Callable
 
 import click
 

@@ -13,10 +13,8 @@ import attrs
 
 from amc.core.records import JSON, Boundary, DeviceSpec, Plan, Requirements, StepOutcome
 
-frozen = attrs.frozen(kw_only=True)
 
-
-@frozen
+@attrs.frozen(kw_only=True)
 class SubmitTask:
     now: int
     task_id: str  # the id to give the task if this submission creates one
@@ -29,7 +27,7 @@ class SubmitTask:
     idempotency_key: str | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class CancelTask:
     now: int
     task_id: str
@@ -37,14 +35,14 @@ class CancelTask:
     reason: str | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class RegisterHost:
     now: int
     host_id: str
     devices: tuple[DeviceSpec, ...]
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class ClaimTask:
     now: int
     host_id: str
@@ -53,7 +51,7 @@ class ClaimTask:
     devices: tuple[str, ...] | None = None  # restrict to these serials
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class StartAttempt:
     now: int
     host_id: str
@@ -62,7 +60,7 @@ class StartAttempt:
     lease_id: str
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class RenewLease:
     now: int
     host_id: str
@@ -71,7 +69,7 @@ class RenewLease:
     lease_id: str
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class ReportResult:
     now: int
     host_id: str
@@ -83,7 +81,7 @@ class ReportResult:
     steps: tuple[StepOutcome, ...] | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class PostMessage:
     """A steer, follow-up, pause or resume sent to a task (PROTOCOL.md Part B)."""
 
@@ -96,7 +94,7 @@ class PostMessage:
     data: dict[str, JSON] | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class AcknowledgeMessage:
     """The owning host says how far it got with a message it was given."""
 
@@ -111,7 +109,7 @@ class AcknowledgeMessage:
     detail: str | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class ExpireLeases:
     """Apply every lease expiry due at `now`; sent by the clock, not by a caller."""
 

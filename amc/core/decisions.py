@@ -18,8 +18,6 @@ from amc.core.events import Event
 from amc.core.records import Attempt, Message, Plan, Task
 from amc.core.state import State
 
-frozen = attrs.frozen(kw_only=True)
-
 # ---------------------------------------------------------------------------------------
 # Replies
 
@@ -107,7 +105,7 @@ Reply = Union[
 ]
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Decision:
     events: tuple[Event, ...] = ()
     reply: Reply | None = None

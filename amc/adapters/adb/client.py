@@ -5,7 +5,8 @@ reader that owns its stream, and the translation of ppadb's errors into ours.
 from __future__ import annotations
 
 import re
-from typing import Callable, TypeVar
+from typing import TypeVar
+from collections.abc import Callable
 
 import attrs
 

@@ -25,7 +25,7 @@ import contextlib
 import contextvars
 import socket
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 DEADLINE = "deadline"
 INTERRUPT = "interrupt"

@@ -32,8 +32,6 @@ from amc.core.errors import InvalidRequest
 from amc.core.records import Plan, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms
 
-body = attrs.frozen(kw_only=True)
-
 
 class WrongType(ValueError):
     """A JSON value of the wrong type; the message says what was expected."""
@@ -134,13 +132,13 @@ def parse_json(raw: bytes, *, optional: bool = False) -> Any:
 # Body classes: exactly the members PROTOCOL.md lists, with its defaults.
 
 
-@body
+@attrs.frozen(kw_only=True)
 class RequirementsBody:
     serial: str | None = None
     attributes: dict[str, str] = attrs.field(factory=dict)
 
 
-@body
+@attrs.frozen(kw_only=True)
 class SubmitBody:
     plan: Any
     requirements: RequirementsBody = attrs.field(factory=RequirementsBody)
@@ -151,30 +149,30 @@ class SubmitBody:
     tenant: str | None = None
 
 
-@body
+@attrs.frozen(kw_only=True)
 class DeviceBody:
     serial: str
     attributes: dict[str, str] = attrs.field(factory=dict)
 
 
-@body
+@attrs.frozen(kw_only=True)
 class InventoryBody:
     devices: list[DeviceBody]
 
 
-@body
+@attrs.frozen(kw_only=True)
 class ClaimBody:
     devices: list[str] | None = None
     lease_seconds: float | None = None
     wait_seconds: float = 0.0
 
 
-@body
+@attrs.frozen(kw_only=True)
 class LeaseBody:
     lease_id: str
 
 
-@body
+@attrs.frozen(kw_only=True)
 class StepOutcomeBody:
     id: str
     status: str
@@ -184,7 +182,7 @@ class StepOutcomeBody:
     output: str | None = None
 
 
-@body
+@attrs.frozen(kw_only=True)
 class ResultBody:
     lease_id: str
     status: str
@@ -192,29 +190,29 @@ class ResultBody:
     steps: list[StepOutcomeBody] | None = None
 
 
-@body
+@attrs.frozen(kw_only=True)
 class CancelBody:
     reason: str | None = None
 
 
-@body
+@attrs.frozen(kw_only=True)
 class ClockBody:
     advance_seconds: float
 
 
-@body
+@attrs.frozen(kw_only=True)
 class MessageBody:
     intent: str
     text: str | None = None
     data: Any = None  # checked by hand: its shape depends on the intent
 
 
-@body
+@attrs.frozen(kw_only=True)
 class BoundaryBody:
     before_step: str | None  # required, and null means after the last step
 
 
-@body
+@attrs.frozen(kw_only=True)
 class AcknowledgementBody:
     lease_id: str
     state: str
