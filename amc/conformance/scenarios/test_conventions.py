@@ -58,7 +58,7 @@ def test_every_role_gets_exactly_its_allowed_answers(scene):
 
     # When every caller that may not, calls every endpoint
     before = admin.get_task(x)
-    for endpoint, (method, path, body, allowed) in table.items():
+    for method, path, body, allowed in table.values():
         for name, caller in callers.items():
             status, code = expected(allowed, name)
             if status < 400:
@@ -128,7 +128,7 @@ def test_checks_run_in_the_protocols_order(scene):
     acme.cancel(unknown, body={"reasn": 1}, expect=(404, "not_found"))
     h1.caller.start(unknown, 1, None, expect=(404, "not_found"))
     # A bad body for a rule that would refuse (409): 400
-    task, lease = scene.running(h1)
+    _task, lease = scene.running(h1)
     h1.report(lease, "finished", expect=(400, "invalid_request"))
     h1.report(lease, "cancelled", expect=(409, "no_cancellation_requested"))
 

@@ -354,7 +354,7 @@ def test_a_different_report_for_an_ended_attempt_is_a_conflict(scene):
 def test_a_report_is_accepted_from_an_assigned_attempt(scene):
     """A result is accepted before start: the attempt ends with dispatched_at still null."""
     h1 = scene.h1
-    task, lease = scene.running(h1, start=False)
+    _task, lease = scene.running(h1, start=False)
     ended = h1.report(lease, "failed", metadata={"error": "could not start"})
     assert ended["status"] == "failed"
     assert ended["attempts"][0]["dispatched_at"] is None
