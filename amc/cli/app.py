@@ -180,7 +180,7 @@ def caller_command(function: Callable) -> Callable:
                   help="Base URL of the control plane.")
     @click.pass_context
     @functools.wraps(function)
-    def wrapper(ctx: click.Context, as_json: bool, data: Path, token: str | None, url: str, **kwargs):
+    def wrapper(ctx: click.Context, /, as_json: bool, data: Path, token: str | None, url: str, **kwargs):
         app = Application(as_json=as_json, url=url, token=token, data=data)
         ctx.obj = app
         ctx.call_on_close(app.close)

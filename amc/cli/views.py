@@ -7,6 +7,7 @@ says it). Times are shown as the server wrote them, in UTC, shortened to what is
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Group
@@ -89,7 +90,7 @@ def tasks_table(tasks: list[dict]) -> Table:
     return table
 
 
-def task_detail(task: dict, messages: list[dict] = ()) -> Group:
+def task_detail(task: dict, messages: Sequence[dict] = ()) -> Group:
     """Everything about one task: the summary, its attempts, its cancellation, its messages
     in brief (`messages`, from the task's messages endpoint) and its result."""
     summary = Table.grid(padding=(0, 2))
@@ -260,7 +261,7 @@ def messages_table(messages: list[dict]) -> Table:
     return table
 
 
-def messages_brief(messages: list[dict]) -> Table:
+def messages_brief(messages: Sequence[dict]) -> Table:
     """The messages of a task in one line each, for `amc task show`."""
     table = Table(title="messages", title_justify="left", show_edge=False, pad_edge=False)
     for column in ("MESSAGE", "INTENT", "STATE", "NOTE"):

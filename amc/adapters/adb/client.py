@@ -59,7 +59,7 @@ def translate(error: BaseException) -> AdbError:
     return StepFailed(f"{type(error).__name__}: {text}")
 
 
-def call(stopper: Stopper, function: Callable[[], T]) -> T:
+def call(stopper: Stopper, function: Callable[[], T]) -> T | None:
     """Run a ppadb call under `stopper` (already active); translate its errors.
 
     If the stopper trips, the exception ppadb raised is meaningless (we cut its socket),

@@ -164,8 +164,8 @@ class AdbExecutor:
         return self._fixed("tap", [payload], stopper, sent)
 
     def _swipe(self, args, stopper, sent, step_id) -> ActionResult:
-        payload = build.swipe(*(_required(args, name) for name in ("x1", "y1", "x2", "y2")),
-                              duration_ms=args.get("duration_ms"))
+        x1, y1, x2, y2 = (_required(args, name) for name in ("x1", "y1", "x2", "y2"))
+        payload = build.swipe(x1, y1, x2, y2, duration_ms=args.get("duration_ms"))
         return self._fixed("swipe", [payload], stopper, sent)
 
     def _text(self, args, stopper, sent, step_id) -> ActionResult:

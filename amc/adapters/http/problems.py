@@ -13,6 +13,7 @@ becomes a bare 500 `internal` with no stack trace in the body.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import orjson
 from starlette.exceptions import HTTPException
@@ -77,7 +78,9 @@ def invalid(detail: str) -> Problem:
     return Problem("invalid_request", detail)
 
 
-def problem_response(code: str, detail: str, status: int | None = None, headers: dict | None = None) -> Response:
+def problem_response(
+    code: str, detail: str, status: int | None = None, headers: Mapping[str, str] | None = None
+) -> Response:
     status = status or CODES[code][0]
     body = {
         "type": f"urn:amc:problem:{code}",
