@@ -13,7 +13,8 @@ becomes a bare 500 `internal` with no stack trace in the body.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import orjson
 from starlette.exceptions import HTTPException
@@ -124,7 +125,8 @@ async def _on_bug(request: Request, exc: Exception) -> Response:
     return problem_response("internal", "internal error")
 
 
-EXCEPTION_HANDLERS = {
+# Each handler takes its own exception type; Starlette picks it by the exception's class.
+EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Any], Awaitable[Response]]] = {
     Problem: _on_problem,
     InvalidRequest: _on_invalid,
     HTTPException: _on_http,
