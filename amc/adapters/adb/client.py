@@ -31,7 +31,7 @@ class BoundedClient(Client):
         super().__init__(host, port)
         self.io_timeout = io_timeout
 
-    def create_connection(self, timeout=None) -> Connection:
+    def create_connection(self, timeout: float | None = None) -> Connection:
         conn = Connection(self.host, self.port, timeout or self.io_timeout)
         conn.connect()
         stopper = current_stopper()

@@ -21,7 +21,7 @@ import functools
 import inspect
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -503,7 +503,7 @@ def create_app(
     api = Api(service, settings, tokens, metrics)
 
     @asynccontextmanager
-    async def lifespan(app: Starlette):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         api.timer.start()
         try:
             yield

@@ -17,6 +17,7 @@ No rule of the operation is checked here: those belong to the kernel (409s).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -24,6 +25,7 @@ import cattrs
 import orjson
 from cattrs.cols import is_sequence, list_structure_factory
 from cattrs.preconf.orjson import make_converter
+from starlette.datastructures import QueryParams
 
 from amc.adapters.http.plan import check_steps, parse_plan
 from amc.adapters.http.settings import Limits, Settings
@@ -37,7 +39,7 @@ class WrongType(ValueError):
     """A JSON value of the wrong type; the message says what was expected."""
 
 
-def _strict(expected: str, accept):
+def _strict(expected: str, accept: Callable[[Any], bool]) -> Callable[[Any, type], Any]:
     def hook(value: Any, _type: type) -> Any:
         if not accept(value):
             raise WrongType(f"expected {expected}, got {_json_type(value)}")
@@ -73,7 +75,7 @@ converter.register_structure_hook(
 )
 
 
-def _strict_list_factory(type_: Any, conv: cattrs.Converter):
+def _strict_list_factory(type_: Any, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
     # cattrs would build a list from any iterable: "abc" would become ["a", "b", "c"].
     inner = list_structure_factory(type_, conv)
 
@@ -415,7 +417,7 @@ def decode_clock(raw: bytes, limits: Limits) -> int:
     return seconds_to_ms(clock.advance_seconds)
 
 
-def decode_list_query(params, limits: Limits) -> tuple[str | None, int, str | None]:
+def decode_list_query(params: QueryParams, limits: Limits) -> tuple[str | None, int, str | None]:
     """``status``, ``limit`` and ``after`` of a task listing."""
     unknown = set(params.keys()) - {"status", "limit", "after"}
     if unknown:

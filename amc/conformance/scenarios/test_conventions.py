@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from amc.conformance.client import PLAN, check_problem, ms
@@ -33,7 +35,7 @@ def test_every_role_gets_exactly_its_allowed_answers(scene):
     inventory = {"devices": [scene.device("emulator-5554")]}
     submit = {"plan": PLAN, "requirements": scene.requirements(model="none")}
     # endpoint -> (method, path, body, {caller: status}); callers not named get 401
-    table = {
+    table: dict[str, tuple[str, str, Any, dict]] = {
         "read task": ("GET", f"/v1/tasks/{x}", None,
                       dict(acme=200, beta=404, h1=200, h2=404, admin=200)),
         "history": ("GET", f"/v1/tasks/{x}/history", None, dict(acme=200, beta=404, h1=403, h2=403, admin=200)),
