@@ -1,12 +1,13 @@
-# The quick start: `make demo` runs amc on an embedded default; `make test` runs every test.
-# Both create the virtualenv in .venv on first use, with nothing but Python installed.
+# The quick start: `make demo` runs amc on an embedded default; `make test` runs every test;
+# `make lint` checks style and types.
+# Each creates the virtualenv in .venv on first use, with nothing but Python installed.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench check clean
+.PHONY: test lint demo bench check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +17,12 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Lint, formatting and types; the tools and their settings are in pyproject.toml.
+lint: $(STAMP)
+	$(BIN)/ruff check
+	$(BIN)/ruff format --check
+	$(BIN)/mypy
 
 demo: $(STAMP)
 	$(BIN)/amc demo

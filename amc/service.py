@@ -18,7 +18,7 @@ import attrs
 from amc.core import kernel
 from amc.core.commands import Command, ExpireLeases
 from amc.core.errors import InvalidRequest
-from amc.core.events import Event, TaskSubmitted
+from amc.core.events import Event, HostRegistered, TaskSubmitted
 from amc.core.history import history_data, history_type
 from amc.core.records import JSON, Host, Task, replace
 from amc.core.state import State
@@ -125,7 +125,7 @@ class HistoryLog:
     def record(self, events: Sequence[Event]) -> None:
         for event in events:
             kind = history_type(event)
-            if kind is None:
+            if kind is None or isinstance(event, HostRegistered):  # no history shows a host event
                 continue
             entries = self._entries.setdefault(event.task_id, [])
             entries.append(HistoryEntry(seq=len(entries) + 1, at=event.at, type=kind, data=history_data(event)))

@@ -105,7 +105,7 @@ def one_run(api: httpx.Client, sim: Simulator, plan: dict, interval: float, rng:
                       60, "the report")
     assert task["status"] == TaskStatus.cancelled, task["status"]
     records = sim.log(SERIAL)[seen:]
-    if measure == "end":  # the end of the last device activity
+    if measure == "end":  # the end of the last device activity  # noqa: SIM108 (each branch says what it measures)
         last = max((r.ended_at or r.started_at) for r in records)
     else:  # the start of the last step sent
         last = max(r.started_at for r in records)
@@ -166,7 +166,7 @@ def main() -> None:
     print(f"{'lease':>5} {'interval':>8} | {'delivery':>13} | {'long step stop':>13} {'ratio':>5} | "
           f"{'agent share':>13} | {'short steps stop':>13} {'ratio':>5}")
     for r in results:
-        def cell(key: str) -> str:
+        def cell(key: str, r: dict = r) -> str:
             return f"{statistics.median(r[key]):.3f} / {max(r[key]):.3f}"
 
         print(f"{r['lease_seconds']:>5g} {r['interval']:>8.3f} | {cell('delivery')} | {cell('long_step_stop')} "

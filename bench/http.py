@@ -86,7 +86,7 @@ def prepare(url: str, hosts: int) -> list[tuple[str, str, str]]:
     plan = {"steps": [{"id": "w", "action": "wait", "args": {"seconds": 60}}]}
     targets = []
     with httpx.Client(base_url=url, timeout=30) as http:
-        for i in range(hosts):
+        for _ in range(hosts):
             http.post("/v1/tasks", headers=admin, json={"plan": plan, "tenant": "bench"}).raise_for_status()
         for i in range(hosts):
             headers = {"Authorization": f"Bearer bench-host-{i}"}

@@ -83,11 +83,11 @@ def workload(size: int) -> tuple[int, float, float]:
         for host, a in wave:
             run(StartAttempt(now=now, host_id=host, task_id=a.task_id, attempt=a.attempt, lease_id=a.lease_id))
         silent = {a.task_id for i, (_, a) in enumerate(wave) if i % 50 == 7}  # 2% go silent
-        for i, (host, a) in enumerate(wave):
+        for i, (_host, a) in enumerate(wave):
             if i % 20 == 3:  # 5% are cancelled while running
                 run(CancelTask(now=now, task_id=a.task_id, tenant=None))
         cancelled = set()
-        for renewal in range(3):
+        for _ in range(3):
             now += LEASE_MS // 3
             for host, a in wave:
                 if a.task_id in silent:

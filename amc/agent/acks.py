@@ -24,7 +24,7 @@ import asyncio
 import collections
 import logging
 import random
-from typing import Callable
+from collections.abc import Callable
 
 import attrs
 

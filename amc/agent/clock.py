@@ -18,7 +18,7 @@ Readings never go backwards, so step times stay ordered when a newer anchor is t
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 class ServerClock:

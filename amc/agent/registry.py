@@ -16,7 +16,8 @@ and retried: attempts under way may still finish.
 from __future__ import annotations
 
 import logging
-from typing import Awaitable, Callable, TypeVar
+from typing import Protocol, TypeVar
+from collections.abc import Awaitable, Callable
 
 from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.discovery import DeviceInfo, list_serials, read_attributes
@@ -26,6 +27,12 @@ from .client import ControlPlane, Rejected, Uncertain
 
 log = logging.getLogger("amc.agent.registry")
 T = TypeVar("T")
+
+
+class Blocking(Protocol):
+    """Runs a blocking function off the event loop, for any result type."""
+
+    def __call__(self, function: Callable[[], T], /) -> Awaitable[T]: ...
 
 
 class RegistrationRefused(Exception):
@@ -43,7 +50,7 @@ class Registry:
     """
 
     def __init__(self, adb: BoundedClient, server: ControlPlane,
-                 blocking: Callable[[Callable[[], T]], Awaitable[T]], *, timeout: float = 10.0):
+                 blocking: Blocking, *, timeout: float = 10.0):
         self._adb = adb
         self._server = server
         self._blocking = blocking

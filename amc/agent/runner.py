@@ -31,7 +31,8 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from amc.adapters.adb.errors import DeviceUnavailable, Interrupted, ActionRefused, StepFailed
 from amc.adapters.adb.executor import ActionResult, AdbExecutor
@@ -158,7 +159,7 @@ class WorkflowRunner(TaskRunner):
     runner announces each one as it is reached, so an operator can follow progress.
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._announced = 0
 

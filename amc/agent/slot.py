@@ -52,15 +52,17 @@ class DeviceSlot:
 
     async def run(self) -> None:
         config = self.host.config
+        server = self.host.server
+        assert server is not None, "slots run only while the host runs"
         failing = False
         while not self.retired:
             began = time.monotonic()
             self._claim = asyncio.create_task(
-                self.host.server.claim(self.serial, config.claim_wait_seconds, config.lease_seconds))
+                server.claim(self.serial, config.claim_wait_seconds, config.lease_seconds))
             try:
                 data = await self._claim
             except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():
+                if (current := asyncio.current_task()) is not None and current.cancelling():
                     raise  # this slot itself is being cancelled (a forced shutdown)
                 continue  # the claim was called off by retire(); the loop condition decides
             except (Uncertain, Rejected) as error:
@@ -94,6 +96,7 @@ class DeviceSlot:
 
     async def _run(self, assignment: ClaimedAttempt, received: float) -> None:
         host = self.host
+        assert host.server is not None and host.pool is not None, "slots run only while the host runs"
         attempt = AttemptRun(assignment, received, host.server, host.executor_for(assignment), host.pool,
                           host.config.report_backoff)
         self.attempt = attempt

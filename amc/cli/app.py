@@ -23,7 +23,8 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
+from collections.abc import Callable
 
 import click
 
@@ -203,7 +204,7 @@ def caller_command(function: Callable) -> Callable:
                        f"written by amc up and amc serve), else {DEFAULT_URL}.")
     @click.pass_context
     @functools.wraps(function)
-    def wrapper(ctx: click.Context, as_json: bool, data: Path, token: str | None, url: str | None, **kwargs):
+    def wrapper(ctx: click.Context, /, as_json: bool, data: Path, token: str | None, url: str | None, **kwargs):
         app = Application(as_json=as_json, url=url, token=token, data=data)
         ctx.obj = app
         ctx.call_on_close(app.close)

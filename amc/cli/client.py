@@ -174,7 +174,7 @@ def _reason(error: Exception) -> str:
     return text.splitlines()[-1] if text else type(error).__name__
 
 
-def _refusal(response: "httpx.Response") -> Refused:
+def _refusal(response: httpx.Response) -> Refused:
     try:
         problem = response.json()
     except ValueError:

@@ -92,5 +92,7 @@ def run(server, token, host_id, adb_host, adb_port, policy_file, artifacts, leas
     try:
         asyncio.run(main())
     except RegistrationRefused as error:
-        raise click.ClickException(f"the server refused host {host_id!r}: {error} (check --token and --host-id)")
+        raise click.ClickException(
+            f"the server refused host {host_id!r}: {error} (check --token and --host-id)"
+        ) from error
 

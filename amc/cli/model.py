@@ -64,7 +64,7 @@ def check(hosts: int, tasks: int, max_attempts: int, lease_ticks: int, churn: bo
         for line in result.violation:
             click.echo(f"  {line}")
         click.echo("shortest trace:")
-        for number, label in enumerate(result.trace, 1):
+        for number, label in enumerate(result.trace or (), 1):
             click.echo(f"  {number:3}. {label}")
     elif not result.complete:
         click.echo(f"incomplete: stopped at --max-states {max_states:,}")

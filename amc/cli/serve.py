@@ -11,25 +11,28 @@ import stat
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 import click
 
 
-def _open_store(data: Path, clock: str, on_commit, store: str):
+def _open_store(data: Path, clock: Literal["system", "manual"], on_commit, store: str):
     """The durable `LmdbService` when `amc.adapters.lmdb` provides it, else an in-memory service."""
     try:
-        from amc.adapters.lmdb import LmdbService  # type: ignore[attr-defined]
+        from amc.adapters.lmdb import LmdbService
     except ImportError:
-        LmdbService = None
-    if store == "lmdb" and LmdbService is None:
-        raise click.ClickException("--store lmdb: this amc has no LMDB store (amc.adapters.lmdb.LmdbService)")
-    if store != "memory" and LmdbService is not None:
-        from amc.adapters.lmdb import StoreError
+        if store == "lmdb":
+            raise click.ClickException(
+                "--store lmdb: this amc has no LMDB store (amc.adapters.lmdb.LmdbService)"
+            ) from None
+    else:
+        if store != "memory":
+            from amc.adapters.lmdb import StoreError
 
-        try:
-            return LmdbService.open(data, clock=clock, on_commit=on_commit), True
-        except StoreError as error:
-            raise click.ClickException(str(error)) from None
+            try:
+                return LmdbService.open(data, clock=clock, on_commit=on_commit), True
+            except StoreError as error:
+                raise click.ClickException(str(error)) from None
     from amc.service import ManualClock, MemoryService, SystemClock
 
     start = time.time_ns() // 1_000_000

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 
 import click
@@ -37,7 +38,7 @@ def sim(count: int, port: int, device_base_port: int | None, host: str) -> None:
             click.echo(f"device {serial} adbd {host}:{device_port} model={spec.model!r}")
         click.echo("ready", nl=True)
         # Lines above are the contract for scripts; flush so a pipe reader sees them now.
-        click.get_text_stream("stdout").flush()
+        sys.stdout.flush()  # (click.get_text_stream is deprecated; click.echo writes to sys.stdout)
         while not stop.wait(0.5):
             pass
     finally:

@@ -89,5 +89,5 @@ def info(data: Path) -> None:
     click.echo(f"hosts:          {counts['hosts']}")
     click.echo(f"size in use:    {size / 2**20:.1f} MiB")
     for label, key in (("latest time", layout.META_LAST_TIME), ("manual clock", layout.META_MANUAL_NOW)):
-        if meta[key] is not None:
-            click.echo(f"{label + ':':<16}{to_rfc3339(layout.read_u64(meta[key]))}")
+        if (value := meta[key]) is not None:
+            click.echo(f"{label + ':':<16}{to_rfc3339(layout.read_u64(value))}")

@@ -253,6 +253,7 @@ def steer_edit(app: Application, skips: tuple[str, ...], insert_after: str | Non
             app.abort("--skip: name at least one step id", Exit.USAGE)
         return {"skip": ids}
     if inserting:
+        assert steps is not None  # refused above
         return {"insert_after": insert_after, "steps": read_steps(steps, "--steps", app)}
     if replace_remaining is not None:
         return {"replace_remaining": read_steps(replace_remaining, "--replace-remaining", app)}

@@ -7,6 +7,7 @@ says it). Times are shown as the server wrote them, in UTC, shortened to what is
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Group
@@ -15,11 +16,11 @@ from rich.text import Text
 
 from amc.core.lifecycle import MessageState, StepStatus, TaskStatus
 
-STATUS_STYLE = {
+STATUS_STYLE: dict[str, str] = {
     TaskStatus.queued: "cyan", TaskStatus.assigned: "blue", TaskStatus.dispatched: "bold blue",
     TaskStatus.done: "green", TaskStatus.failed: "red", TaskStatus.cancelled: "yellow",
 }
-STEP_STYLE = {
+STEP_STYLE: dict[str, str] = {
     StepStatus.completed: "green", StepStatus.failed: "red", StepStatus.interrupted: "magenta",
     StepStatus.not_started: "dim", StepStatus.refused: "red",
 }
@@ -93,7 +94,7 @@ def tasks_table(tasks: list[dict]) -> Table:
     return table
 
 
-def task_detail(task: dict, messages: list[dict] = ()) -> Group:
+def task_detail(task: dict, messages: Sequence[dict] = ()) -> Group:
     """Everything about one task: the summary, its attempts, its cancellation, its messages
     in brief (`messages`, from the task's messages endpoint) and its result."""
     summary = Table.grid(padding=(0, 2))
@@ -175,7 +176,7 @@ def steps_table(steps: list[dict]) -> Table:
 
 # -- messages ---------------------------------------------------------------------------------
 
-MESSAGE_STYLE = {
+MESSAGE_STYLE: dict[str, str] = {
     MessageState.queued: "cyan", MessageState.delivered: "blue", MessageState.admitted: "bold blue",
     MessageState.completed: "green", MessageState.rejected: "red", MessageState.not_admitted: "yellow",
 }
@@ -266,7 +267,7 @@ def messages_table(messages: list[dict]) -> Table:
     return table
 
 
-def messages_brief(messages: list[dict]) -> Table:
+def messages_brief(messages: Sequence[dict]) -> Table:
     """The messages of a task in one line each, for `amc task show`."""
     table = Table(title="messages", title_justify="left", show_edge=False, pad_edge=False)
     for column in ("MESSAGE", "INTENT", "STATE", "NOTE"):

@@ -27,8 +27,8 @@ from typing import Any, Union
 
 import httpx
 
-PLAN = {"steps": [{"id": "open", "action": "launch", "args": {"package": "com.android.settings"}}]}
-PLAN_ABC = {"steps": [{"id": s, "action": "wait", "args": {"seconds": 1}} for s in ("a", "b", "c")]}
+PLAN: dict[str, Any] = {"steps": [{"id": "open", "action": "launch", "args": {"package": "com.android.settings"}}]}
+PLAN_ABC: dict[str, Any] = {"steps": [{"id": s, "action": "wait", "args": {"seconds": 1}} for s in ("a", "b", "c")]}
 
 RUN_ATTRIBUTE = "amc-conformance-run"  # the device attribute and requirement that keep a test's tasks its own
 
@@ -135,7 +135,7 @@ class Caller:
         if body is not _UNSET:
             content = json.dumps(body, allow_nan=False).encode()
             sent.setdefault("Content-Type", "application/json")
-        extra = {} if timeout is None else {"timeout": timeout}
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         response = self.connection.http.request(method, path, content=content, params=params, headers=sent, **extra)
         self.last = response
         return response
@@ -215,7 +215,7 @@ class Caller:
     def list_hosts(self, *, expect: Expect = 200) -> dict:
         return self.call("GET", "/v1/hosts", expect=expect)
 
-    def claim(self, host_id: str, *, expect: Expect = 200, timeout: float | None = None, **body) -> dict | None:
+    def claim(self, host_id: str, *, expect: Expect = 200, timeout: float | None = None, **body) -> Any:
         return self.call("POST", f"/v1/hosts/{host_id}/claim", body, expect=expect, timeout=timeout)
 
     def start(self, task_id: str, attempt: int, lease_id: Any, *, expect: Expect = 200) -> dict:
@@ -250,7 +250,7 @@ class Caller:
         document = self.call("GET", f"/v1/tasks/{task_id}/messages", expect=expect)
         return document["messages"] if expect == 200 else document
 
-    def get_message(self, task_id: str, message_id: str, *, expect: Expect = 200) -> dict:
+    def get_message(self, task_id: str, message_id: str, *, expect: Expect = 200) -> Any:
         """One message as the task's message list shows it (the protocol lists a task's
         messages; it has no endpoint for a single one). `expect` is the listing's answer."""
         listed = self.messages(task_id, expect=expect)

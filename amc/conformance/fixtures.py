@@ -17,6 +17,7 @@ from __future__ import annotations
 import subprocess
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
     url, tokens = plugin.option(config, "--target-url"), plugin.option(config, "--tokens")
     if url and not tokens:
         raise pytest.UsageError("--target-url needs --tokens FILE (the PROTOCOL.md tokens file of that server)")
-    if url:
+    if url and tokens:  # (a URL without tokens was refused just above)
         try:
             Tokens.load(tokens)
         except TokensError as error:
@@ -77,7 +78,9 @@ def target(pytestconfig, tmp_path_factory):
     report = pytestconfig.pluginmanager.get_plugin(plugin.PLUGIN_NAME)
     url = plugin.option(pytestconfig, "--target-url")
     if url:
-        tokens = Tokens.load(plugin.option(pytestconfig, "--tokens"))
+        tokens_file = plugin.option(pytestconfig, "--tokens")
+        assert tokens_file is not None  # pytest_configure refused a URL without one
+        tokens = Tokens.load(tokens_file)
         report.run.update(target=url, managed_server=False)
         yield Target(url.rstrip("/"), tokens, restart_command=plugin.option(pytestconfig, "--restart-command"))
         return
@@ -87,6 +90,7 @@ def target(pytestconfig, tmp_path_factory):
         server.start()
     except RuntimeError as error:
         pytest.exit(f"could not start amc serve for the conformance run: {error}", returncode=3)
+    assert server.url is not None  # known once started
     report.run.update(target=server.url, managed_server=True)
     try:
         yield Target(server.url, Tokens.load(server.tokens_path), managed=server)
@@ -133,6 +137,7 @@ class Clock:
     def now(self) -> int:
         """The server's time in ms (manual clock only)."""
         self.need_manual("the scenario checks exact times")
+        assert self._now is not None  # a manual clock's time is known
         return self._now
 
     def advance(self, seconds: float) -> None:
@@ -144,6 +149,7 @@ class Clock:
     def advance_to(self, when: int) -> None:
         """Manual: move the clock to `when` (ms), if it is later than now."""
         self.need_manual("the scenario moves the clock to an exact instant")
+        assert self._now is not None  # a manual clock's time is known
         if when > self._now:
             self._now = ms(self.admin.advance_clock(round((when - self._now) / 1000, 3))["now"])
             assert self._now == when, f"the clock moved to {self._now}, not to {when}"
@@ -200,7 +206,7 @@ class Scene:
         self.h1 = Host(connection.caller(tokens.host_1, f"host {tokens.host_1_id}"), tokens.host_1_id)
         self.h2 = Host(connection.caller(tokens.host_2, f"host {tokens.host_2_id}"), tokens.host_2_id)
         self.spare = None
-        if tokens.spare_host:
+        if tokens.spare_host and tokens.spare_host_id:  # (given together)
             self.spare = Host(connection.caller(tokens.spare_host, f"host {tokens.spare_host_id}"), tokens.spare_host_id)
         self.connection = connection
 
@@ -242,9 +248,9 @@ class Scene:
         host = host or self.h1
         host.register(self.device(device))
         task = self.submit(client, **fields)
-        body = {} if lease_seconds is None else {"lease_seconds": lease_seconds}
+        body: dict[str, Any] = {} if lease_seconds is None else {"lease_seconds": lease_seconds}
         lease = host.claim(**body)
-        assert lease.task_id == task["id"], "the claim must assign the task just submitted"
+        assert lease is not None and lease.task_id == task["id"], "the claim must assign the task just submitted"
         if start:
             host.start(lease)
         return task, lease

@@ -14,10 +14,8 @@ import attrs
 from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.records import JSON, Boundary, DeviceSpec, Plan, Requirements, StepOutcome
 
-frozen = attrs.frozen(kw_only=True)
 
-
-@frozen
+@attrs.frozen(kw_only=True)
 class SubmitTask:
     now: int
     task_id: str  # the id to give the task if this submission creates one
@@ -30,7 +28,7 @@ class SubmitTask:
     idempotency_key: str | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class CancelTask:
     now: int
     task_id: str
@@ -38,14 +36,14 @@ class CancelTask:
     reason: str | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class RegisterHost:
     now: int
     host_id: str
     devices: tuple[DeviceSpec, ...]
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class ClaimTask:
     now: int
     host_id: str
@@ -54,7 +52,7 @@ class ClaimTask:
     devices: tuple[str, ...] | None = None  # restrict to these serials
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class StartAttempt:
     now: int
     host_id: str
@@ -63,7 +61,7 @@ class StartAttempt:
     lease_id: str
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class RenewLease:
     now: int
     host_id: str
@@ -72,7 +70,7 @@ class RenewLease:
     lease_id: str
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class ReportResult:
     now: int
     host_id: str
@@ -84,7 +82,7 @@ class ReportResult:
     steps: tuple[StepOutcome, ...] | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class PostMessage:
     """A steer, follow-up, pause or resume sent to a task (PROTOCOL.md Part B)."""
 
@@ -97,7 +95,7 @@ class PostMessage:
     data: dict[str, JSON] | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class AcknowledgeMessage:
     """The owning host says how far it got with a message it was given."""
 
@@ -112,7 +110,7 @@ class AcknowledgeMessage:
     detail: str | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class ExpireLeases:
     """Apply every lease expiry due at `now`; sent by the clock, not by a caller."""
 

@@ -19,8 +19,6 @@ from amc.core.lifecycle import AttemptState
 from amc.core.records import Attempt, Message, Plan, Task
 from amc.core.state import State
 
-frozen = attrs.frozen(kw_only=True)
-
 # ---------------------------------------------------------------------------------------
 # Replies
 
@@ -108,7 +106,7 @@ Reply = Union[
 ]
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Decision:
     events: tuple[Event, ...] = ()
     reply: Reply | None = None

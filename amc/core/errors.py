@@ -27,8 +27,10 @@ class Code(enum.Enum):
     no_cancellation_requested = 409
     message_conflict = 409
 
+    http_status: int  # set per member by __new__; a bare annotation is not a member
+
     # Enum members with equal values would alias each other: keep them distinct by name.
-    def __new__(cls, status: int):
+    def __new__(cls, status: int) -> Code:
         member = object.__new__(cls)
         member._value_ = len(cls.__members__)
         member.http_status = status

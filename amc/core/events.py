@@ -13,10 +13,8 @@ import attrs
 from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.records import JSON, Boundary, DeviceSpec, FollowUp, Plan, Requirements, StepOutcome
 
-frozen = attrs.frozen(kw_only=True)
 
-
-@frozen
+@attrs.frozen(kw_only=True)
 class TaskSubmitted:
     at: int
     task_id: str
@@ -31,14 +29,14 @@ class TaskSubmitted:
     collected: tuple[FollowUp, ...] = ()
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class HostRegistered:
     at: int
     host_id: str
     devices: tuple[DeviceSpec, ...]
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class TaskAssigned:
     at: int
     task_id: str
@@ -50,7 +48,7 @@ class TaskAssigned:
     lease_expires_at: int
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class AttemptStarted:
     at: int
     task_id: str
@@ -58,7 +56,7 @@ class AttemptStarted:
     lease_expires_at: int
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class LeaseRenewed:
     at: int
     task_id: str
@@ -66,7 +64,7 @@ class LeaseRenewed:
     lease_expires_at: int
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class LeaseExtended:
     """A repeated start: the lease is extended, but it is not counted as a renewal."""
 
@@ -76,7 +74,7 @@ class LeaseExtended:
     lease_expires_at: int
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class CancellationRequested:
     at: int
     task_id: str
@@ -84,14 +82,14 @@ class CancellationRequested:
     reason: str | None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class CancellationDelivered:
     at: int
     task_id: str
     attempt: int
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class LeaseExpired:
     """`at` is the lease's expiry time, which is also the attempt's `ended_at`."""
 
@@ -100,13 +98,13 @@ class LeaseExpired:
     attempt: int
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class TaskRequeued:
     at: int
     task_id: str
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class TaskEnded:
     at: int
     task_id: str
@@ -117,7 +115,7 @@ class TaskEnded:
     steps: tuple[StepOutcome, ...] | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class MessagePosted:
     at: int
     task_id: str
@@ -127,7 +125,7 @@ class MessagePosted:
     data: dict[str, JSON] | None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class MessagesDelivered:
     """A start or renewal response carried these queued messages to `attempt` for the first time."""
 
@@ -137,7 +135,7 @@ class MessagesDelivered:
     message_ids: tuple[str, ...]
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class MessageAcknowledged:
     at: int
     task_id: str
@@ -148,7 +146,7 @@ class MessageAcknowledged:
     detail: str | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class MessageApplied:
     """The server applied a pause or resume itself, because the task was queued (hold, release)."""
 
@@ -157,7 +155,7 @@ class MessageApplied:
     message_id: str
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class MessagesNotAdmitted:
     """The attempt (or the task) ended before these messages were applied."""
 
@@ -166,7 +164,7 @@ class MessagesNotAdmitted:
     message_ids: tuple[str, ...]
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class FollowUpsCollected:
     """The task ended done: its waiting follow-ups went into one successor task (whose own
     `TaskSubmitted` follows)."""

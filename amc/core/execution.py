@@ -77,8 +77,8 @@ class StopReason(enum.Enum):
     host_stopping = "host_stopping"
 
 
-# Why a step that never started did not start, by stop reason.
-NOT_STARTED_BECAUSE = {
+# Why a step that never started did not start, by stop reason (None, not stopped, is absent).
+NOT_STARTED_BECAUSE: dict[StopReason | None, str] = {
     StopReason.cancelled: "cancelled",
     StopReason.lease_lost: "lease_lost",
     StopReason.step_failed: "previous_step_failed",

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import deque
 from itertools import permutations
 from collections.abc import Callable, Iterator
+from typing import TypedDict
 
 import attrs
 
@@ -52,6 +53,25 @@ MESSAGES = (
     ("steer", {"skip": ["b"]}),
     ("follow_up", {"steps": [{"id": "c", "action": "screenshot", "args": {}}]}),
 )
+
+
+# What decides a state's future (see the module docstring): its tasks and its hosts, each a
+# tuple of plain values, so fingerprints hash and order.
+Fingerprint = tuple[tuple[object, ...], tuple[object, ...]]
+
+
+class _Lease(TypedDict):
+    """The fields every command about one attempt carries."""
+
+    now: int
+    host_id: str
+    task_id: str
+    attempt: int
+    lease_id: str
+
+
+class _Acknowledgement(_Lease):
+    message_id: str
 
 
 @attrs.frozen
@@ -106,7 +126,7 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
                 yield f"{intent} {task.id}", PostMessage(now=now, task_id=task.id, tenant=None, message_id=message_id,
                                                          intent=intent, data=data)
         for attempt in task.attempts:
-            lease = dict(now=now, host_id=attempt.host_id, task_id=task.id, attempt=attempt.number, lease_id=attempt.lease_id)
+            lease = _Lease(now=now, host_id=attempt.host_id, task_id=task.id, attempt=attempt.number, lease_id=attempt.lease_id)
             tag = f"{task.id}#{attempt.number}"
             yield f"start {tag}", StartAttempt(**lease)
             yield f"renew {tag}", RenewLease(**lease)
@@ -127,13 +147,13 @@ def _steps_of(task: Task, number: int) -> tuple[StepOutcome, ...]:
     )
 
 
-def _acknowledgements(task: Task, number: int, lease: dict, tag: str) -> Iterator[tuple[str, Command]]:
+def _acknowledgements(task: Task, number: int, lease: _Lease, tag: str) -> Iterator[tuple[str, Command]]:
     """Every acknowledgement of every message attempt `number` was given."""
     boundaries = [None, *planned_step_ids(task, number)]
     for m in task.messages:
         if m.attempt != number:
             continue
-        ack = dict(lease, message_id=m.id)
+        ack = _Acknowledgement(**lease, message_id=m.id)
         for before in boundaries:
             yield f"admit {m.id} before {before} {tag}", AcknowledgeMessage(
                 **ack, state=MessageState.admitted, boundary=Boundary(before_step=before))
@@ -141,7 +161,7 @@ def _acknowledgements(task: Task, number: int, lease: dict, tag: str) -> Iterato
         yield f"reject {m.id} {tag}", AcknowledgeMessage(**ack, state=MessageState.rejected, detail="cannot")
 
 
-def fingerprint(state: State, now: int) -> tuple:
+def fingerprint(state: State, now: int) -> Fingerprint:
     """What decides the future of `state` at `now`; see the module docstring.
 
     Hosts are interchangeable (each has one device and nothing tells them apart), so the
@@ -151,7 +171,7 @@ def fingerprint(state: State, now: int) -> tuple:
     return min(_fingerprint(state, now, dict(zip(names, order))) for order in permutations(names))
 
 
-def _fingerprint(state: State, now: int, rename: dict[str, str]) -> tuple:
+def _fingerprint(state: State, now: int, rename: dict[str, str]) -> Fingerprint:
     def host(host_id: str) -> str:
         return rename.get(host_id, host_id)
 
@@ -187,8 +207,8 @@ def explore(scope: Scope, progress: Callable[[int, int, int], None] | None = Non
     """Breadth-first over every command sequence in `scope`."""
     start = State()
     root = fingerprint(start, 0)
-    parents: dict[tuple, tuple[tuple, str] | None] = {root: None}
-    frontier: deque[tuple[State, int, tuple, int]] = deque([(start, 0, root, 0)])
+    parents: dict[Fingerprint, tuple[Fingerprint, str] | None] = {root: None}
+    frontier: deque[tuple[State, int, Fingerprint, int]] = deque([(start, 0, root, 0)])
     transitions = depth = 0
     while frontier:
         state, now, key, level = frontier.popleft()
@@ -222,9 +242,9 @@ def explore(scope: Scope, progress: Callable[[int, int, int], None] | None = Non
     return Exploration(len(parents), transitions, depth, True)
 
 
-def _trace(parents: dict, key: tuple) -> list[str]:
+def _trace(parents: dict[Fingerprint, tuple[Fingerprint, str] | None], key: Fingerprint) -> list[str]:
     labels: list[str] = []
-    while parents[key] is not None:
-        key, label = parents[key]
+    while (parent := parents[key]) is not None:
+        key, label = parent
         labels.append(label)
     return labels[::-1]

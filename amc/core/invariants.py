@@ -45,9 +45,9 @@ def violations(state: State, previous: State | None = None, now: int | None = No
     found.extend(_follow_up_violations(state))
     if now is not None:
         found.extend(
-            f"I-EXPIRY: task {t.id} attempt {t.active_attempt.number} is active after its lease expired"
+            f"I-EXPIRY: task {t.id} attempt {a.number} is active after its lease expired"
             for t in state.active_tasks()
-            if t.active_attempt.lease_expires_at <= now
+            if (a := t.active_attempt) is not None and a.lease_expires_at <= now
         )
     if previous is not None:
         for task_id, before in previous.tasks.items():
@@ -170,6 +170,7 @@ def _reservation_violations(state: State) -> list[str]:
                 found.append(f"I2: device {host.id}/{device.serial} is reserved by ended attempt {key}")
     for task in state.active_tasks():
         attempt = task.active_attempt
+        assert attempt is not None  # an active task
         if holders.get((task.id, attempt.number)) != (attempt.host_id, attempt.device):
             found.append(f"I2: active attempt {task.id}#{attempt.number} holds no reservation of its device")
     return found
@@ -178,7 +179,7 @@ def _reservation_violations(state: State) -> list[str]:
 def _follow_up_violations(state: State) -> list[str]:
     """11. Every collected follow-up is in exactly one successor, which names it and its task."""
     found = []
-    collected_into: dict[tuple[str, str], str] = {}
+    collected_into: dict[tuple[str | None, str], str] = {}
     for successor in state.tasks.values():
         for follow_up in successor.collected:
             key = (successor.follow_up_of, follow_up.message_id)
@@ -218,10 +219,10 @@ def _change_violations(before: Task, after: Task) -> list[str]:
     # 7. an attempt that ended or was replaced is history: it never changes again
     if len(after.attempts) < len(before.attempts):
         found.append(f"I7: attempts of task {before.id} disappeared")
-    for old, new in zip(before.attempts, after.attempts):
-        replaced = old.number < len(before.attempts)
-        if (replaced or not old.active) and old != new:
-            found.append(f"I7: attempt {before.id}#{old.number} changed after it ended")
+    for old_attempt, new_attempt in zip(before.attempts, after.attempts):
+        replaced = old_attempt.number < len(before.attempts)
+        if (replaced or not old_attempt.active) and old_attempt != new_attempt:
+            found.append(f"I7: attempt {before.id}#{old_attempt.number} changed after it ended")
     return found
 
 

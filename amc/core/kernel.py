@@ -22,6 +22,9 @@ checks are in `amc.core.decisions`; messages (Part B) in `amc.core.messages`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import attrs
 
 from amc.core import lifecycle, messages, steering
@@ -153,7 +156,7 @@ def _cancel(state: State, c: CancelTask) -> Decision:
     if status is None:
         return reject(Code.task_terminal, f"task {task.id!r} already ended {task.status}")
     if status == TaskStatus.cancelled:  # it was queued: settle it here and now
-        events = (
+        events: tuple[Event, ...] = (
             CancellationRequested(at=c.now, task_id=task.id, attempt=None, reason=c.reason),
             TaskEnded(
                 at=c.now,
@@ -165,6 +168,7 @@ def _cancel(state: State, c: CancelTask) -> Decision:
         )
         events += messages.settle_messages(state, task, c.now, TaskStatus.cancelled)
         return Decision(events=events, reply=CancelAccepted(task.id, pending=False))
+    assert task.current is not None  # not queued and not ended: an attempt holds it
     request = CancellationRequested(
         at=c.now, task_id=task.id, attempt=task.current.number, reason=c.reason
     )
@@ -226,6 +230,7 @@ def _start(state: State, c: StartAttempt) -> Decision:
     task, attempt = found
     expires_at = c.now + attempt.lease_ms
     status = lifecycle.target(lifecycle.TASK, task.status, "start")
+    assert status is not None  # a live attempt can always start
     if attempt.dispatched_at is None:
         extended: Event = AttemptStarted(
             at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at
@@ -245,6 +250,7 @@ def _renew(state: State, c: RenewLease) -> Decision:
     expires_at = c.now + attempt.lease_ms
     renewed = LeaseRenewed(at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at)
     status = lifecycle.target(lifecycle.TASK, task.status, "renew")
+    assert status is not None  # a live attempt can always renew
     return _grant(task, attempt, c.now, status, expires_at, renewed)
 
 
@@ -254,7 +260,7 @@ def _grant(task: Task, attempt: Attempt, now: int, status: TaskStatus, expires_a
     delivered to this attempt)."""
     events: tuple[Event, ...] = (extended,)
     pending = task.cancellation_pending
-    if pending and task.cancellation.delivered_at is None:
+    if pending and task.cancellation is not None and task.cancellation.delivered_at is None:
         events += (CancellationDelivered(at=now, task_id=task.id, attempt=attempt.number),)
     carried: tuple[Message, ...] = ()
     if task.messages:
@@ -287,6 +293,7 @@ def _report(state: State, c: ReportResult) -> Decision:
     if attempt.outcome not in (None, AttemptState.expired):
         # Ended by a report: the identical report again is answered as recorded.
         recorded = task.result
+        assert recorded is not None  # the attempt ended by a report, which set it
         if (recorded.status, recorded.metadata, recorded.steps) == (c.status, c.metadata, c.steps):
             return Decision(reply=ResultRecorded(task.id, repeated=True))
         return reject(Code.result_conflict, f"attempt {attempt.number} already reported {recorded.status}")
@@ -351,6 +358,7 @@ def _expire(state: State, now: int) -> Decision:
         events.append(LeaseExpired(at=expires_at, task_id=task_id, attempt=number))
         guards = {"cancellation_pending": task.cancellation_pending, "attempts_left": task.attempts_left}
         status = lifecycle.target(lifecycle.TASK, task.status, "expire", guards)
+        assert status is not None  # expire ends in failed when no guarded move applies
         if status == TaskStatus.queued:
             events.append(TaskRequeued(at=expires_at, task_id=task_id))
             events.extend(messages.requeue_messages(task, number, expires_at))
@@ -363,7 +371,7 @@ def _expire(state: State, now: int) -> Decision:
     return Decision(events=tuple(events), reply=LeasesExpired(count=_count_expired(events)))
 
 
-def _count_expired(events) -> int:
+def _count_expired(events: Iterable[Event]) -> int:
     return sum(isinstance(e, LeaseExpired) for e in events)
 
 
@@ -399,8 +407,10 @@ def _apply_extended(state: State, e: LeaseRenewed | LeaseExtended) -> None:
 def _apply_cancellation_requested(state: State, e: CancellationRequested) -> None:
     task = state.tasks[e.task_id]
     # Recorded pending either way; a queued task's TaskEnded follows at once and completes it.
+    requested = lifecycle.target(lifecycle.CANCELLATION, CancellationState.none, "request")
+    assert requested is not None
     cancellation = Cancellation(
-        state=lifecycle.target(lifecycle.CANCELLATION, CancellationState.none, "request"),
+        state=requested,
         requested_at=e.at,
         attempt=e.attempt,
         reason=e.reason,
@@ -511,7 +521,7 @@ def _apply_ended(state: State, e: TaskEnded) -> None:
         state.queue.clean(task.requirements, state.tasks)
 
 
-def _update_attempt(state: State, task: Task, at: int, status: TaskStatus | None = None, **changes) -> Task:
+def _update_attempt(state: State, task: Task, at: int, status: TaskStatus | None = None, **changes: Any) -> Task:
     attempt = replace(task.attempts[-1], **changes)
     task = replace(
         task, attempts=task.attempts[:-1] + (attempt,), status=status or task.status, updated_at=at
@@ -542,7 +552,8 @@ def _set_reservation(state: State, host_id: str, serial: str, reservation: Reser
     state.hosts[host_id] = replace(host, devices=tuple(devices))
 
 
-_DECIDERS = {
+# Each takes its own command type: the lookup by type(command) is what makes the call safe.
+_DECIDERS: dict[type, Callable[[State, Any], Decision]] = {
     SubmitTask: _submit,
     CancelTask: _cancel,
     RegisterHost: _register,
@@ -555,7 +566,7 @@ _DECIDERS = {
     ExpireLeases: lambda state, command: _expire(state, command.now),
 }
 
-_APPLIERS = {
+_APPLIERS: dict[type, Callable[[State, Any], None]] = {
     TaskSubmitted: _apply_submitted,
     HostRegistered: _apply_registered,
     TaskAssigned: _apply_assigned,
@@ -607,7 +618,7 @@ def execute(state: State, command: Command) -> Decision:
     return decision
 
 
-def replay(events) -> State:
+def replay(events: Iterable[Event]) -> State:
     """A fresh state with `events` applied in order."""
     state = State()
     for event in events:

@@ -53,6 +53,7 @@ so a guard has one meaning in both worlds.
 from __future__ import annotations
 
 import enum
+from typing import TypeVar
 from collections.abc import Mapping
 
 from statemachine import StateMachine
@@ -122,9 +123,10 @@ class StepStatus(_WireState):
     refused = "refused"
 
 
+S = TypeVar("S", bound=enum.StrEnum)
 Guard = tuple[str, bool]  # (predicate name, the value it must have)
-Move = tuple[tuple[Guard, ...], enum.StrEnum]  # (guards, target state)
-Table = dict[tuple[str, str], tuple[Move, ...]]
+Move = tuple[tuple[Guard, ...], S]  # (guards, target state)
+Table = dict[tuple[str, str], tuple[Move[S], ...]]
 
 
 class _Guarded(StateMachine):
@@ -224,9 +226,12 @@ class MessageLifecycle(_Guarded):
     drop = _.queued.to(_.not_admitted) | _.delivered.to(_.not_admitted)
 
 
-def transition_table(machine: type[StateMachine]) -> Table:
-    """Flatten a declaration into ``(state, event) -> moves``, in declaration order."""
-    table: dict[tuple[str, str], list[Move]] = {}
+def transition_table(machine: type[StateMachine], states: type[S]) -> Table[S]:
+    """Flatten a declaration into ``(state, event) -> moves``, in declaration order.
+
+    `states` is the enum the machine's states come from; every target must be one of its members.
+    """
+    table: dict[tuple[str, str], list[Move[S]]] = {}
     for state in machine.states:
         for transition in state.transitions:
             guards = tuple(
@@ -234,13 +239,14 @@ def transition_table(machine: type[StateMachine]) -> Table:
             )
             for event in transition.events:
                 table.setdefault((state.value, str(event)), []).append(
-                    (guards, transition.target.value)
+                    (guards, states(transition.target.value))
                 )
     return {key: tuple(moves) for key, moves in table.items()}
 
 
 def initial_state(machine: type[StateMachine]) -> enum.StrEnum:
-    return machine.initial_state.value
+    value: enum.StrEnum = machine.initial_state.value
+    return value
 
 
 def final_states(machine: type[StateMachine]) -> frozenset[enum.StrEnum]:
@@ -248,19 +254,19 @@ def final_states(machine: type[StateMachine]) -> frozenset[enum.StrEnum]:
 
 
 def events_of(machine: type[StateMachine]) -> tuple[str, ...]:
-    return tuple(sorted({event for (_, event) in transition_table(machine)}))
+    return tuple(sorted({str(event) for state in machine.states for t in state.transitions for event in t.events}))
 
 
-TASK = transition_table(TaskLifecycle)
-ATTEMPT = transition_table(AttemptLifecycle)
-CANCELLATION = transition_table(CancellationLifecycle)
-MESSAGE = transition_table(MessageLifecycle)
+TASK = transition_table(TaskLifecycle, TaskStatus)
+ATTEMPT = transition_table(AttemptLifecycle, AttemptState)
+CANCELLATION = transition_table(CancellationLifecycle, CancellationState)
+MESSAGE = transition_table(MessageLifecycle, MessageState)
 
-TERMINAL_STATUSES = final_states(TaskLifecycle)
+TERMINAL_STATUSES = frozenset(TaskStatus(status) for status in final_states(TaskLifecycle))
 ACTIVE_STATUSES = frozenset({TaskStatus.assigned, TaskStatus.dispatched})
 
 
-def target(table: Table, state: str, event: str, guards: Mapping[str, bool] = {}) -> enum.StrEnum | None:
+def target(table: Table[S], state: str, event: str, guards: Mapping[str, bool] = {}) -> S | None:
     """The state that `event` moves `state` to, or None when the move is illegal.
 
     The first move whose guards all hold wins, as in the declaration.
@@ -282,4 +288,5 @@ def drive(machine: type[_Guarded], state: str, event: str, guards: Mapping[str, 
     instance = machine(guards=guards, start=state)
     instance.send(event)
     (current,) = instance.configuration
-    return current.value
+    value: enum.StrEnum = current.value
+    return value

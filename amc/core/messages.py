@@ -15,6 +15,8 @@ ends or is requeued.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from amc.core import lifecycle, steering
@@ -123,6 +125,7 @@ def acknowledge(state: State, c: AcknowledgeMessage) -> Decision:
     if lifecycle.target(lifecycle.MESSAGE, message.state, ACKNOWLEDGEMENTS[c.state]) is None:
         return reject(Code.message_conflict, f"message {message.id} is {message.state}; it cannot become {c.state}")
     if c.state == MessageState.admitted:
+        assert c.boundary is not None  # checked above: an admission names its boundary
         conflict = _admission_conflict(task, attempt, message, c.boundary.before_step)
         if conflict is not None:
             return reject(Code.message_conflict, conflict)
@@ -189,7 +192,9 @@ def settle_messages(state: State, task: Task, at: int, status: TaskStatus) -> tu
     return events
 
 
-def _collect(state: State, task: Task, at: int, follow_ups: tuple[FollowUp, ...]) -> tuple[Event, Event]:
+def _collect(
+    state: State, task: Task, at: int, follow_ups: tuple[FollowUp, ...]
+) -> tuple[FollowUpsCollected, TaskSubmitted]:
     """Follow-ups of a done task become one successor task, with the same requirements."""
     successor = _successor_id(state, task)
     collected = FollowUpsCollected(
@@ -265,7 +270,9 @@ def apply_acknowledged(state: State, e: MessageAcknowledged) -> None:
     event = ACKNOWLEDGEMENTS[e.state]
     if e.state == MessageState.admitted:
         task = _update_messages(state, e.task_id, (e.message_id,), event, e.at, admitted_at=e.at, boundary=e.boundary)
-        intent = task.message(e.message_id).intent
+        message = task.message(e.message_id)
+        assert message is not None  # acknowledged, so the task has it
+        intent = message.intent
         paused = task.paused if intent not in ("pause", "resume") else intent == "pause"
         state.tasks[task.id] = replace(task, admissions=task.admissions + (e.message_id,), paused=paused)
     elif e.state == MessageState.completed:
@@ -276,7 +283,9 @@ def apply_acknowledged(state: State, e: MessageAcknowledged) -> None:
 
 def apply_applied(state: State, e: MessageApplied) -> None:
     before = state.tasks[e.task_id]
-    pause = before.message(e.message_id).intent == "pause"
+    message = before.message(e.message_id)
+    assert message is not None  # applied, so the task has it
+    pause = message.intent == "pause"
     if pause:
         detail = "held: the task is not claimed until a resume" if not before.paused else "the task was already held"
     else:
@@ -298,7 +307,7 @@ def apply_collected(state: State, e: FollowUpsCollected) -> None:
     _update_messages(state, e.task_id, e.message_ids, "admit", e.at, admitted_at=e.at, successor=e.successor_id)
 
 
-def _update_messages(state: State, task_id: str, ids: tuple[str, ...], event: str, at: int, **changes) -> Task:
+def _update_messages(state: State, task_id: str, ids: tuple[str, ...], event: str, at: int, **changes: Any) -> Task:
     """Move the messages `ids` of a task by `event` (a `MessageLifecycle` event) at `at`."""
     task = state.tasks[task_id]
     wanted = set(ids)

@@ -6,7 +6,7 @@ changes it. Times are integer milliseconds since the Unix epoch (see `amc.core.t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -14,23 +14,21 @@ from amc.core.lifecycle import AttemptState, CancellationState, MessageState, St
 
 JSON = Any  # a value that came from JSON (dict, list, str, int, float, bool, None)
 
-frozen = attrs.frozen(kw_only=True)
 
-
-@frozen
+@attrs.frozen(kw_only=True)
 class Step:
     id: str
     action: str
     args: dict[str, JSON] = attrs.field(factory=dict)
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Stage:
     id: str
     steps: tuple[Step, ...]
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Plan:
     """Either `steps` (run in order) or `stages` (named groups with a checkpoint after each)."""
 
@@ -43,7 +41,7 @@ class Plan:
         return tuple(step for stage in self.stages or () for step in stage.steps)
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Requirements:
     """What a device must be to run a task: its serial (if set) and attribute values."""
 
@@ -60,7 +58,7 @@ class Requirements:
         return all(attributes.get(name) == value for name, value in self.attributes.items())
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class StepOutcome:
     id: str
     status: StepStatus
@@ -70,7 +68,7 @@ class StepOutcome:
     output: str | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Attempt:
     number: int
     host_id: str
@@ -96,7 +94,7 @@ class Attempt:
         return AttemptState.leased if self.dispatched_at is None else AttemptState.running
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Cancellation:
     state: CancellationState  # never none: no request is no record
     requested_at: int
@@ -105,7 +103,7 @@ class Cancellation:
     reason: str | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Result:
     status: TaskStatus  # a final one
     attempt: int | None
@@ -115,14 +113,14 @@ class Result:
     recorded_at: int = 0
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Boundary:
     """Where a host applied a message: before it started `before_step` (None: after the last step)."""
 
     before_step: str | None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Message:
     """An intent sent to a task (PROTOCOL.md Part B); its `state` follows `MessageLifecycle`."""
 
@@ -146,7 +144,7 @@ class Message:
         return self.state in (MessageState.queued, MessageState.delivered)
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class FollowUp:
     """A follow-up collected into a successor task: which message asked for what."""
 
@@ -155,7 +153,7 @@ class FollowUp:
     data: dict[str, JSON] | None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Task:
     id: str
     tenant: str
@@ -211,13 +209,13 @@ class Task:
         return len(self.attempts) < self.max_attempts
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Reservation:
     task_id: str
     attempt: int
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class DeviceSpec:
     """A device as a host reports it."""
 
@@ -225,7 +223,7 @@ class DeviceSpec:
     attributes: dict[str, str] = attrs.field(factory=dict)
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Device:
     serial: str
     attributes: dict[str, str]
@@ -233,7 +231,7 @@ class Device:
     reservation: Reservation | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Host:
     id: str
     updated_at: int
@@ -281,9 +279,13 @@ def constructor(cls: type) -> Any:
     return namespace["build"]
 
 
-def replace(record: Any, **changes: Any) -> Any:
+R = TypeVar("R")
+
+
+def replace(record: R, **changes: Any) -> R:
     """A copy of `record` with `changes`, like `attrs.evolve` but several times cheaper."""
     replacer = _REPLACERS.get(type(record))
     if replacer is None:
         replacer = _REPLACERS[type(record)] = _make_replacer(type(record))
-    return replacer(record, **changes)
+    copy: R = replacer(record, **changes)
+    return copy

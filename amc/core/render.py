@@ -5,6 +5,9 @@ Returns text only; `amc model render` writes it, and a test fails when the files
 
 from __future__ import annotations
 
+from typing import Any
+
+from statemachine import StateMachine
 from statemachine.contrib.diagram import formatter
 
 from amc.core.lifecycle import (
@@ -19,7 +22,7 @@ from amc.core.lifecycle import (
     TaskLifecycle,
 )
 
-MACHINES = {
+MACHINES: dict[str, tuple[type[StateMachine], Table[Any]]] = {
     "task": (TaskLifecycle, TASK),
     "attempt": (AttemptLifecycle, ATTEMPT),
     "cancellation": (CancellationLifecycle, CANCELLATION),
@@ -27,7 +30,7 @@ MACHINES = {
 }
 
 
-def _table(table: Table) -> str:
+def _table(table: Table[Any]) -> str:
     """Every move, self-transitions included (the library's table leaves those out)."""
     lines = ["| state | event | guards | target |", "| --- | --- | --- | --- |"]
     for (state, event), moves in table.items():

@@ -28,6 +28,8 @@ from amc.core.records import Device, Host, Requirements, Task
 
 QueueEntry = tuple[int, int, str]  # (-priority, seq, task_id)
 LeaseEntry = tuple[int, str, int]  # (lease_expires_at, task_id, attempt)
+GroupKey = tuple[str | None, tuple[tuple[str, str], ...]]  # Requirements.key()
+Groups = dict[GroupKey, tuple[Requirements, list[QueueEntry]]]
 
 
 class ClaimQueue:
@@ -36,15 +38,15 @@ class ClaimQueue:
     def __init__(self) -> None:
         # requirements key -> (requirements, heap). Groups that pin a serial are kept
         # apart by serial, so a claim only looks at the groups its devices could match.
-        self._open: dict[tuple, tuple[Requirements, list[QueueEntry]]] = {}
-        self._pinned: dict[str, dict[tuple, tuple[Requirements, list[QueueEntry]]]] = {}
+        self._open: Groups = {}
+        self._pinned: dict[str, Groups] = {}
 
-    def _groups_for(self, requirements: Requirements) -> dict:
+    def _groups_for(self, requirements: Requirements) -> Groups:
         if requirements.serial is None:
             return self._open
         return self._pinned.setdefault(requirements.serial, {})
 
-    def _heap(self, requirements: Requirements, key: tuple) -> list[QueueEntry]:
+    def _heap(self, requirements: Requirements, key: GroupKey) -> list[QueueEntry]:
         """The heap of the group `requirements` (whose key is `key`) wait in, made if new."""
         groups = self._groups_for(requirements)
         group = groups.get(key)
@@ -61,7 +63,7 @@ class ClaimQueue:
         by one, built with one `heapify` per group. A backlog's tasks mostly share a few
         `Requirements` objects, so each one's group key is computed once."""
         queue = cls()
-        keys: dict[int, tuple] = {}  # id(requirements) -> key; the tasks keep them alive
+        keys: dict[int, GroupKey] = {}  # id(requirements) -> key; the tasks keep them alive
         for task in tasks:
             requirements = task.requirements
             key = keys.get(id(requirements))
@@ -103,7 +105,7 @@ class ClaimQueue:
                     continue
                 if any(requirements.matches(d.serial, d.attributes) for d in devices):
                     best_entry, best_requirements = top, requirements
-        if best_entry is None:
+        if best_entry is None or best_requirements is None:  # both are set together
             return None
         return best_entry[2], best_requirements
 
@@ -191,7 +193,7 @@ class State:
             submitted=self.submitted,
         )
 
-    def snapshot(self) -> tuple:
+    def snapshot(self) -> tuple[dict[str, Task], dict[str, Host], dict[tuple[str, str], str], int]:
         """The state's meaning, comparable with ==, without the indexes."""
         return (self.tasks, self.hosts, self.idempotency, self.submitted)
 

@@ -34,23 +34,21 @@ import attrs
 from amc.core.errors import InvalidRequest
 from amc.core.records import JSON, Plan, Step, Task
 
-frozen = attrs.frozen(kw_only=True)
-
 STEERED = "steered"  # the not_started reason of a step an edit removed
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Skip:
     ids: tuple[str, ...]
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class InsertAfter:
     anchor: str | None  # None: at the boundary
     steps: tuple[Step, ...]
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class ReplaceRemaining:
     steps: tuple[Step, ...]
 
@@ -58,7 +56,7 @@ class ReplaceRemaining:
 Edit = Union[Skip, InsertAfter, ReplaceRemaining]
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Entry:
     step: Step
     removed_by: str | None = None  # the id of the steer message that removed it
@@ -211,7 +209,7 @@ def _clash(index: dict[str, int], steps: Sequence[Step]) -> str | None:
 # -- the plan of an attempt -----------------------------------------------------------------
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Progress:
     """How far an attempt got, as its host's admissions tell: the outline as edited, and
     the ids of the steps that had started by the latest boundary."""
@@ -235,11 +233,13 @@ def attempt_progress(task: Task, number: int) -> Progress:
     current = 1
     for message_id in task.admissions:
         message = messages[message_id]
+        assert message.attempt is not None and message.boundary is not None, "admitted, so delivered at a boundary"
         if message.attempt > number:
             break
         if message.attempt > current:
             outline, current, started = outline_of(runnable(outline)), message.attempt, set()
         boundary = boundary_index(outline, message.boundary.before_step)
+        assert boundary is not None, "an admitted boundary lies before a live step"
         started.update(e.step.id for e in outline[:boundary] if e.removed_by is None)
         edit = parse_edit(message.data) if message.intent == "steer" else None
         if edit is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as _dt
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 def to_rfc3339(ms: int) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import re
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 from .log import CommandLog
 from .logcat import LogcatRing
@@ -131,7 +131,7 @@ class SimDevice:
     def open_activity(self, component: str) -> None:
         """Bring `component` ("package/activity", known to the spec) to the front, as `am start` does."""
         package = component.split("/")[0]
-        system = dict(pid=SYSTEM_SERVER_PID, buffer="system")
+        system: dict[str, Any] = {"pid": SYSTEM_SERVER_PID, "buffer": "system"}
         with self._lock:
             self.logcat.log("I", "ActivityTaskManager", f"START u0 {{cmp={component}}} from uid 2000", **system)
             if package not in self._app_pids:

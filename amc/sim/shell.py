@@ -202,10 +202,10 @@ def _timeout(inv: Invocation) -> int:
             args.pop(0)
     if args and args[0] == "--":
         args.pop(0)
-    if len(args) < 2 or parse_duration(args[0]) is None:
+    if len(args) < 2 or (limit := parse_duration(args[0])) is None:
         inv.err("usage: timeout [-k DURATION] [-s SIGNAL] DURATION COMMAND...\n")
         return 125
-    with inv.process.time_limit(parse_duration(args[0])) as token:
+    with inv.process.time_limit(limit) as token:
         try:
             return inv.shell.run_argv(args[1:], inv.stdin, inv.stdout, inv.stderr)
         except TimeLimitReached as reached:

@@ -122,9 +122,10 @@ class SmartSocketServer:
             device = listed[0]
         else:
             serial = request.split(":", 2)[2] if request.count(":") >= 2 else ""
-            device = self._devices.get(serial)
-            if device is None or device.state == "absent":
+            found = self._devices.get(serial)
+            if found is None or found.state == "absent":
                 return None, f"device '{serial}' not found"
+            device = found
         if device.state == "offline":
             return None, "device offline"
         if device.state == "unauthorized":
@@ -182,6 +183,7 @@ class SmartSocketServer:
         if serial and serial not in self._devices:
             return fail(f"device '{serial}' not found")
         targets = [self._devices[serial]] if serial else list(self._devices.values())
+        body: dict[str, object]
         if name == "log":
             body = {d.serial: [r.to_json() for r in d.log.records()] for d in targets}
         elif name == "state":

@@ -109,6 +109,7 @@ class SyncSession:
         return 8 + length
 
     def _file_data(self, ident: bytes, length: int, replies: list[bytes]) -> int | None:
+        assert self._receiving is not None, "DATA and DONE come only during a SEND"
         path, _mode, seq = self._receiving
         if ident == b"DATA":
             if len(self._buffer) < 8 + length:

@@ -182,7 +182,7 @@ def test_every_planned_step_gets_one_truthful_outcome(observations, size):
                 started.append(step.id)
             now += 1
             {"completed": execution.step_completed, "interrupted": execution.step_interrupted}.get(
-                value, lambda t: getattr(execution, f"step_{value}")(t, "boom")
+                value, lambda t, value=value: getattr(execution, f"step_{value}")(t, "boom")
             )(now)
             if value == "completed":
                 completed.append(started[-1])
@@ -201,7 +201,7 @@ def test_every_planned_step_gets_one_truthful_outcome(observations, size):
     while execution.next_step(now) is not None:
         started.append(execution.running.id)
         execution.step_completed(now)
-        completed.append(execution.running and execution.running.id or started[-1])
+        completed.append((execution.running and execution.running.id) or started[-1])
     report = execution.report()
     # one outcome per planned step, in plan order
     assert [s.id for s in report.steps] == [s.id for s in plan.steps]

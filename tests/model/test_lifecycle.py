@@ -214,7 +214,7 @@ def test_kernel_moves_exactly_as_the_declarations(actions):
             world.cancel(sorted(world.state.tasks)[pick % len(world.state.tasks)])
         elif assignments:
             a = assignments[pick % len(assignments)]
-            {"start": world.start, "renew": world.renew}.get(action, lambda a: world.report(a, status))(a)
+            {"start": world.start, "renew": world.renew}.get(action, lambda a, status=status: world.report(a, status))(a)
         for event in world.log[seen:]:
             shadow.follow(world, event, before)
         shadow.agrees_with(world)

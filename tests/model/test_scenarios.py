@@ -423,7 +423,7 @@ def test_expiry_is_applied_before_the_command_that_could_observe_it():
 def test_lease_checks_run_in_protocol_order():
     world = World()
     world.register("h2", "e1")
-    task_id, first = dispatched(world, max_attempts=3)
+    _task_id, first = dispatched(world, max_attempts=3)
     # foreign beats unknown
     assert code(world.renew(first, host="h2", lease_id="bogus")) is Code.lease_foreign
     # unknown beats replaced: expire attempt 1 and let h1 claim attempt 2 ...
@@ -444,7 +444,7 @@ def test_lease_checks_run_in_protocol_order():
 @req("LEASE-CHECKS/s2")
 def test_unknown_task_or_attempt_number_is_not_found():
     world = World()
-    task_id, assignment = dispatched(world)
+    _task_id, assignment = dispatched(world)
     missing_task = kernel.Assignment(**{**_fields(assignment), "task_id": "nope"})
     missing_attempt = kernel.Assignment(**{**_fields(assignment), "attempt": 7})
     assert code(world.renew(missing_task, host="h1")) is Code.not_found

@@ -50,7 +50,8 @@ class RealAdb:
             while time.monotonic() < deadline:
                 with socket.socket() as probe:
                     if probe.connect_ex(("127.0.0.1", self.port)) != 0:
-                        return
+                        # Stopped once its port is closed, however kill-server itself ended.
+                        return  # noqa: B012
                 time.sleep(0.05)
 
 

@@ -5,7 +5,8 @@ reader that owns its stream, and the translation of ppadb's errors into ours.
 from __future__ import annotations
 
 import re
-from typing import Callable, TypeVar
+from typing import TypeVar
+from collections.abc import Callable
 
 import attrs
 
@@ -30,7 +31,7 @@ class BoundedClient(Client):
         super().__init__(host, port)
         self.io_timeout = io_timeout
 
-    def create_connection(self, timeout=None) -> Connection:
+    def create_connection(self, timeout: float | None = None) -> Connection:
         conn = Connection(self.host, self.port, timeout or self.io_timeout)
         conn.connect()
         stopper = current_stopper()
@@ -58,7 +59,7 @@ def translate(error: BaseException) -> AdbError:
     return StepFailed(f"{type(error).__name__}: {text}")
 
 
-def call(stopper: Stopper, function: Callable[[], T]) -> T:
+def call(stopper: Stopper, function: Callable[[], T]) -> T | None:
     """Run a ppadb call under `stopper` (already active); translate its errors.
 
     If the stopper trips, the exception ppadb raised is meaningless (we cut its socket),

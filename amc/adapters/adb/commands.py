@@ -58,17 +58,17 @@ def split_exit_marker(output: bytes, token: str) -> tuple[bytes, int | None]:
     return output[:match.start()], int(match.group("status"))
 
 
-def _integer(name: str, value) -> int:
+def _integer(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
         raise StepFailed(f"{name} must be a non-negative integer, got {value!r}")
     return int(value)
 
 
-def tap(x, y) -> str:
+def tap(x: object, y: object) -> str:
     return f"input tap {_integer('x', x)} {_integer('y', y)}"
 
 
-def swipe(x1, y1, x2, y2, duration_ms=None) -> str:
+def swipe(x1: object, y1: object, x2: object, y2: object, duration_ms: object = None) -> str:
     points = " ".join(str(_integer(name, value)) for name, value in
                       (("x1", x1), ("y1", y1), ("x2", x2), ("y2", y2)))
     if duration_ms is None:
@@ -76,7 +76,7 @@ def swipe(x1, y1, x2, y2, duration_ms=None) -> str:
     return f"input swipe {points} {_integer('duration_ms', duration_ms)}"
 
 
-def keyevent(key) -> str:
+def keyevent(key: object) -> str:
     """`key` is a keycode number or a name such as HOME or KEYCODE_HOME."""
     if isinstance(key, int) and not isinstance(key, bool):
         return f"input keyevent {_integer('key', key)}"
@@ -135,7 +135,7 @@ def read_and_remove(path: str) -> str:
     return f"cat {path} && rm -f {path}"
 
 
-def logcat(lines) -> str:
+def logcat(lines: object) -> str:
     """Print the last `lines` lines of the device log and exit, in threadtime format."""
     count = _integer("lines", lines)
     if not 1 <= count <= MAX_LOGCAT_LINES:

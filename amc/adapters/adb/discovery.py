@@ -43,7 +43,7 @@ def list_serials(client: BoundedClient, *, timeout: float = 10.0) -> list[str]:
     with stopper.active():
         stopper.set_deadline(timeout)
         devices = call(stopper, lambda: client.devices(state="device"))
-    if stopper.tripped:
+    if stopper.tripped or devices is None:  # None: only when the stopper tripped
         raise StepTimedOut(f"adb did not list devices within {timeout} s")
     return [device.serial for device in devices]
 

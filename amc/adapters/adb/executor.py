@@ -29,7 +29,8 @@ import threading
 import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 import attrs
 
@@ -147,7 +148,7 @@ class AdbExecutor:
 
     # --- actions ------------------------------------------------------------------
 
-    def _shell(self, args, stopper: Stopper, sent: list[str], step_id) -> ActionResult:
+    def _shell(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
         command = _required(args, "command", str)
         timeout = args.get("timeout_seconds", self.default_shell_timeout)
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
@@ -160,26 +161,26 @@ class AdbExecutor:
             raise StepFailed(f"command exited with status {status}", output=text)
         return ActionResult(action="shell", output=text, exit_status=status, commands=tuple(sent))
 
-    def _tap(self, args, stopper, sent, step_id) -> ActionResult:
+    def _tap(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
         payload = build.tap(_required(args, "x"), _required(args, "y"))
         return self._fixed("tap", [payload], stopper, sent)
 
-    def _swipe(self, args, stopper, sent, step_id) -> ActionResult:
-        payload = build.swipe(*(_required(args, name) for name in ("x1", "y1", "x2", "y2")),
-                              duration_ms=args.get("duration_ms"))
+    def _swipe(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
+        x1, y1, x2, y2 = (_required(args, name) for name in ("x1", "y1", "x2", "y2"))
+        payload = build.swipe(x1, y1, x2, y2, duration_ms=args.get("duration_ms"))
         return self._fixed("swipe", [payload], stopper, sent)
 
-    def _text(self, args, stopper, sent, step_id) -> ActionResult:
+    def _text(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
         return self._fixed("text", build.text(_required(args, "text", str)), stopper, sent)
 
-    def _keyevent(self, args, stopper, sent, step_id) -> ActionResult:
+    def _keyevent(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
         return self._fixed("keyevent", [build.keyevent(_required(args, "key"))], stopper, sent)
 
-    def _launch(self, args, stopper, sent, step_id) -> ActionResult:
+    def _launch(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
         payload = build.launch(_required(args, "package", str), args.get("activity"))
         return self._fixed("launch", [payload], stopper, sent)
 
-    def _screenshot(self, args, stopper: Stopper, sent: list[str], step_id) -> ActionResult:
+    def _screenshot(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
         stopper.set_deadline(self.screenshot_timeout)
         sent.append(SCREENCAP)
         data = call(stopper, self._device.screencap)
@@ -192,7 +193,7 @@ class AdbExecutor:
         path = self._write_artifact(data, step_id or "screenshot", ".png")
         return ActionResult(action="screenshot", artifact=path, content_type=PNG, commands=tuple(sent))
 
-    def _ui_dump(self, args, stopper: Stopper, sent: list[str], step_id) -> ActionResult:
+    def _ui_dump(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
         """Dump to a fresh device file, then read it back and delete it (two supervised calls).
 
         A file rather than `/dev/tty`: raw `shell:` has no terminal (specs/adb.md §6).
@@ -216,7 +217,7 @@ class AdbExecutor:
         artifact = self._write_artifact(xml, step_id or "ui_dump", ".xml")
         return ActionResult(action="ui_dump", artifact=artifact, content_type=XML, commands=tuple(sent))
 
-    def _logcat(self, args, stopper: Stopper, sent: list[str], step_id) -> ActionResult:
+    def _logcat(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
         command = build.logcat(args.get("lines", DEFAULT_LOGCAT_LINES))
         stopper.set_deadline(self.command_timeout)
         body, status, truncated = self._supervised(command, "logcat", stopper, sent, self.command_timeout)
@@ -229,7 +230,7 @@ class AdbExecutor:
         artifact = self._write_artifact(body, step_id or "logcat", ".txt")
         return ActionResult(action="logcat", output=note, artifact=artifact, content_type=TEXT, commands=tuple(sent))
 
-    def _wait(self, args, stopper: Stopper, sent, step_id) -> ActionResult:
+    def _wait(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
         seconds = _required(args, "seconds")
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
             raise StepFailed(f"seconds must be a non-negative number, got {seconds!r}")
@@ -315,7 +316,7 @@ class AdbExecutor:
         raise StepFailed(f"cannot find a free artifact name for {stem}")
 
 
-def _required(args: Mapping[str, Any], name: str, kind: type | None = None):
+def _required(args: Mapping[str, Any], name: str, kind: type | None = None) -> Any:
     if name not in args:
         raise StepFailed(f"missing argument {name!r}")
     value = args[name]

@@ -25,7 +25,7 @@ import contextlib
 import contextvars
 import socket
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 DEADLINE = "deadline"
 INTERRUPT = "interrupt"
@@ -41,7 +41,7 @@ def current_stopper() -> Stopper | None:
 class Stopper:
     """Cuts the connections of one action on interrupt or when its deadline passes."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self._tripped = threading.Event()

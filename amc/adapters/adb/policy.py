@@ -32,7 +32,8 @@ import fnmatch
 import json
 import shlex
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import attrs
 

@@ -21,7 +21,7 @@ import functools
 import inspect
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -64,13 +64,24 @@ from amc.core.commands import (
 )
 from amc.core.errors import InvalidRequest
 from amc.core.events import TaskAssigned
-from amc.core.kernel import Assignment, Decision, Reply
+from amc.core.decisions import (
+    AcknowledgementRecorded,
+    Assignment,
+    CancelAccepted,
+    Decision,
+    HostUpdated,
+    LeaseGranted,
+    MessageAccepted,
+    ResultRecorded,
+    Submitted,
+)
 from amc.core.lifecycle import MessageState, TaskStatus
-from amc.core.records import Boundary, DeviceSpec, Message, Requirements, Task
+from amc.core.records import Boundary, DeviceSpec, Host, Message, Requirements, Task
 from amc.core.times import to_rfc3339
 from amc.service import Service
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 JSON_TYPE = "application/json"
 
@@ -138,12 +149,26 @@ class Api:
                 self.timer.poke()
         return decision
 
-    async def decide(self, command: Command) -> Reply:
-        """The kernel's reply to `command`, or its rejection raised as a problem."""
+    async def decide(self, command: Command, expected: type[R]) -> R:
+        """The kernel's reply to `command`, which is an `expected`, or its rejection raised as a problem."""
         decision = await self.run(command)
         if decision.rejection is not None:
             raise Problem(decision.rejection.code.name, decision.rejection.detail)
-        return decision.reply
+        reply = decision.reply
+        assert isinstance(reply, expected), f"{type(command).__name__} was answered {reply!r}"
+        return reply
+
+    def _task(self, task_id: str) -> Task:
+        """A task a command was just accepted for, which therefore exists."""
+        task = self.service.task(task_id)
+        assert task is not None, f"task {task_id!r} is gone after an accepted command"
+        return task
+
+    def _host(self, host_id: str) -> Host:
+        """A host that was just registered, which therefore exists."""
+        host = self.service.host(host_id)
+        assert host is not None, f"host {host_id!r} is gone after its registration"
+        return host
 
     async def catch_up(self) -> None:
         """Apply due expiries before a read, so no read shows a lapsed lease as active."""
@@ -217,6 +242,7 @@ class Api:
         access.require_role(principal, "client", "admin")
         body, plan = bodies.decode_submit(raw, self.settings.limits, may_name_tenant=principal.role == "admin")
         tenant = principal.tenant if principal.role == "client" else (body.tenant or "default")
+        assert tenant is not None  # a client token always names its tenant
         command = SubmitTask(
             now=0,
             task_id=new_task_id(),
@@ -228,8 +254,8 @@ class Api:
             labels=body.labels,
             idempotency_key=body.idempotency_key,
         )
-        reply = await self.decide(command)
-        task = self.service.task(reply.task_id)
+        reply = await self.decide(command, Submitted)
+        task = self._task(reply.task_id)
         status = 201 if reply.created else 200
         return json_response(wire.task_view(task), status, headers={"Location": f"/v1/tasks/{task.id}"})
 
@@ -265,8 +291,10 @@ class Api:
         task_id = request.path_params["task_id"]
         access.visible_task(principal, self.service.task(task_id), task_id)
         body = bodies.decode_cancel(raw, self.settings.limits)
-        reply = await self.decide(CancelTask(now=0, task_id=task_id, tenant=principal.scope, reason=body.reason))
-        return json_response(wire.task_view(self.service.task(task_id)), 202 if reply.pending else 200)
+        reply = await self.decide(
+            CancelTask(now=0, task_id=task_id, tenant=principal.scope, reason=body.reason), CancelAccepted
+        )
+        return json_response(wire.task_view(self._task(task_id)), 202 if reply.pending else 200)
 
     # -- messages -------------------------------------------------------------------------
 
@@ -286,8 +314,8 @@ class Api:
             text=body.text,
             data=body.data,
         )
-        reply = await self.decide(command)
-        message = self.service.task(task_id).message(reply.message_id)
+        reply = await self.decide(command, MessageAccepted)
+        message = _message_of(self._task(task_id), reply.message_id)
         location = f"/v1/tasks/{task_id}/messages/{message.id}"
         return json_response(wire.message_view(message), 201, headers={"Location": location})
 
@@ -317,14 +345,14 @@ class Api:
         if not host_id or len(host_id) > self.settings.limits.max_id_length:
             raise invalid(f"host_id: must be 1-{self.settings.limits.max_id_length} characters")
         devices = tuple(DeviceSpec(serial=d.serial, attributes=d.attributes) for d in body.devices)
-        await self.decide(RegisterHost(now=0, host_id=host_id, devices=devices))
-        return json_response(wire.host_view(self.service.host(host_id)))
+        await self.decide(RegisterHost(now=0, host_id=host_id, devices=devices), HostUpdated)
+        return json_response(wire.host_view(self._host(host_id)))
 
     async def list_hosts(self, request: Request) -> Response:
         principal, _ = await self.begin(request)
         await self.catch_up()
         if principal.role == "host":  # a host reads only itself: its own entry, once it registered
-            own = self.service.host(principal.host_id)
+            own = self.service.host(principal.host)
             hosts = [] if own is None else [own]
         else:
             hosts = self.service.hosts()
@@ -333,7 +361,7 @@ class Api:
     async def get_host(self, request: Request) -> Response:
         principal, _ = await self.begin(request)
         host_id = request.path_params["host_id"]
-        if principal.role == "host" and principal.host_id != host_id:
+        if principal.role == "host" and principal.host != host_id:
             raise forbidden("a host reads only itself")
         await self.catch_up()
         host = self.service.host(host_id)
@@ -354,7 +382,7 @@ class Api:
         while True:
             generation = self.signal.generation  # read before claiming: see longpoll
             command = ClaimTask(now=0, host_id=host_id, lease_id=new_lease_id(), lease_ms=lease_ms, devices=devices)
-            reply = await self.decide(command)
+            reply = await self.decide(command, object)  # an Assignment or a NoAssignment
             if isinstance(reply, Assignment):
                 return json_response(wire.assignment_view(reply))
             remaining = deadline - loop.time()
@@ -393,20 +421,20 @@ class Api:
 
     async def start(self, request: Request) -> Response:
         principal, body, task_id, number = await self._lease_request(request, bodies.decode_lease)
-        command = StartAttempt(now=0, host_id=principal.host_id, task_id=task_id, attempt=number, lease_id=body.lease_id)
-        return json_response(wire.lease_view(await self.decide(command)))
+        command = StartAttempt(now=0, host_id=principal.host, task_id=task_id, attempt=number, lease_id=body.lease_id)
+        return json_response(wire.lease_view(await self.decide(command, LeaseGranted)))
 
     async def renew(self, request: Request) -> Response:
         principal, body, task_id, number = await self._lease_request(request, bodies.decode_lease)
-        command = RenewLease(now=0, host_id=principal.host_id, task_id=task_id, attempt=number, lease_id=body.lease_id)
-        return json_response(wire.lease_view(await self.decide(command)))
+        command = RenewLease(now=0, host_id=principal.host, task_id=task_id, attempt=number, lease_id=body.lease_id)
+        return json_response(wire.lease_view(await self.decide(command, LeaseGranted)))
 
     async def result(self, request: Request) -> Response:
         decode = functools.partial(bodies.decode_result, limits=self.settings.limits)
         principal, (body, steps), task_id, number = await self._lease_request(request, decode)
         command = ReportResult(
             now=0,
-            host_id=principal.host_id,
+            host_id=principal.host,
             task_id=task_id,
             attempt=number,
             lease_id=body.lease_id,
@@ -414,8 +442,8 @@ class Api:
             metadata=body.metadata,
             steps=steps,
         )
-        await self.decide(command)
-        return json_response(wire.task_view(self.service.task(task_id)))
+        await self.decide(command, ResultRecorded)
+        return json_response(wire.task_view(self._task(task_id)))
 
     async def acknowledge(self, request: Request) -> Response:
         principal, raw = await self.begin(request)
@@ -425,7 +453,7 @@ class Api:
         body = bodies.decode_acknowledgement(raw, self.settings.limits)
         command = AcknowledgeMessage(
             now=0,
-            host_id=principal.host_id,
+            host_id=principal.host,
             task_id=task_id,
             attempt=number,
             lease_id=body.lease_id,
@@ -434,8 +462,8 @@ class Api:
             boundary=None if body.boundary is None else Boundary(before_step=body.boundary.before_step),
             detail=body.detail,
         )
-        await self.decide(command)
-        return json_response(wire.message_view(self.service.task(task_id).message(message_id)))
+        await self.decide(command, AcknowledgementRecorded)
+        return json_response(wire.message_view(_message_of(self._task(task_id), message_id)))
 
     # -- admin ----------------------------------------------------------------------------
 
@@ -531,7 +559,7 @@ def create_app(
     api = Api(service, settings, tokens, metrics)
 
     @asynccontextmanager
-    async def lifespan(app: Starlette):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         api.timer.start()
         try:
             yield
@@ -541,7 +569,7 @@ def create_app(
             if close_service:
                 await _close(service)
 
-    handlers = {**EXCEPTION_HANDLERS, HTTPException: api.unrouted}
+    handlers: dict[Any, Any] = {**EXCEPTION_HANDLERS, HTTPException: api.unrouted}
     app = Starlette(routes=api.routes(), exception_handlers=handlers, lifespan=lifespan)
     app.state.api = api
     return app

@@ -39,6 +39,12 @@ class Principal:
     host_id: str | None = None  # hosts only
 
     @property
+    def host(self) -> str:
+        """The host a host's token is bound to (ask only once the role is known to be host)."""
+        assert self.host_id is not None, f"{self!r} is not a host"
+        return self.host_id
+
+    @property
     def scope(self) -> str | None:
         """The tenant a task command is scoped to: the client's, or None for an admin."""
         return self.tenant if self.role == "client" else None

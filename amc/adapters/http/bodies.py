@@ -17,6 +17,7 @@ No rule of the operation is checked here: those belong to the kernel (409s).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -24,6 +25,7 @@ import cattrs
 import orjson
 from cattrs.cols import is_sequence, list_structure_factory
 from cattrs.preconf.orjson import make_converter
+from starlette.datastructures import QueryParams
 
 from amc.adapters.http.plan import check_steps, parse_plan
 from amc.adapters.http.settings import Limits, Settings
@@ -34,14 +36,12 @@ from amc.core.lifecycle import TERMINAL_STATUSES, StepStatus, TaskStatus
 from amc.core.records import Plan, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms
 
-body = attrs.frozen(kw_only=True)
-
 
 class WrongType(ValueError):
     """A JSON value of the wrong type; the message says what was expected."""
 
 
-def _strict(expected: str, accept):
+def _strict(expected: str, accept: Callable[[Any], bool]) -> Callable[[Any, type], Any]:
     def hook(value: Any, _type: type) -> Any:
         if not accept(value):
             raise WrongType(f"expected {expected}, got {_json_type(value)}")
@@ -77,7 +77,7 @@ converter.register_structure_hook(
 )
 
 
-def _strict_list_factory(type_: Any, conv: cattrs.Converter):
+def _strict_list_factory(type_: Any, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
     # cattrs would build a list from any iterable: "abc" would become ["a", "b", "c"].
     inner = list_structure_factory(type_, conv)
 
@@ -136,13 +136,13 @@ def parse_json(raw: bytes, *, optional: bool = False) -> Any:
 # Body classes: exactly the members PROTOCOL.md lists, with its defaults.
 
 
-@body
+@attrs.frozen(kw_only=True)
 class RequirementsBody:
     serial: str | None = None
     attributes: dict[str, str] = attrs.field(factory=dict)
 
 
-@body
+@attrs.frozen(kw_only=True)
 class SubmitBody:
     plan: Any
     requirements: RequirementsBody = attrs.field(factory=RequirementsBody)
@@ -153,30 +153,30 @@ class SubmitBody:
     tenant: str | None = None
 
 
-@body
+@attrs.frozen(kw_only=True)
 class DeviceBody:
     serial: str
     attributes: dict[str, str] = attrs.field(factory=dict)
 
 
-@body
+@attrs.frozen(kw_only=True)
 class InventoryBody:
     devices: list[DeviceBody]
 
 
-@body
+@attrs.frozen(kw_only=True)
 class ClaimBody:
     devices: list[str] | None = None
     lease_seconds: float | None = None
     wait_seconds: float = 0.0
 
 
-@body
+@attrs.frozen(kw_only=True)
 class LeaseBody:
     lease_id: str
 
 
-@body
+@attrs.frozen(kw_only=True)
 class StepOutcomeBody:
     id: str
     status: str
@@ -186,7 +186,7 @@ class StepOutcomeBody:
     output: str | None = None
 
 
-@body
+@attrs.frozen(kw_only=True)
 class ResultBody:
     lease_id: str
     status: str
@@ -194,29 +194,29 @@ class ResultBody:
     steps: list[StepOutcomeBody] | None = None
 
 
-@body
+@attrs.frozen(kw_only=True)
 class CancelBody:
     reason: str | None = None
 
 
-@body
+@attrs.frozen(kw_only=True)
 class ClockBody:
     advance_seconds: float
 
 
-@body
+@attrs.frozen(kw_only=True)
 class MessageBody:
     intent: str
     text: str | None = None
     data: Any = None  # checked by hand: its shape depends on the intent
 
 
-@body
+@attrs.frozen(kw_only=True)
 class BoundaryBody:
     before_step: str | None  # required, and null means after the last step
 
 
-@body
+@attrs.frozen(kw_only=True)
 class AcknowledgementBody:
     lease_id: str
     state: str
@@ -423,7 +423,7 @@ def decode_clock(raw: bytes, limits: Limits) -> int:
     return seconds_to_ms(clock.advance_seconds)
 
 
-def decode_list_query(params, limits: Limits) -> tuple[str | None, int, str | None]:
+def decode_list_query(params: QueryParams, limits: Limits) -> tuple[str | None, int, str | None]:
     """``status``, ``limit`` and ``after`` of a task listing."""
     unknown = set(params.keys()) - {"status", "limit", "after"}
     if unknown:

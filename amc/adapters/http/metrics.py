@@ -29,7 +29,7 @@ def status_counts(service: Service) -> dict[str, int]:
     counts = getattr(service, "status_counts", None)
     if callable(counts):
         return dict(counts())
-    found = {}
+    found: dict[str, int] = {}
     for status in TaskStatus:
         total, after = 0, None
         while True:
@@ -76,8 +76,8 @@ class Metrics:
         self.commit_seconds = Histogram(
             "amc_commit_seconds", "Duration of one store commit.", buckets=_LATENCY_BUCKETS, registry=self.registry,
         )
-        self._children: dict[tuple[type, str], object] = {}
-        self._timers: dict[type, object] = {}
+        self._children: dict[tuple[type, str], Counter] = {}
+        self._timers: dict[type, Histogram] = {}
         self._service_bound = False
 
     def bind(self, service: Service) -> None:

@@ -13,6 +13,8 @@ becomes a bare 500 `internal` with no stack trace in the body.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import orjson
 from starlette.exceptions import HTTPException
@@ -77,7 +79,9 @@ def invalid(detail: str) -> Problem:
     return Problem("invalid_request", detail)
 
 
-def problem_response(code: str, detail: str, status: int | None = None, headers: dict | None = None) -> Response:
+def problem_response(
+    code: str, detail: str, status: int | None = None, headers: Mapping[str, str] | None = None
+) -> Response:
     status = status or CODES[code][0]
     body = {
         "type": f"urn:amc:problem:{code}",
@@ -121,7 +125,8 @@ async def _on_bug(request: Request, exc: Exception) -> Response:
     return problem_response("internal", "internal error")
 
 
-EXCEPTION_HANDLERS = {
+# Each handler takes its own exception type; Starlette picks it by the exception's class.
+EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Any], Awaitable[Response]]] = {
     Problem: on_problem,
     InvalidRequest: _on_invalid,
     HTTPException: on_http,

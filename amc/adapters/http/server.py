@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+from types import FrameType
 
 import uvicorn
 from starlette.applications import Starlette
@@ -28,7 +29,7 @@ class AmcServer(uvicorn.Server):
         if api is not None and loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(api.drain)
 
-    def handle_exit(self, sig, frame) -> None:
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         try:
             self.drain(asyncio.get_running_loop())
         except RuntimeError:  # no loop running (yet): nothing waits
@@ -124,5 +125,5 @@ class ThreadedServer:
     def __enter__(self) -> ThreadedServer:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

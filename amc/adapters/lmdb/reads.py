@@ -18,12 +18,19 @@ from amc.core.records import Host, Task
 from amc.service import HistoryEntry, Page
 
 
-def task(store: Store, txn: lmdb.Transaction, task_id: str) -> Task | None:
+def _indexed(txn: lmdb.Transaction[bytes], key: bytes, db: lmdb._Database) -> bytes:
+    """The record an index entry points at, which the writer stores in the same transaction."""
+    value = txn.get(key, db=db)
+    assert value is not None, f"an index entry points at a missing record {key!r}"
+    return value
+
+
+def task(store: Store, txn: lmdb.Transaction[bytes], task_id: str) -> Task | None:
     return read_task(txn, store, task_id)
 
 
 def tasks(
-    store: Store, txn: lmdb.Transaction, tenant: str | None, status: str | None, after: str | None, limit: int
+    store: Store, txn: lmdb.Transaction[bytes], tenant: str | None, status: str | None, after: str | None, limit: int
 ) -> Page:
     """A page of tasks, oldest first (by `seq`), from the listing index of one scope."""
     if limit < 1:
@@ -47,11 +54,11 @@ def tasks(
                 more = True  # one beyond the page exists: the page gets a cursor
                 break
             seq_keys.append(key[-8:])  # a listing key ends with the task's seq: its record's key
-    found = [layout.decode_task(txn.get(key, db=store.tasks)) for key in seq_keys]
+    found = [layout.decode_task(_indexed(txn, key, store.tasks)) for key in seq_keys]
     return Page(found, layout.cursor_of(found[-1]) if more else None)
 
 
-def history(store: Store, txn: lmdb.Transaction, task_id: str) -> list[HistoryEntry]:
+def history(store: Store, txn: lmdb.Transaction[bytes], task_id: str) -> list[HistoryEntry]:
     """The task's history entries, numbered from 1, from its entries in the history index."""
     key = task_seq_key(txn, store, task_id)
     if key is None:
@@ -61,20 +68,22 @@ def history(store: Store, txn: lmdb.Transaction, task_id: str) -> list[HistoryEn
         return []
     entries = []
     for number, log_key in enumerate(cursor.iternext_dup(), start=1):
-        event = layout.decode_event(txn.get(log_key, db=store.log))
-        entries.append(HistoryEntry(seq=number, at=event.at, type=history_type(event), data=history_data(event)))
+        event = layout.decode_event(_indexed(txn, log_key, store.log))
+        shown = history_type(event)
+        assert shown is not None, "the history index lists only events a history shows"
+        entries.append(HistoryEntry(seq=number, at=event.at, type=shown, data=history_data(event)))
     return entries
 
 
-def host(store: Store, txn: lmdb.Transaction, host_id: str) -> Host | None:
+def host(store: Store, txn: lmdb.Transaction[bytes], host_id: str) -> Host | None:
     return read_host(txn, store, host_id)
 
 
-def hosts(store: Store, txn: lmdb.Transaction) -> list[Host]:
+def hosts(store: Store, txn: lmdb.Transaction[bytes]) -> list[Host]:
     """Every host, by id (UTF-8 byte order is code point order, as `sorted` gives)."""
     return [layout.decode_host(raw) for _, raw in txn.cursor(db=store.hosts)]
 
 
-def next_expiry(store: Store, txn: lmdb.Transaction) -> int | None:
+def next_expiry(store: Store, txn: lmdb.Transaction[bytes]) -> int | None:
     cursor = txn.cursor(db=store.leases)
     return layout.lease_expiry(cursor.key()) if cursor.first() else None

@@ -114,6 +114,7 @@ class LmdbService:
     def advance_clock_sync(self, ms: int, timeout: float | None = None) -> int:
         """`advance_clock` for threads."""
         advance = self._advance_work(ms)
+        assert isinstance(advance.future, Future)  # a thread's future, as _advance_work makes it
         self._writer.submit(advance)
         return advance.future.result(timeout)
 

@@ -92,8 +92,12 @@ class Store:
         self._lock_fd = lock_fd
         self.gate = MapGate()
         self.closed = False
-        open_kwargs = {"create": False} if self.readonly else {}
-        self.dbs = {name: env.open_db(name, **flags, **open_kwargs) for name, flags in layout.DATABASES.items()}
+        open_kwargs: dict[str, bool] = {"create": False} if self.readonly else {}
+        self.dbs = {
+            # mypy cannot match a **dict's keys to parameters, so it fears `txn` gets a bool.
+            name: env.open_db(name, **flags, **open_kwargs)  # type: ignore[arg-type]
+            for name, flags in layout.DATABASES.items()
+        }
         self.meta = self.dbs[layout.DB_META]
         self.log = self.dbs[layout.DB_LOG]
         self.tasks = self.dbs[layout.DB_TASKS]
@@ -167,7 +171,7 @@ class Store:
     # --- transactions --------------------------------------------------------------------
 
     @contextmanager
-    def read(self) -> Iterator[lmdb.Transaction]:
+    def read(self) -> Iterator[lmdb.Transaction[bytes]]:
         """A read transaction: a consistent view of what was committed when it began."""
         gate = self.gate
         gate.enter()
@@ -182,7 +186,7 @@ class Store:
         finally:
             gate.leave()
 
-    def _begin_read(self) -> lmdb.Transaction:
+    def _begin_read(self) -> lmdb.Transaction[bytes]:
         try:
             return self.env.begin()
         except lmdb.MapResizedError:
@@ -228,7 +232,7 @@ class Store:
         log.info("growing the map of %s to %d MiB", self.path, size >> 20)
         self.env.set_mapsize(size)
 
-    def put_meta(self, txn: lmdb.Transaction, key: bytes, value: bytes) -> None:
+    def put_meta(self, txn: lmdb.Transaction[bytes], key: bytes, value: bytes) -> None:
         txn.put(key, value, db=self.meta)
 
     def get_meta_u64(self, key: bytes) -> int | None:
@@ -266,7 +270,7 @@ class Store:
                 ) from None
         return records
 
-    def last_log_seq(self, txn: lmdb.Transaction) -> int:
+    def last_log_seq(self, txn: lmdb.Transaction[bytes]) -> int:
         cursor = txn.cursor(db=self.log)
         return layout.read_u64(cursor.key()) if cursor.last() else 0
 
@@ -276,19 +280,19 @@ class Store:
         return (info["last_pgno"] + 1) * self.env.stat()["psize"]
 
 
-def task_seq_key(txn: lmdb.Transaction, store: Store, task_id: str) -> bytes | None:
+def task_seq_key(txn: lmdb.Transaction[bytes], store: Store, task_id: str) -> bytes | None:
     """The key of the task's record and history, or None for a task the store never had."""
     key = layout.id_key(task_id)
     return None if key is None else txn.get(key, db=store.task_ids)
 
 
-def read_task(txn: lmdb.Transaction, store: Store, task_id: str) -> Task | None:
+def read_task(txn: lmdb.Transaction[bytes], store: Store, task_id: str) -> Task | None:
     key = task_seq_key(txn, store, task_id)
     raw = None if key is None else txn.get(key, db=store.tasks)
     return None if raw is None else layout.decode_task(raw)
 
 
-def read_host(txn: lmdb.Transaction, store: Store, host_id: str) -> Host | None:
+def read_host(txn: lmdb.Transaction[bytes], store: Store, host_id: str) -> Host | None:
     key = layout.id_key(host_id)
     raw = None if key is None else txn.get(key, db=store.hosts)
     return None if raw is None else layout.decode_host(raw)

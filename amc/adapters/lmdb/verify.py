@@ -22,6 +22,7 @@ import lmdb
 from amc.adapters.lmdb import layout
 from amc.adapters.lmdb.store import Store
 from amc.core import invariants, kernel
+from amc.core.events import HostRegistered
 from amc.core.history import HISTORY_TYPES
 from amc.core.lifecycle import TaskStatus
 from amc.core.state import State
@@ -63,7 +64,7 @@ def check(path: str | os.PathLike) -> Findings:
         store.close()
 
 
-def _check(store: Store, txn: lmdb.Transaction) -> Findings:
+def _check(store: Store, txn: lmdb.Transaction[bytes]) -> Findings:
     report = Findings(path=str(store.path))
     out = report.differences
     replayed, history, last_at = _replay(store, txn, report)
@@ -102,7 +103,7 @@ def _check(store: Store, txn: lmdb.Transaction) -> Findings:
     return report
 
 
-def _replay(store: Store, txn: lmdb.Transaction, report: Findings):
+def _replay(store: Store, txn: lmdb.Transaction[bytes], report: Findings):
     out = report.differences
     state = State()
     history: dict[str, list[int]] = defaultdict(list)
@@ -129,7 +130,7 @@ def _replay(store: Store, txn: lmdb.Transaction, report: Findings):
             broken = True
             continue
         last_at = max(last_at, event.at)
-        if type(event) in HISTORY_TYPES:
+        if type(event) in HISTORY_TYPES and not isinstance(event, HostRegistered):  # no history shows a host event
             history[event.task_id].append(seq)
     if broken:
         out.append("log: replay stopped at the first broken entry; the comparisons below are against a prefix")

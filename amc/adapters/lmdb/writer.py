@@ -57,6 +57,7 @@ from amc.adapters.lmdb.errors import CommitFailed, StoreClosed, StoreError
 from amc.adapters.lmdb.store import Store
 from amc.core import kernel
 from amc.core.commands import Command, ExpireLeases
+from amc.core.events import HostRegistered
 from amc.core.history import HISTORY_TYPES
 from amc.core.lifecycle import TaskStatus
 from amc.core.state import State
@@ -279,6 +280,7 @@ class Writer:
             self.next_seq = prepared.last_seq + 1
             self.last_time = prepared.last_time
             if prepared.advanced:
+                assert isinstance(self.clock, ManualClock)  # only a manual clock is advanced
                 self.clock.advance(prepared.advanced)
         outcomes.extend((work, reply, None) for work, reply in zip(batch, prepared.replies))
         _release(outcomes)
@@ -292,6 +294,7 @@ class Writer:
         """Run the batch through the kernel and prepare its writes (no IO)."""
         state = self.state
         tasks, hosts = state.tasks, state.hosts
+        assert isinstance(tasks, TrackedDict) and isinstance(hosts, TrackedDict)  # see `track`
         tasks.before = {}
         hosts.before = {}
         prepared = _Prepared()
@@ -310,13 +313,14 @@ class Writer:
                     decision = kernel.execute(state, ExpireLeases(now=now))
                     reply: Any = now
                 else:
+                    assert work.command is not None  # a Work is a command or a clock advance
                     now = manual_now if self.manual else max(self.clock.now(), last_time)
                     decision = reply = kernel.execute(state, stamp(work.command, now))
                 for event in decision.events:
                     seq += 1
                     key = u64(seq)
                     log_items.append((key, encode(event)))
-                    if type(event) in shown:
+                    if type(event) in shown and not isinstance(event, HostRegistered):  # no history shows a host event
                         history_items.append((task_key(tasks[event.task_id]), key))
             except Exception as exc:
                 raise _Poison(index, exc) from None

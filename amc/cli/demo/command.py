@@ -37,6 +37,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TextIO
 
 import click
 
@@ -65,12 +66,13 @@ def demo(timeout: float, keep: bool, as_json: bool) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="amc-demo-"))
     logs = workdir / "logs"
     logs.mkdir()
-    files: dict[str, object] = {}
+    files: dict[str, TextIO] = {}
 
     def sink(name: str, line: str) -> None:
         out = files.get(name)
         if out is None:
-            out = files[name] = open(logs / f"{name}.log", "a", encoding="utf-8")
+            # Kept open for the whole run, and closed with the others in the `finally` below.
+            out = files[name] = open(logs / f"{name}.log", "a", encoding="utf-8")  # noqa: SIM115
         out.write(line + "\n")
         out.flush()
 

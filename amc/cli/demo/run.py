@@ -39,6 +39,12 @@ import secrets
 import signal
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used, so that `amc --help` stays quick
+    from rich.live import Live
+
+    from amc.sim import Simulator
 
 from amc.core.lifecycle import ACTIVE_STATUSES, TERMINAL_STATUSES, TaskStatus
 
@@ -79,8 +85,8 @@ class DemoRun:
         self.problems: dict[str, list[str]] = {}  # job name -> the verdict's findings
         self.seen: dict[str, dict] = {}  # job name -> what the demo saw while it ran (workload.check)
         self.began = time.monotonic()
-        self.live = None
-        self.simulators: dict[str, object] = {}  # host id -> its Simulator
+        self.live: Live | None = None
+        self.simulators: dict[str, Simulator] = {}  # host id -> its Simulator
         self.killed_at: float | None = None  # wall time h2 was killed
         self.cancel_sent = False  # long-sync's cancellation
         self.steered = False  # photo-share's steers
@@ -289,6 +295,7 @@ class DemoRun:
         if not self.pause_sent and task["status"] == TaskStatus.dispatched and self._sleeping(task):
             self.pause_sent = True
             self.client.post_message(task_id, "pause", text="hold on: a colleague checks the shelf")
+            assert job.follow_up is not None  # the paused job has one
             self.client.post_message(task_id, "follow_up", **job.follow_up)
             self.notes[job.name] = "pause and follow-up sent while scanning"
             self.say(f"pause [bold]{job.name}[/bold] while `scan` runs, and send it a follow-up "

@@ -24,6 +24,8 @@ the Host Agents made every decision before it looks.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -48,6 +50,7 @@ class Job:
     successor_of: str | None = None  # `successor`: the job whose follow-up this task is
 
     def submission(self) -> dict:
+        assert self.body is not None, f"the server creates the task of {self.name}"
         return {**self.body, "labels": {"demo": self.name}}
 
 
@@ -176,7 +179,7 @@ def _time(text: str) -> float:
     return _dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def check(job: Job, task: dict, events: list[dict], messages: list[dict] = (),
+def check(job: Job, task: dict, events: list[dict], messages: Sequence[dict] = (),
           seen: dict | None = None) -> list[str]:
     """How `task` (with its history `events` and its `messages`) differs from what the
     protocol requires of `job`; `seen` is what the demo saw while the task ran (for a pause:
@@ -189,7 +192,7 @@ def check(job: Job, task: dict, events: list[dict], messages: list[dict] = (),
 
     result = task.get("result") or {}
     attempts = task.get("attempts") or []
-    cancellation = task.get("cancellation")
+    cancellation: Any = task.get("cancellation")  # JSON: an object or null
     steps = result.get("steps")
     expect(task["status"] in TERMINAL_STATUSES, f"still {task['status']}")
     if problems:
@@ -260,7 +263,7 @@ def check(job: Job, task: dict, events: list[dict], messages: list[dict] = (),
     return problems
 
 
-def _check_steered(job: Job, steps: list[dict], messages: list[dict]) -> list[str]:
+def _check_steered(job: Job, steps: list[dict], messages: Sequence[dict]) -> list[str]:
     """Each steer applied at a boundary; skipped steps not_started (steered), inserted ones run."""
     problems = []
     steers = [m for m in messages if m["intent"] == "steer"]
@@ -278,7 +281,7 @@ def _check_steered(job: Job, steps: list[dict], messages: list[dict]) -> list[st
     return problems
 
 
-def _check_paused(steps: list[dict], messages: list[dict], seen: dict) -> list[str]:
+def _check_paused(steps: list[dict], messages: Sequence[dict], seen: dict) -> list[str]:
     """The pause held at a boundary while the lease was renewed; the step after it started
     only once the resume reached the host; the follow-up was collected into a successor."""
     problems = []
@@ -292,7 +295,7 @@ def _check_paused(steps: list[dict], messages: list[dict], seen: dict) -> list[s
     if problems:
         return problems
     held_before = pause["boundary"]["before_step"]
-    started = {s["id"]: s.get("started_at") for s in steps}
+    started: dict[str, Any] = {s["id"]: s.get("started_at") for s in steps}
     if held_before not in started:
         problems.append(f"the pause held before {held_before!r}, which is not a step of the plan")
     elif not started[held_before] or _time(started[held_before]) < _time(resume["delivered_at"]):

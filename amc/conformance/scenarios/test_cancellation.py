@@ -212,7 +212,7 @@ def test_cancel_twice_while_pending(scene):
     """A second cancel of a pending cancellation answers 202 and records nothing."""
     acme, h1, clock = scene.acme, scene.h1, scene.clock
     # Given a dispatched task whose cancellation was requested at T1 with reason "a"
-    task, lease = scene.running(h1)
+    task, _lease = scene.running(h1)
     first = acme.cancel(task["id"], "a", expect=202)
     clock.advance(2)
 

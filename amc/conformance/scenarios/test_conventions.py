@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,7 @@ def test_every_role_gets_exactly_its_allowed_answers(scene):
     inventory = {"devices": [scene.device("emulator-5554")]}
     submit = {"plan": PLAN, "requirements": scene.requirements(model="none")}
     # endpoint -> (method, path, body, {caller: status}); callers not named get 401
-    table = {
+    table: dict[str, tuple[str, str, Any, dict]] = {
         "read task": ("GET", f"/v1/tasks/{x}", None,
                       dict(acme=200, beta=404, h1=200, h2=404, admin=200)),
         "history": ("GET", f"/v1/tasks/{x}/history", None, dict(acme=200, beta=404, h1=403, h2=403, admin=200)),
@@ -60,7 +61,7 @@ def test_every_role_gets_exactly_its_allowed_answers(scene):
 
     # When every caller that may not, calls every endpoint
     before = admin.get_task(x)
-    for endpoint, (method, path, body, allowed) in table.items():
+    for method, path, body, allowed in table.values():
         for name, caller in callers.items():
             status, code = expected(allowed, name)
             if status < 400:
@@ -130,7 +131,7 @@ def test_checks_run_in_the_protocols_order(scene):
     acme.cancel(unknown, body={"reasn": 1}, expect=(404, "not_found"))
     h1.caller.start(unknown, 1, None, expect=(404, "not_found"))
     # A bad body for a rule that would refuse (409): 400
-    task, lease = scene.running(h1)
+    _task, lease = scene.running(h1)
     h1.report(lease, "finished", expect=(400, "invalid_request"))
     h1.report(lease, "cancelled", expect=(409, "no_cancellation_requested"))
 

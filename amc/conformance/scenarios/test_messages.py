@@ -239,7 +239,7 @@ def test_acknowledgements_pass_the_lease_checks(scene):
     x = task["id"]
     m1 = acme.post_message(x, "steer", data={"skip": ["c"]})
     h1.renew(lease)
-    other, other_lease = scene.running(h2, device="emulator-5570")
+    _other, other_lease = scene.running(h2, device="emulator-5570")
     delivered = acme.get_message(x, m1["id"])
 
     # When h2 acknowledges it, or h1 with another attempt's lease
@@ -324,7 +324,7 @@ def test_only_the_tasks_tenant_and_the_admin_send_and_read_messages(scene):
     acme, beta, admin, h1 = scene.acme, scene.beta, scene.admin, scene.h1
     anonymous = scene.connection.caller(None, "no token")
     # Given X of acme, dispatched on h1, with a steer m1
-    task, lease = scene.running(h1, plan=PLAN_ABC)
+    task, _lease = scene.running(h1, plan=PLAN_ABC)
     x = task["id"]
     m1 = acme.post_message(x, "steer", text="hello")
     unknown = f"t_unknown{scene.tag}"
@@ -381,7 +381,7 @@ def test_malformed_messages_are_refused(scene):
     """An unknown intent, a steer without text or edit, a malformed edit, an edit of a staged plan: 400."""
     acme, h1 = scene.acme, scene.h1
     # Given X dispatched on h1 with steps a, b, c, and a queued task W whose plan has stages
-    task, lease = scene.running(h1, plan=PLAN_ABC)
+    task, _lease = scene.running(h1, plan=PLAN_ABC)
     x = task["id"]
     staged = scene.submit(plan={"stages": [{"id": "s1", "steps": PLAN_ABC["steps"]}]})["id"]
     bad_step = {"id": "x", "action": "fly", "args": {}}

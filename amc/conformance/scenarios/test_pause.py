@@ -139,7 +139,7 @@ def test_a_pause_survives_a_restart(scene):
         pytest.skip("restarting the target needs --restart-command CMD (or the suite's own server)")
     acme, h1 = scene.acme, scene.h1
     # Given X paused in flight before b
-    x, lease, pause = paused_in_flight(scene)
+    x, lease, _pause = paused_in_flight(scene)
     before = acme.get_task(x)
 
     # When the server process is killed and restarted

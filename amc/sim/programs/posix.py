@@ -27,10 +27,10 @@ def false(inv: Invocation) -> int:
 
 
 def sleep(inv: Invocation) -> int:
-    if len(inv.args) != 1 or parse_duration(inv.args[0]) is None:
+    if len(inv.args) != 1 or (seconds := parse_duration(inv.args[0])) is None:
         inv.err(f"sleep: invalid number '{' '.join(inv.args)}'\n")
         return 1
-    inv.process.sleep(parse_duration(inv.args[0]))
+    inv.process.sleep(seconds)
     return 0
 
 
@@ -103,10 +103,9 @@ def ticker(inv: Invocation) -> int:
     Prints `tick N` every INTERVAL (default 0.1 s) for SECONDS, so a closed stream shows
     up on its next write, the way SIGPIPE stops a chatty process on a real device.
     """
-    if not inv.args or parse_duration(inv.args[0]) is None:
+    if not inv.args or (duration := parse_duration(inv.args[0])) is None:
         inv.err("usage: amc-sim-ticker SECONDS [INTERVAL]\n")
         return 1
-    duration = parse_duration(inv.args[0])
     interval = parse_duration(inv.args[1]) if len(inv.args) > 1 else 0.1
     if not interval:
         inv.err("amc-sim-ticker: bad interval\n")

@@ -24,7 +24,9 @@ def _signal_name(text: str) -> str | None:
 
 def _split_signal(args: list[str]) -> tuple[str | None, list[str], bool]:
     """Return (signal, remaining args, full-match flag); signal None means a bad option."""
-    signal, full, rest = "SIGTERM", False, []
+    signal: str | None = "SIGTERM"
+    full = False
+    rest: list[str] = []
     iterator = iter(args)
     for arg in iterator:
         if arg == "-f":

@@ -36,7 +36,7 @@ def supervised_end(sim, serial, needle):
 
 @pytest.mark.parametrize("command", ["sleep 30", "amc-sim-ticker 30"])
 def test_shell_deadline_is_wall_clock(executor, sim, command):
-    with pytest.raises(StepTimedOut, match="exceeded its 0.8 s deadline") as caught:
+    with pytest.raises(StepTimedOut, match=r"exceeded its 0\.8 s deadline") as caught:
         timed(lambda: executor.run("shell", {"command": command, "timeout_seconds": 0.8}))
     assert 0.8 <= timed.elapsed < 0.8 + SLACK
     if "ticker" in command:
@@ -99,7 +99,11 @@ def test_device_disappearing_mid_command(executor, sim):
 
 
 def test_one_action_at_a_time(executor):
-    thread = threading.Thread(target=lambda: pytest.raises(Interrupted, executor.run, "wait", {"seconds": 5}))
+    def wait_until_interrupted():
+        with pytest.raises(Interrupted):
+            executor.run("wait", {"seconds": 5})
+
+    thread = threading.Thread(target=wait_until_interrupted)
     thread.start()
     eventually(lambda: executor._current is not None)
     with pytest.raises(RuntimeError, match="one action at a time"):

@@ -79,7 +79,7 @@ def test_the_owning_host_sees_the_cancellation_at_its_next_renewal(amc):
 
 @pytest.mark.req("CANCEL-INFLIGHT/s3")
 def test_cancellation_is_not_instantaneous(amc):
-    task_id, lease = amc.claimed(start=True)
+    task_id, _lease = amc.claimed(start=True)
     amc.acme.cancel(task_id, expect=202)
     for _ in range(3):
         amc.admin.advance(9.999)
@@ -179,7 +179,7 @@ def test_cancel_a_completed_task_is_a_conflict(amc):
 
 @pytest.mark.req("CANCEL-EXPIRY/s1")
 def test_expiry_with_a_pending_cancellation_cancels(amc):
-    task_id, lease = amc.claimed(start=True, max_attempts=3)
+    task_id, _lease = amc.claimed(start=True, max_attempts=3)
     amc.acme.cancel(task_id, expect=202)
 
     amc.admin.advance(30)

@@ -592,7 +592,7 @@ def test_the_order_of_checks_on_messages(amc):
 
 
 def test_a_message_is_named_only_under_its_own_task(amc):
-    task_id, lease, message_id = delivered(amc, intent="steer", text="look for the toggle")
+    _task_id, _lease, message_id = delivered(amc, intent="steer", text="look for the toggle")
     other = amc.acme.submit(PLAN)["id"]
 
     amc.acme.message(other, message_id, expect=404)

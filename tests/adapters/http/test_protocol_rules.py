@@ -670,4 +670,4 @@ def test_listing_pages_oldest_first_with_a_cursor(amc):
                    {"sort": "asc"}):
         amc.acme.tasks(expect=400, **params)
         assert problem(amc.acme) == (400, "invalid_request")
-        assert list(params)[0] in amc.acme.last.json()["detail"]
+        assert next(iter(params)) in amc.acme.last.json()["detail"]

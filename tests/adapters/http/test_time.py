@@ -96,7 +96,7 @@ def test_a_waiting_claim_wakes_when_a_device_is_released(make_amc):
 @pytest.mark.req("EXPIRY/s2")
 def test_the_timer_expires_leases_when_nobody_calls(make_amc):
     amc = make_amc(clock="system", min_lease_seconds=0.1)
-    task_id, lease = amc.claimed(lease_seconds=0.3, max_attempts=2)
+    task_id, _lease = amc.claimed(lease_seconds=0.3, max_attempts=2)
     expires = amc.service.task(task_id).attempts[0].lease_expires_at
 
     time.sleep(0.6)  # no request reaches the server meanwhile

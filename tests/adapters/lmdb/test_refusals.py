@@ -74,9 +74,8 @@ def test_the_lock_dies_with_a_killed_writer(data_dir):
 
 
 def test_a_second_writer_in_the_same_process_is_refused(data_dir):
-    with LmdbService.open(data_dir):
-        with pytest.raises(StoreLocked):
-            LmdbService.open(data_dir)
+    with LmdbService.open(data_dir), pytest.raises(StoreLocked):
+        LmdbService.open(data_dir)
 
 
 def test_an_unknown_schema_version_is_refused(data_dir):
@@ -112,9 +111,8 @@ def test_a_file_is_not_a_store(tmp_path):
 
 def test_a_foreign_lmdb_environment_is_refused(tmp_path):
     data = tmp_path / "other"
-    with lmdb.open(str(data), max_dbs=4) as env:
-        with env.begin(write=True, db=env.open_db(b"theirs")) as txn:
-            txn.put(b"k", b"v")
+    with lmdb.open(str(data), max_dbs=4) as env, env.begin(write=True, db=env.open_db(b"theirs")) as txn:
+        txn.put(b"k", b"v")
     with pytest.raises(NotAStore, match="not an amc store"):
         LmdbService.open(data)
     with pytest.raises(NotAStore, match="not an amc store"):
@@ -125,7 +123,7 @@ def test_a_data_file_that_is_not_lmdb_is_refused(tmp_path):
     data = tmp_path / "garbage"
     data.mkdir()
     (data / layout.DATA_FILE).write_bytes(os.urandom(64 * 1024))
-    with pytest.raises(NotAStore, match="not an LMDB file|not an amc store|cannot open"):
+    with pytest.raises(NotAStore, match=r"not an LMDB file|not an amc store|cannot open"):
         LmdbService.open(data)
 
 

@@ -251,9 +251,8 @@ def test_manual_clock_starts_at_wall_time_and_resumes_after_restart(data_dir):
             store.advance_clock_sync(0)
     with LmdbService.open(data_dir, clock="manual") as store:
         assert store.clock.now() == start + 5_001
-    with LmdbService.open(data_dir, clock="system") as store:
-        with pytest.raises(TypeError):
-            store.advance_clock_sync(10)
+    with LmdbService.open(data_dir, clock="system") as store, pytest.raises(TypeError):
+        store.advance_clock_sync(10)
 
 
 def test_system_clock_never_goes_back_across_restarts(data_dir):

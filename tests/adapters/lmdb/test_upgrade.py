@@ -34,9 +34,10 @@ def answered():
 
 
 def schema_of(path) -> bytes:
-    with lmdb.open(str(path), max_dbs=16, readonly=True) as env:
-        with env.begin(db=env.open_db(layout.DB_META, create=False)) as txn:
-            return txn.get(layout.META_SCHEMA)
+    with lmdb.open(str(path), max_dbs=16, readonly=True) as env, env.begin(
+        db=env.open_db(layout.DB_META, create=False)
+    ) as txn:
+        return txn.get(layout.META_SCHEMA)
 
 
 def reads_of(service: LmdbService, answered: dict) -> dict:
