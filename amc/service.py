@@ -373,14 +373,18 @@ async def store_chunks(blobs: BlobStore, chunks: AsyncIterable[bytes], limit: in
             if limit is not None and writer.size + pending_bytes > limit:
                 raise BlobTooLarge(limit)
             if pending_bytes >= COALESCE_BYTES:
-                await asyncio.to_thread(writer.write, b"".join(pending))
+                await asyncio.to_thread(_write_all, writer, pending)
                 pending, pending_bytes = [], 0
-        if pending:
-            await asyncio.to_thread(writer.write, b"".join(pending))
+        await asyncio.to_thread(_write_all, writer, pending)
         return await asyncio.to_thread(writer.finish)
     except BaseException:
         await asyncio.shield(asyncio.to_thread(writer.abort))
         raise
+
+
+def _write_all(writer: BlobWriter, chunks: list[bytes]) -> None:
+    for chunk in chunks:  # one by one: joining them first would copy every byte once more
+        writer.write(chunk)
 
 
 async def read_chunks(reader: BlobReader, chunk_bytes: int = READ_CHUNK_BYTES) -> AsyncIterator[bytes]:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,18 @@ def test_identical_bytes_are_one_file_and_a_repeat_restarts_its_grace(store):
     assert time.time() - path.stat().st_mtime < 60  # gc's grace starts again
     assert store.gc(referenced=[], grace_s=600).blobs == 0
     assert read_all(store, first.sha256) == data
+
+
+def test_threads_storing_the_same_and_different_bytes_at_once(store):
+    shared = os.urandom(300_000)
+    own = [os.urandom(100_000 + n) for n in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        same = list(pool.map(lambda n: put(store, shared, chunk=1_000 + n), range(8)))
+        different = list(pool.map(lambda data: put(store, data, chunk=9_999), own))
+    assert len(set(same)) == 1
+    assert sorted(store.digests()) == sorted({same[0].sha256, *(b.sha256 for b in different)})
+    assert store.temporaries() == []
+    assert store.verify(list(store.digests())) == []
 
 
 def test_a_damaged_blob_of_another_size_is_replaced_by_the_next_upload(store):
