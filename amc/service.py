@@ -12,6 +12,8 @@ their metadata; `store_chunks` and `read_chunks` stream them from and to an even
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterator, Sequence
@@ -314,8 +316,14 @@ class BlobStore(Protocol):
     """Artifact bytes by sha256, streamed in and out, never held whole in memory.
 
     Every method blocks: call them from a thread when on an event loop (`store_chunks` and
-    `read_chunks` do this for the hot paths). Implementations are safe to use from many
-    threads at once. A sha256 argument must be 64 lowercase hex digits (else `ValueError`).
+    `read_chunks` do this for the hot paths). A store is safe to use from many threads at
+    once; one writer or reader serves one caller at a time. A sha256 argument must be 64
+    lowercase hex digits (else `ValueError`).
+
+    Implementations: `FileBlobStore` (`amc.adapters.lmdb.blobs`, files in the data directory)
+    and `MemoryBlobStore` (below, beside `MemoryService`). A database keeps the same contract
+    by holding an upload's chunks in a transaction that `finish()` commits (durable on
+    return) and `abort()` rolls back; `tests/support/blob_contract.py` checks any of them.
     """
 
     def begin(self, limit: int | None = None) -> BlobWriter:
@@ -398,3 +406,130 @@ async def read_chunks(reader: BlobReader, chunk_bytes: int = READ_CHUNK_BYTES) -
             yield chunk
     finally:
         await asyncio.to_thread(reader.close)
+
+
+class MemoryBlobStore:
+    """A `BlobStore` in a dict, beside `MemoryService`: tests and embedders, nothing durable.
+
+    An upload gathers its chunks in memory until `finish()`; "temporaries" never outlive
+    the process, so `gc` only ever removes blobs.
+    """
+
+    def __init__(self) -> None:
+        self._blobs: dict[str, tuple[bytes, float]] = {}  # sha256 -> (bytes, when last stored)
+        self._lock = threading.Lock()
+
+    def begin(self, limit: int | None = None) -> _MemoryBlobWriter:
+        return _MemoryBlobWriter(self, limit)
+
+    def _put(self, data: bytes) -> StoredBlob:
+        blob = StoredBlob(hashlib.sha256(data).hexdigest(), len(data))
+        with self._lock:
+            self._blobs[blob.sha256] = (data, time.time())
+        return blob
+
+    def open(self, sha256: str) -> _MemoryBlobReader:
+        return _MemoryBlobReader(sha256, self._get(sha256))
+
+    def size_of(self, sha256: str) -> int | None:
+        found = self._blobs.get(_digest(sha256))
+        return None if found is None else len(found[0])
+
+    def check(self, sha256: str) -> BlobProblem | None:
+        found = self._blobs.get(_digest(sha256))
+        if found is None:
+            return BlobProblem(sha256, "missing", "not in memory")
+        actual = hashlib.sha256(found[0]).hexdigest()
+        return None if actual == sha256 else BlobProblem(sha256, "corrupt", f"hashes to {actual}")
+
+    def verify(self, referenced: Collection[str]) -> list[BlobProblem]:
+        return [problem for sha256 in referenced if (problem := self.check(sha256)) is not None]
+
+    def digests(self) -> Iterator[str]:
+        with self._lock:
+            return iter(list(self._blobs))
+
+    def delete(self, sha256: str) -> bool:
+        with self._lock:
+            return self._blobs.pop(_digest(sha256), None) is not None
+
+    def gc(self, referenced: Collection[str], dry_run: bool = False, grace_s: float = 600.0) -> GcReport:
+        keep, cutoff = set(referenced), time.time() - grace_s
+        with self._lock:
+            garbage = [h for h, (_, stored_at) in self._blobs.items() if h not in keep and stored_at < cutoff]
+            freed = sum(len(self._blobs[h][0]) for h in garbage)
+            if not dry_run:
+                for sha256 in garbage:
+                    del self._blobs[sha256]
+        return GcReport(dry_run, len(garbage), freed, 0, 0)
+
+    def _get(self, sha256: str) -> bytes:
+        found = self._blobs.get(_digest(sha256))
+        if found is None:
+            raise BlobNotFound(sha256)
+        return found[0]
+
+
+class _MemoryBlobWriter:
+    def __init__(self, store: MemoryBlobStore, limit: int | None):
+        self._store, self._limit = store, limit
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._state = "open"
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def write(self, chunk: bytes) -> None:
+        self._require_open()
+        if self._limit is not None and self._size + len(chunk) > self._limit:
+            self.abort()
+            raise BlobTooLarge(self._limit)
+        self._chunks.append(bytes(chunk))
+        self._size += len(chunk)
+
+    def finish(self) -> StoredBlob:
+        self._require_open()
+        self._state = "finished"
+        return self._store._put(b"".join(self._chunks))
+
+    def abort(self) -> None:
+        if self._state == "open":
+            self._state, self._chunks = "aborted", []
+
+    def _require_open(self) -> None:
+        if self._state != "open":
+            raise ValueError(f"this upload has already {self._state}")
+
+    def __enter__(self) -> _MemoryBlobWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.abort()
+
+
+class _MemoryBlobReader:
+    def __init__(self, sha256: str, data: bytes):
+        self.sha256, self.size = sha256, len(data)
+        self._data, self._at = data, 0
+
+    def read(self, n: int) -> bytes:
+        chunk = self._data[self._at : self._at + n]
+        self._at += len(chunk)
+        return chunk
+
+    def close(self) -> None:
+        self._data = b""
+
+    def __enter__(self) -> _MemoryBlobReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _digest(sha256: str) -> str:
+    if len(sha256) != 64 or not all(c in "0123456789abcdef" for c in sha256):
+        raise ValueError(f"not a sha256 (64 lowercase hex digits): {sha256!r}")
+    return sha256
