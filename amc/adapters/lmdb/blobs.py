@@ -53,6 +53,8 @@ class FileBlobStore:
 
     @classmethod
     def in_data_dir(cls, data_dir: str | os.PathLike[str]) -> FileBlobStore:
+        """The blobs of the LMDB store in `data_dir`. Open that store first: on a directory
+        without one, `LmdbService.open` refuses anything it does not know, `artifacts/` too."""
         return cls(Path(data_dir) / ARTIFACTS_DIR)
 
     # --- writing ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from amc.adapters.lmdb import LmdbService, verify
 from amc.adapters.lmdb.blobs import FileBlobStore
 from amc.service import BlobTooLarge, read_chunks, store_chunks
 from tests.support.blob_contract import MIB, BlobStoreContract, put, read_all
@@ -70,6 +71,15 @@ def test_a_refused_or_abandoned_upload_leaves_no_file(store):
     with pytest.raises(BlobTooLarge):
         asyncio.run(store_chunks(store, body(), limit=250_000))
     assert files_under(store.root) == []
+
+
+def test_the_blobs_live_beside_the_lmdb_store_in_its_data_directory(tmp_path):
+    data = tmp_path / "data"
+    with LmdbService.open(data):  # the store first: it refuses a new directory that holds anything
+        blob = put(FileBlobStore.in_data_dir(data), b"evidence")
+    with LmdbService.open(data):
+        assert read_all(FileBlobStore.in_data_dir(data), blob.sha256) == b"evidence"
+    assert verify(data) == []
 
 
 def test_a_repeated_blob_gets_a_fresh_mtime_so_gc_spares_it(store):
