@@ -214,6 +214,9 @@ class MemoryService:
 # A refusal after `store_chunks` (stale lease, name conflict, a crash before the commit)
 # leaves an unreferenced blob; `BlobStore.gc` removes it later. Identical bytes are stored
 # once, so two artifacts may share a blob and a blob is garbage only when no record names it.
+# The limit an upload gets is the smaller of the per-artifact limit and what is left of its
+# task's; `BlobTooLarge.limit` is that number, so the caller knows which limit it was.
+# `gc(referenced)` and `verify(referenced)` take the sha256 of every artifact record.
 
 
 @attrs.frozen
