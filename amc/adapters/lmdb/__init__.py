@@ -9,9 +9,11 @@
 
 Modules: `layout` (the on-disk format: databases, keys, schema version), `store`
 (opening, refusals, the writer lock, map growth), `upgrade` (older schemas, in place),
-`writer` (group commit), `reads`, `service` (`LmdbService`), `verify`.
+`writer` (group commit), `reads`, `service` (`LmdbService`), `verify`; `blobs`
+(`FileBlobStore`: artifact bytes as content-addressed files beside the LMDB environment).
 """
 
+from amc.adapters.lmdb.blobs import FileBlobStore
 from amc.adapters.lmdb.errors import (
     CommitFailed,
     NotAStore,
@@ -28,6 +30,7 @@ __all__ = [
     "DEFAULT_DATA_DIR",
     "SCHEMA_VERSION",
     "CommitFailed",
+    "FileBlobStore",
     "LmdbService",
     "NotAStore",
     "Findings",
