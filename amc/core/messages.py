@@ -251,7 +251,7 @@ def successor_plan(follow_ups: tuple[FollowUp, ...]) -> Plan:
 def apply_posted(state: State, e: MessagePosted) -> None:
     task = state.tasks[e.task_id]
     message = Message(id=e.message_id, intent=e.intent, text=e.text, data=e.data, state="queued", created_at=e.at)
-    state.tasks[task.id] = replace(task, messages=task.messages + (message,), updated_at=e.at)
+    state.put_task(replace(task, messages=task.messages + (message,), updated_at=e.at))
 
 
 def apply_delivered(state: State, e: MessagesDelivered) -> None:
@@ -264,7 +264,7 @@ def apply_acknowledged(state: State, e: MessageAcknowledged) -> None:
         task = _update_messages(state, e.task_id, (e.message_id,), event, e.at, admitted_at=e.at, boundary=e.boundary)
         intent = task.message(e.message_id).intent
         paused = task.paused if intent not in ("pause", "resume") else intent == "pause"
-        state.tasks[task.id] = replace(task, admissions=task.admissions + (e.message_id,), paused=paused)
+        state.put_task(replace(task, admissions=task.admissions + (e.message_id,), paused=paused))
     elif e.state == "completed":
         _update_messages(state, e.task_id, (e.message_id,), event, e.at, completed_at=e.at)
     else:
@@ -280,7 +280,8 @@ def apply_applied(state: State, e: MessageApplied) -> None:
         detail = "released: the task can be claimed again" if before.paused else "the task was not held"
     _update_messages(state, e.task_id, (e.message_id,), "admit", e.at, admitted_at=e.at)
     task = _update_messages(state, e.task_id, (e.message_id,), "complete", e.at, completed_at=e.at, detail=detail)
-    task = state.tasks[task.id] = replace(task, paused=pause)
+    task = replace(task, paused=pause)
+    state.put_task(task)
     if pause:
         state.queue.clean(task.requirements, state.tasks)
     elif before.paused and task.claimable:
@@ -303,6 +304,7 @@ def _update_messages(state: State, task_id: str, ids: tuple[str, ...], event: st
         replace(m, state=lifecycle.target(lifecycle.MESSAGE, m.state, event), **changes) if m.id in wanted else m
         for m in task.messages
     )
-    task = state.tasks[task_id] = replace(task, messages=messages, updated_at=at)
+    task = replace(task, messages=messages, updated_at=at)
+    state.put_task(task)
     return task
 

@@ -6,29 +6,27 @@ changes it. Times are integer milliseconds since the Unix epoch (see `amc.core.t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 JSON = Any  # a value that came from JSON (dict, list, str, int, float, bool, None)
 
-frozen = attrs.frozen(kw_only=True)
-
-
-@frozen
+@attrs.frozen(kw_only=True)
 class Step:
     id: str
     action: str
     args: dict[str, JSON] = attrs.field(factory=dict)
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Stage:
     id: str
     steps: tuple[Step, ...]
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Plan:
     """Either `steps` (run in order) or `stages` (named groups with a checkpoint after each)."""
 
@@ -41,7 +39,7 @@ class Plan:
         return tuple(step for stage in self.stages or () for step in stage.steps)
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Requirements:
     """What a device must be to run a task: its serial (if set) and attribute values."""
 
@@ -58,7 +56,7 @@ class Requirements:
         return all(attributes.get(name) == value for name, value in self.attributes.items())
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class StepOutcome:
     id: str
     status: str  # completed | failed | interrupted | not_started | refused
@@ -68,7 +66,7 @@ class StepOutcome:
     output: str | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Attempt:
     number: int
     host_id: str
@@ -94,7 +92,7 @@ class Attempt:
         return "leased" if self.dispatched_at is None else "running"
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Cancellation:
     state: str  # pending | completed | unfulfilled
     requested_at: int
@@ -103,7 +101,7 @@ class Cancellation:
     reason: str | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Result:
     status: str  # done | failed | cancelled
     attempt: int | None
@@ -113,14 +111,14 @@ class Result:
     recorded_at: int = 0
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Boundary:
     """Where a host applied a message: before it started `before_step` (None: after the last step)."""
 
     before_step: str | None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Message:
     """An intent sent to a task (PROTOCOL.md Part B); its `state` follows `MessageLifecycle`."""
 
@@ -144,7 +142,7 @@ class Message:
         return self.state in ("queued", "delivered")
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class FollowUp:
     """A follow-up collected into a successor task: which message asked for what."""
 
@@ -153,7 +151,7 @@ class FollowUp:
     data: dict[str, JSON] | None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Task:
     id: str
     tenant: str
@@ -209,13 +207,13 @@ class Task:
         return len(self.attempts) < self.max_attempts
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Reservation:
     task_id: str
     attempt: int
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class DeviceSpec:
     """A device as a host reports it."""
 
@@ -223,7 +221,7 @@ class DeviceSpec:
     attributes: dict[str, str] = attrs.field(factory=dict)
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Device:
     serial: str
     attributes: dict[str, str]
@@ -231,7 +229,7 @@ class Device:
     reservation: Reservation | None = None
 
 
-@frozen
+@attrs.frozen(kw_only=True)
 class Host:
     id: str
     updated_at: int
@@ -245,43 +243,48 @@ class Host:
 
 
 # ---------------------------------------------------------------------------------------
-# replace(): attrs.evolve for the kernel's hot path.
+# replace() and constructor(): building records without attrs' generic machinery.
 #
 # attrs.evolve looks the class's fields up on every call, and a frozen class's __init__
 # assigns each field through a bound `object.__setattr__`; renewals at tens of thousands per
-# second spend most of their time there. For each record class we generate, once, a
-# function that makes the copy with the slots' own descriptors, one straight line per field.
-# The copy is exactly what the constructor would build (the records have no validators or
-# converters, and every field is copied or given), and it is just as frozen.
+# second spend most of their time there (`replace` saves about 14% of the CPU of a durable
+# command, `constructor` about 10% of a store's start-up: bench/RESULTS-records.md). So for
+# each record class we generate, once, from its `attrs.fields`, a function that sets the
+# slots with their own descriptors, one straight line per field. What it builds is exactly
+# what the constructor would (the records have no validators or converters, and every
+# field is copied or given), and just as frozen.
 
-_MISSING = object()
-_REPLACERS: dict[type, Any] = {}
+_MISSING: Any = object()
+_REPLACERS: dict[type, Callable[..., Any]] = {}
 
 
-def _make_replacer(cls: type) -> Any:
+def _builder(cls: type, copying: bool) -> Callable[..., Any]:
+    """A function that builds a `cls`: from every field by keyword, or (`copying`) as a
+    copy of a record `r` with the fields given by keyword."""
     names = [field.name for field in attrs.fields(cls)]
-    params = ", ".join(f"{n}=_MISSING" for n in names)
-    body = "".join(f"    set_{n}(new, r.{n} if {n} is _MISSING else {n})\n" for n in names)
-    namespace = {"_MISSING": _MISSING, "cls": cls, "make": object.__new__}
+    if copying:
+        params = "r, *, " + ", ".join(f"{n}=_MISSING" for n in names)
+        values = {n: f"r.{n} if {n} is _MISSING else {n}" for n in names}
+    else:
+        params = "*, " + ", ".join(names)
+        values = {n: n for n in names}
+    body = "".join(f"    set_{n}(new, {values[n]})\n" for n in names)
+    namespace: dict[str, Any] = {"_MISSING": _MISSING, "cls": cls, "make": object.__new__}
     namespace.update({f"set_{n}": getattr(cls, n).__set__ for n in names})
-    exec(f"def replace(r, *, {params}):\n    new = make(cls)\n{body}    return new", namespace)  # noqa: S102
-    return namespace["replace"]
+    source = f"def build({params}):\n    new = make(cls)\n{body}    return new\n"
+    exec(compile(source, f"<records: {cls.__name__}>", "exec"), namespace)  # noqa: S102 (generated from attrs.fields)
+    return namespace["build"]
 
 
-def constructor(cls: type) -> Any:
+def constructor(cls: type) -> Callable[..., Any]:
     """A function that builds a `cls` from every field, by keyword, the way `replace` copies
     one: for decoders that build many records (a store's start-up)."""
-    names = [field.name for field in attrs.fields(cls)]
-    body = "".join(f"    set_{n}(new, {n})\n" for n in names)
-    namespace = {"cls": cls, "make": object.__new__}
-    namespace.update({f"set_{n}": getattr(cls, n).__set__ for n in names})
-    exec(f"def build(*, {', '.join(names)}):\n    new = make(cls)\n{body}    return new", namespace)  # noqa: S102
-    return namespace["build"]
+    return _builder(cls, copying=False)
 
 
 def replace(record: Any, **changes: Any) -> Any:
     """A copy of `record` with `changes`, like `attrs.evolve` but several times cheaper."""
     replacer = _REPLACERS.get(type(record))
     if replacer is None:
-        replacer = _REPLACERS[type(record)] = _make_replacer(type(record))
+        replacer = _REPLACERS[type(record)] = _builder(type(record), copying=True)
     return replacer(record, **changes)
