@@ -3,7 +3,9 @@
 The kernel keeps integer milliseconds and some facts a caller must not see (a task's
 `seq`, an attempt's `lease_id`); the wire shows RFC 3339 times, seconds where the
 protocol says seconds, and exactly the members PROTOCOL.md lists. These functions build
-plain dicts for orjson; they are written out by hand because each one is a contract.
+plain dicts for orjson; they are written out by hand because each one is a contract, and
+`NOT_SHOWN` lists, with a reason, each record field a view leaves out (a test holds every
+other field to appear, so a new field cannot miss the wire unnoticed).
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ def loads(raw: bytes) -> Any:
 #   X | None                None stays None, anything else goes through X's shape
 #   tuple[X, ...]           a JSON array (a tuple again when structured)
 #   an enum                 its value (structured by calling the enum)
-#   anything else           as it is: str, int, bool, None, and dicts of JSON (`records.JSON`)
+#   anything else           as it is: str, int, bool, None, literals, dicts of JSON (`records.JSON`)
 
 _PLAIN = (str, int, bool, float, type(None), typing.Any, dict)
 
@@ -115,7 +115,7 @@ def _shape(tp: Any) -> tuple:
         return ("plain",) if inner == ("plain",) else ("optional", inner)
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         return ("tuple", _shape(args[0]))
-    if tp in _PLAIN or origin is dict and all(_shape(a) == ("plain",) for a in args):
+    if tp in _PLAIN or origin is typing.Literal or origin is dict and all(_shape(a) == ("plain",) for a in args):
         return ("plain",)
     raise TypeError(f"no generated hook for a field of type {tp!r}: give it one in amc.adapters.lmdb.codec")
 
