@@ -337,6 +337,7 @@ def _plain_converter_codec() -> tuple[dict, object, object]:
 _CODECS = {
     "generated": (dict(layout._ENCODERS), layout.decode_task, layout.decode_host),
 }
+_LOADER = layout.TaskLoader
 
 
 def use_codec(name: str) -> None:
@@ -350,6 +351,8 @@ def use_codec(name: str) -> None:
     layout.encode_task = encoders[Task]  # the writer calls these directly
     layout.encode_host = encoders[Host]
     layout.decode_task, layout.decode_host = decode_task, decode_host
+    # The start-up loader: the generated one shares equal plans; cattrs' decodes each task.
+    layout.TaskLoader = _LOADER if name == "generated" else (lambda: decode_task)
 
 
 def compare(args, base: Path) -> None:

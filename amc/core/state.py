@@ -1,4 +1,5 @@
-"""The kernel's state: the records, plus two indexes that keep every command O(log n).
+"""The kernel's state: the records, plus two indexes that keep every command O(log n), and
+a journal of the records that changed, for whoever asked to know (a store's writer).
 
 The records (tasks, hosts, idempotency keys) are the state's meaning; `snapshot` returns
 exactly them, and two states are equal when their snapshots are. The indexes are derived
@@ -16,7 +17,7 @@ from the records by the same events, so a replayed log rebuilds them too:
     pushes a fresh entry and strands the old one; the same lazy clean-up keeps the top
     valid. `due` walks the heap read-only, visiting only entries at or before `now`.
 
-`Journal`
+`Journal` (not part of the state's meaning, nor of its equality)
     which records `apply` replaced while a journal was open, each with the record it held
     before its first change. A store opens one for a batch of commands and writes exactly
     the records the journal names (a unit of work, as a repository's `seen` set): the

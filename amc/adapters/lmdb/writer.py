@@ -19,8 +19,8 @@ for the batch: the kernel notes there each record it replaces, with the value th
 held before the batch. At the end of the batch, each record the journal names is encoded
 once, however many events touched it, and its index entries (listing, queue, leases) are
 diffed between that earlier and the current value, so an unchanged index entry costs
-nothing. Events get consecutive log
-sequence numbers; those that a task's history shows also get a `history` entry.
+nothing. Events get consecutive log sequence numbers; those that a task's history shows
+also get a `history` entry.
 
 A batch that produced no events (claims that found nothing, rejections) has nothing to
 make durable: its replies are released without a transaction. Every decision in it was
