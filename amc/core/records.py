@@ -1,6 +1,6 @@
 """The records the kernel keeps: tasks, attempts, hosts, and what hangs off them.
 
-All records are frozen; the kernel replaces a record with `attrs.evolve` when an event
+All records are frozen; the kernel replaces a record with `replace` (below) when an event
 changes it. Times are integer milliseconds since the Unix epoch (see `amc.core.times`).
 """
 

@@ -10,7 +10,7 @@ here, once, from the `attrs` declarations: straight-line code with no per-value 
 about three times as fast as cattrs' generic hooks both ways. They write and accept
 exactly cattrs' JSON (the same keys in the same order; `tests/adapters/lmdb/test_codec.py`
 proves it against a plain converter by property), so a field added to a record needs no
-change here; it needs a new `layout.SCHEMA_VERSION` and its step in `upgrade.py`.
+change here; it needs a new `layout.SCHEMA_VERSION`, and its step and field list in `upgrade.py`.
 """
 
 from __future__ import annotations
@@ -155,6 +155,31 @@ def _compile(source: str, names: dict[str, Any], name: str) -> Callable:
     return names[name]
 
 
+def stored_fields() -> dict[str, tuple[str, ...]]:
+    """The fields of every record class the store keeps (the tagged records and the records
+    inside them), by class name, in field order."""
+    found: dict[str, tuple[str, ...]] = {}
+    todo = list(RECORD_TAGS.values())
+    while todo:
+        cls = todo.pop()
+        if cls.__name__ not in found:
+            fields = attrs.fields(attrs.resolve_types(cls))
+            found[cls.__name__] = tuple(f.name for f in fields)
+            todo.extend(_records_in(_shape(f.type) for f in fields))
+    return found
+
+
+def _records_in(shapes: Any) -> list[type]:
+    """The record classes that fields of these shapes hold."""
+    found = []
+    for shape in shapes:
+        while shape[0] in ("optional", "tuple"):
+            shape = shape[1]
+        if shape[0] == "record":
+            found.append(shape[1])
+    return found
+
+
 _unstructure_fns: dict[type, Callable[[Any], dict[str, Any]]] = {}
 _structure_fns: dict[type, Callable[[dict[str, Any]], Any]] = {}
 
@@ -165,12 +190,8 @@ def _generate(cls: type) -> None:
         return
     fields = attrs.fields(attrs.resolve_types(cls))
     shapes = {f.name: _shape(f.type) for f in fields}
-    # The nested records' hooks first: the generated code calls them.
-    for shape in shapes.values():
-        while shape[0] in ("optional", "tuple"):
-            shape = shape[1]
-        if shape[0] == "record":
-            _generate(shape[1])
+    for nested in _records_in(shapes.values()):
+        _generate(nested)  # first: the generated code calls their hooks
     names: dict[str, Any] = {}
     items = ", ".join(f"{f.name!r}: {_unstructure_expr(shapes[f.name], f'v.{f.name}', names)}" for f in fields)
     unstructure = _compile(f"def unstructure(v):\n    return {{{items}}}\n", names, "unstructure")

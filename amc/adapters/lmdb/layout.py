@@ -30,9 +30,10 @@ opened for writing (`upgrade.py`).
 Values are the JSON of `amc.adapters.lmdb.codec` (one cattrs converter, stable tags), so renaming a
 Python class never breaks a stored record; the hooks of the records are generated there
 from the `attrs` declarations. A field added to a record changes the stored JSON: bump
-`SCHEMA_VERSION` with it and add the step that brings older stores forward to
-`upgrade.py` (a defaulted field is filled when an older record is read, but an older amc
-would refuse the new key). The tasks, hosts and the indexes are derived from the log:
+`SCHEMA_VERSION` with it, add the step that brings older stores forward to `upgrade.py`
+and the field to its `STORED_FIELDS` (a test fails, naming the field, until then). A
+defaulted field is filled when an older record is read, but an older amc would refuse
+the new key. The tasks, hosts and the indexes are derived from the log:
 `amc store verify` replays the log and checks that they agree.
 """
 
