@@ -25,11 +25,11 @@ Every figure is the median of --repeat runs (start-up: of 3 opens).
 
     python bench/store.py --compare [--repeat 5] [--seconds 3] [--callers 64]
 
-compares, in one process and alternating run by run, the store with the codec it had
-before the hand-written one (every record and event through the cattrs converter's
-hooks; the start-up loader with cattrs' generated Task structure function) and with the
-current codec: CPU per durable command, commands/s, and start-up of the two backlogs
-(built once each, opened alternately). The stored bytes are the same either way.
+compares, in one process and alternating run by run, the store with every record and
+event through a plain cattrs converter's generic hooks, and with the codec's hooks
+generated from the record declarations (`amc.adapters.lmdb.codec`): CPU per durable
+command, commands/s, and start-up of the two backlogs (built once each, opened
+alternately). The stored bytes are the same either way.
 """
 
 from __future__ import annotations
@@ -301,79 +301,64 @@ def startup(base: Path, tasks: int, opens: int, distinct_plans: bool) -> dict:
         shutil.rmtree(path)
 
 
-# --- before / after: the converter's codec against the hand-written one -------------------
+# --- before / after: cattrs' generic hooks against the generated ones -----------------------
 
 
-class ConverterTaskLoader:
-    """The start-up loader as it was: cattrs' generated Task structure function, with
-    plan and requirements structured once per distinct JSON."""
+def _plain_converter_codec() -> tuple[dict, object, object]:
+    """Encoders and decoders of the records through a plain cattrs converter (its generic
+    generated hooks), as the store had them before the codec generated its own."""
+    from cattrs.preconf.orjson import make_converter
 
-    def __init__(self) -> None:
-        from cattrs.gen import make_dict_structure_fn, override
+    plain = make_converter(forbid_extra_keys=True)
+    encoders = {}
+    for cls, tag in layout._TAGS.items():
+        hook = plain.get_unstructure_hook(cls)
 
-        from amc.core.records import Requirements, Task
+        def encode(value, hook=hook, tag=tag):
+            data = hook(value)
+            data["type"] = tag
+            return orjson.dumps(data)
 
-        def shared(cls):
-            structure = codec.converter.get_structure_hook(cls)
-            cache: dict = {}
+        encoders[cls] = encode
 
-            def structure_shared(data, _):
-                key = orjson.dumps(data)
-                found = cache.get(key)
-                if found is None:
-                    found = cache[key] = structure(data, cls)
-                return found
+    def decoder(tag, cls):
+        hook = plain.get_structure_hook(cls)
 
-            return structure_shared
+        def decode(raw):
+            data = orjson.loads(raw)
+            if data.pop("type", None) != tag:
+                raise ValueError(f"not a {tag}")
+            return hook(data, cls)
 
-        self._structure = make_dict_structure_fn(
-            Task, codec.converter, plan=override(struct_hook=shared(Plan)), requirements=override(struct_hook=shared(Requirements))
-        )
+        return decode
 
-    def __call__(self, raw: bytes):
-        from amc.core.records import Task
-
-        data = orjson.loads(raw)
-        if data.pop("type", None) != "task":
-            raise ValueError("not a task")
-        return self._structure(data, Task)
+    return encoders, decoder("task", Task), decoder("host", Host)
 
 
-_CURRENT = {
-    "encoders": dict(layout._ENCODERS),
-    "loader": layout.TaskLoader,
-    "encode_task": layout.encode_task,
-    "encode_host": layout.encode_host,
+_CODECS = {
+    "generated": (dict(layout._ENCODERS), layout.decode_task, layout.decode_host),
 }
+_LOADER = layout.TaskLoader
 
 
 def use_codec(name: str) -> None:
-    """'converter': every record and event through the converter's hooks (as before);
-    'current': the codec as it is now."""
+    """'cattrs': every record and event through a plain converter's hooks (as before);
+    'generated': the codec as it is now."""
+    if name not in _CODECS:
+        _CODECS[name] = _plain_converter_codec()
+    encoders, decode_task, decode_host = _CODECS[name]
     layout._ENCODERS.clear()
-    if name == "converter":
-        for cls in (*codec.EVENT_TAGS.values(), *codec.RECORD_TAGS.values()):
-            hook, tag = codec.converter.get_unstructure_hook(cls), layout._TAGS[cls]
-
-            def encode(value, hook=hook, tag=tag):
-                data = hook(value)
-                data["type"] = tag
-                return orjson.dumps(data)
-
-            layout._ENCODERS[cls] = encode
-        layout.TaskLoader = ConverterTaskLoader
-        layout.encode_task = layout._ENCODERS[Task]  # the writer calls these two directly
-        layout.encode_host = layout._ENCODERS[Host]
-    else:
-        layout._ENCODERS.update(_CURRENT["encoders"])
-        layout.TaskLoader = _CURRENT["loader"]
-        layout.encode_task = _CURRENT["encode_task"]
-        layout.encode_host = _CURRENT["encode_host"]
+    layout._ENCODERS.update(encoders)
+    layout.encode_task = encoders[Task]  # the writer calls these directly
+    layout.encode_host = encoders[Host]
+    layout.decode_task, layout.decode_host = decode_task, decode_host
+    # The start-up loader: the generated one shares equal plans; cattrs' decodes each task.
+    layout.TaskLoader = _LOADER if name == "generated" else (lambda: decode_task)
 
 
 def compare(args, base: Path) -> None:
     callers = [int(c) for c in args.callers.split(",")]
-    modes = ("converter", "current")
+    modes = ("cattrs", "generated")
     runs: dict = {(m, c): [] for m in modes for c in callers}
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     for _ in range(args.repeat):
@@ -381,16 +366,16 @@ def compare(args, base: Path) -> None:
             for m in modes:
                 use_codec(m)
                 runs[m, c].append(durable(base, c, args.seconds))
-    use_codec("current")
+    use_codec("generated")
     for c in callers if args.repeat else ():
         if c == callers[0]:
             print(f"{'callers':>7} {'codec':>10} {'commands/s':>11} {'CPU us/cmd':>11} {'batch':>6} {'p50 ms':>7}   (medians of {args.repeat})")
         for m in modes:
             med = {k: statistics.median(r[k] for r in runs[m, c]) for k in runs[m, c][0]}
             print(f"{c:>7} {m:>10} {med['rate']:>11,.0f} {med['cpu_us']:>11.0f} {med['batch']:>6.1f} {med['p50']:>7.2f}")
-        ratio_cpu = statistics.median(a["cpu_us"] / b["cpu_us"] for a, b in zip(runs["current", c], runs["converter", c]))
-        ratio_rate = statistics.median(a["rate"] / b["rate"] for a, b in zip(runs["current", c], runs["converter", c]))
-        print(f"{c:>7} current/converter, paired runs: CPU per command x{ratio_cpu:.2f}, commands/s x{ratio_rate:.2f}")
+        ratio_cpu = statistics.median(a["cpu_us"] / b["cpu_us"] for a, b in zip(runs["generated", c], runs["cattrs", c]))
+        ratio_rate = statistics.median(a["rate"] / b["rate"] for a, b in zip(runs["generated", c], runs["cattrs", c]))
+        print(f"{c:>7} generated/cattrs, paired runs: CPU per command x{ratio_cpu:.2f}, commands/s x{ratio_rate:.2f}")
     if args.startup_tasks:
         for distinct in (False, True):
             path = Path(tempfile.mkdtemp(dir=base, prefix="startup-"))
@@ -406,7 +391,7 @@ def compare(args, base: Path) -> None:
                         with LmdbService.open(path) as service:
                             service.execute_sync(ClaimTask(now=0, host_id="h0", lease_id=f"probe-{m}-{len(times[m])}", lease_ms=1_000))
                             times[m].append((time.perf_counter() - started, time.process_time() - cpu))
-                use_codec("current")
+                use_codec("generated")
                 plans = "every task its own plan" if distinct else "one plan for all"
                 for m in modes:
                     wall = statistics.median(w for w, _ in times[m])
@@ -441,7 +426,7 @@ def main() -> None:
     parser.add_argument("--startup-tasks", type=int, default=100_000)
     parser.add_argument("--breakdown-runs", type=int, default=3, help="runs of the CPU breakdown (0: none)")
     parser.add_argument("--dir", type=Path, default=None, help="where to create the stores (default: a temp dir)")
-    parser.add_argument("--compare", action="store_true", help="the converter's codec against the current one")
+    parser.add_argument("--compare", action="store_true", help="cattrs' generic hooks against the generated ones")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(dir=args.dir, prefix="amc-bench-store-"))
     try:

@@ -79,6 +79,18 @@ def parse_grant(data: dict[str, Any]) -> Grant:
                  messages=tuple(parse_message(m) for m in data.get("messages") or ()))
 
 
+# The message fields `parse_message` leaves at their defaults, and why; every other field is
+# read (`tests/agent/test_wire_fields.py` fails, naming the field, when `Message` gains one).
+MESSAGE_FIELDS_NOT_READ: dict[str, str] = {
+    "delivered_at": "the server's bookkeeping: the Execution acts on the intent and content",
+    "admitted_at": "the server's bookkeeping",
+    "completed_at": "the server's bookkeeping",
+    "boundary": "set by this host's own acknowledgement, not read back",
+    "detail": "set by this host's own acknowledgement, not read back",
+    "successor": "the server's bookkeeping of follow-ups",
+}
+
+
 def parse_message(data: dict[str, Any]) -> Message:
     """A carried message: what the Execution needs (id, intent, text, data) and its state."""
     payload = data.get("data")

@@ -415,12 +415,12 @@ def _apply_cancellation_requested(state: State, e: CancellationRequested) -> Non
         attempt=e.attempt,
         reason=e.reason,
     )
-    state.tasks[task.id] = replace(task, cancellation=cancellation, updated_at=e.at)
+    state.put_task(replace(task, cancellation=cancellation, updated_at=e.at))
 
 
 def _apply_cancellation_delivered(state: State, e: CancellationDelivered) -> None:
     task = state.tasks[e.task_id]
-    state.tasks[task.id] = replace(task, cancellation=replace(task.cancellation, delivered_at=e.at))
+    state.put_task(replace(task, cancellation=replace(task.cancellation, delivered_at=e.at)))
 
 
 def _apply_expired(state: State, e: LeaseExpired) -> None:
@@ -429,7 +429,7 @@ def _apply_expired(state: State, e: LeaseExpired) -> None:
 
 def _apply_requeued(state: State, e: TaskRequeued) -> None:
     task = replace(state.tasks[e.task_id], status=TaskStatus.queued, updated_at=e.at)
-    state.tasks[task.id] = task
+    state.put_task(task)
     if task.claimable:  # a task paused in flight comes back held
         state.queue.push(task)
 
@@ -452,7 +452,7 @@ def _apply_submitted(state: State, e: TaskSubmitted) -> None:
         collected=e.collected,
     )
     state.submitted += 1
-    state.tasks[task.id] = task
+    state.put_task(task)
     if e.idempotency_key is not None:
         state.idempotency[(e.tenant, e.idempotency_key)] = task.id
     state.queue.push(task)
@@ -477,7 +477,7 @@ def _apply_registered(state: State, e: HostRegistered) -> None:
         if d.serial not in listed and d.reservation is not None
     ]
     devices.sort(key=lambda d: d.serial)
-    state.hosts[e.host_id] = Host(id=e.host_id, updated_at=e.at, devices=tuple(devices))
+    state.put_host(Host(id=e.host_id, updated_at=e.at, devices=tuple(devices)))
 
 
 def _apply_assigned(state: State, e: TaskAssigned) -> None:
@@ -492,7 +492,7 @@ def _apply_assigned(state: State, e: TaskAssigned) -> None:
         lease_expires_at=e.lease_expires_at,
     )
     status = lifecycle.target(lifecycle.TASK, task.status, "claim")
-    state.tasks[task.id] = replace(task, status=status, attempts=task.attempts + (attempt,), updated_at=e.at)
+    state.put_task(replace(task, status=status, attempts=task.attempts + (attempt,), updated_at=e.at))
     state.queue.clean(task.requirements, state.tasks)
     _set_reservation(state, e.host_id, e.device, Reservation(task_id=task.id, attempt=e.attempt))
     state.leases.push(e.lease_expires_at, task.id, e.attempt)
@@ -516,7 +516,7 @@ def _apply_ended(state: State, e: TaskEnded) -> None:
     )
     was_queued = task.status == TaskStatus.queued
     task = replace(task, status=e.status, result=result, updated_at=e.at)
-    state.tasks[task.id] = task
+    state.put_task(task)
     if was_queued:
         state.queue.clean(task.requirements, state.tasks)
 
@@ -526,7 +526,7 @@ def _update_attempt(state: State, task: Task, at: int, status: TaskStatus | None
     task = replace(
         task, attempts=task.attempts[:-1] + (attempt,), status=status or task.status, updated_at=at
     )
-    state.tasks[task.id] = task
+    state.put_task(task)
     return task
 
 
@@ -549,7 +549,7 @@ def _set_reservation(state: State, host_id: str, serial: str, reservation: Reser
                 continue  # it left the inventory while reserved; now it is gone
             device = replace(device, reservation=reservation)
         devices.append(device)
-    state.hosts[host_id] = replace(host, devices=tuple(devices))
+    state.put_host(replace(host, devices=tuple(devices)))
 
 
 # Each takes its own command type: the lookup by type(command) is what makes the call safe.

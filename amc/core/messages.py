@@ -259,7 +259,7 @@ def apply_posted(state: State, e: MessagePosted) -> None:
     message = Message(
         id=e.message_id, intent=e.intent, text=e.text, data=e.data, state=MessageState.queued, created_at=e.at
     )
-    state.tasks[task.id] = replace(task, messages=task.messages + (message,), updated_at=e.at)
+    state.put_task(replace(task, messages=task.messages + (message,), updated_at=e.at))
 
 
 def apply_delivered(state: State, e: MessagesDelivered) -> None:
@@ -274,7 +274,7 @@ def apply_acknowledged(state: State, e: MessageAcknowledged) -> None:
         assert message is not None  # acknowledged, so the task has it
         intent = message.intent
         paused = task.paused if intent not in ("pause", "resume") else intent == "pause"
-        state.tasks[task.id] = replace(task, admissions=task.admissions + (e.message_id,), paused=paused)
+        state.put_task(replace(task, admissions=task.admissions + (e.message_id,), paused=paused))
     elif e.state == MessageState.completed:
         _update_messages(state, e.task_id, (e.message_id,), event, e.at, completed_at=e.at)
     else:
@@ -292,7 +292,8 @@ def apply_applied(state: State, e: MessageApplied) -> None:
         detail = "released: the task can be claimed again" if before.paused else "the task was not held"
     _update_messages(state, e.task_id, (e.message_id,), "admit", e.at, admitted_at=e.at)
     task = _update_messages(state, e.task_id, (e.message_id,), "complete", e.at, completed_at=e.at, detail=detail)
-    task = state.tasks[task.id] = replace(task, paused=pause)
+    task = replace(task, paused=pause)
+    state.put_task(task)
     if pause:
         state.queue.clean(task.requirements, state.tasks)
     elif before.paused and task.claimable:
@@ -315,6 +316,7 @@ def _update_messages(state: State, task_id: str, ids: tuple[str, ...], event: st
         replace(m, state=lifecycle.target(lifecycle.MESSAGE, m.state, event), **changes) if m.id in wanted else m
         for m in task.messages
     )
-    task = state.tasks[task_id] = replace(task, messages=messages, updated_at=at)
+    task = replace(task, messages=messages, updated_at=at)
+    state.put_task(task)
     return task
 

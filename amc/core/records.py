@@ -1,11 +1,12 @@
 """The records the kernel keeps: tasks, attempts, hosts, and what hangs off them.
 
-All records are frozen; the kernel replaces a record with `attrs.evolve` when an event
+All records are frozen; the kernel replaces a record with `replace` (below) when an event
 changes it. Times are integer milliseconds since the Unix epoch (see `amc.core.times`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
@@ -13,7 +14,6 @@ import attrs
 from amc.core.lifecycle import AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
 
 JSON = Any  # a value that came from JSON (dict, list, str, int, float, bool, None)
-
 
 @attrs.frozen(kw_only=True)
 class Step:
@@ -245,38 +245,43 @@ class Host:
 
 
 # ---------------------------------------------------------------------------------------
-# replace(): attrs.evolve for the kernel's hot path.
+# replace() and constructor(): building records without attrs' generic machinery.
 #
 # attrs.evolve looks the class's fields up on every call, and a frozen class's __init__
 # assigns each field through a bound `object.__setattr__`; renewals at tens of thousands per
-# second spend most of their time there. For each record class we generate, once, a
-# function that makes the copy with the slots' own descriptors, one straight line per field.
-# The copy is exactly what the constructor would build (the records have no validators or
-# converters, and every field is copied or given), and it is just as frozen.
+# second spend most of their time there (`replace` saves about 14% of the CPU of a durable
+# command, `constructor` about 10% of a store's start-up: bench/RESULTS-records.md). So for
+# each record class we generate, once, from its `attrs.fields`, a function that sets the
+# slots with their own descriptors, one straight line per field. What it builds is exactly
+# what the constructor would (the records have no validators or converters, and every
+# field is copied or given), and just as frozen.
 
-_MISSING = object()
-_REPLACERS: dict[type, Any] = {}
+_MISSING: Any = object()
+_REPLACERS: dict[type, Callable[..., Any]] = {}
 
 
-def _make_replacer(cls: type) -> Any:
+def _builder(cls: type, copying: bool) -> Callable[..., Any]:
+    """A function that builds a `cls`: from every field by keyword, or (`copying`) as a
+    copy of a record `r` with the fields given by keyword."""
     names = [field.name for field in attrs.fields(cls)]
-    params = ", ".join(f"{n}=_MISSING" for n in names)
-    body = "".join(f"    set_{n}(new, r.{n} if {n} is _MISSING else {n})\n" for n in names)
-    namespace = {"_MISSING": _MISSING, "cls": cls, "make": object.__new__}
+    if copying:
+        params = "r, *, " + ", ".join(f"{n}=_MISSING" for n in names)
+        values = {n: f"r.{n} if {n} is _MISSING else {n}" for n in names}
+    else:
+        params = "*, " + ", ".join(names)
+        values = {n: n for n in names}
+    body = "".join(f"    set_{n}(new, {values[n]})\n" for n in names)
+    namespace: dict[str, Any] = {"_MISSING": _MISSING, "cls": cls, "make": object.__new__}
     namespace.update({f"set_{n}": getattr(cls, n).__set__ for n in names})
-    exec(f"def replace(r, *, {params}):\n    new = make(cls)\n{body}    return new", namespace)  # noqa: S102
-    return namespace["replace"]
+    source = f"def build({params}):\n    new = make(cls)\n{body}    return new\n"
+    exec(compile(source, f"<records: {cls.__name__}>", "exec"), namespace)  # noqa: S102 (generated from attrs.fields)
+    return namespace["build"]
 
 
-def constructor(cls: type) -> Any:
+def constructor(cls: type) -> Callable[..., Any]:
     """A function that builds a `cls` from every field, by keyword, the way `replace` copies
     one: for decoders that build many records (a store's start-up)."""
-    names = [field.name for field in attrs.fields(cls)]
-    body = "".join(f"    set_{n}(new, {n})\n" for n in names)
-    namespace = {"cls": cls, "make": object.__new__}
-    namespace.update({f"set_{n}": getattr(cls, n).__set__ for n in names})
-    exec(f"def build(*, {', '.join(names)}):\n    new = make(cls)\n{body}    return new", namespace)  # noqa: S102
-    return namespace["build"]
+    return _builder(cls, copying=False)
 
 
 R = TypeVar("R")
@@ -286,6 +291,6 @@ def replace(record: R, **changes: Any) -> R:
     """A copy of `record` with `changes`, like `attrs.evolve` but several times cheaper."""
     replacer = _REPLACERS.get(type(record))
     if replacer is None:
-        replacer = _REPLACERS[type(record)] = _make_replacer(type(record))
+        replacer = _REPLACERS[type(record)] = _builder(type(record), copying=True)
     copy: R = replacer(record, **changes)
     return copy

@@ -1,4 +1,5 @@
-"""The kernel's state: the records, plus two indexes that keep every command O(log n).
+"""The kernel's state: the records, plus two indexes that keep every command O(log n), and
+a journal of the records that changed, for whoever asked to know (a store's writer).
 
 The records (tasks, hosts, idempotency keys) are the state's meaning; `snapshot` returns
 exactly them, and two states are equal when their snapshots are. The indexes are derived
@@ -15,6 +16,12 @@ from the records by the same events, so a replayed log rebuilds them too:
     one heap of (lease_expires_at, task_id, attempt) for every active lease. A renewal
     pushes a fresh entry and strands the old one; the same lazy clean-up keeps the top
     valid. `due` walks the heap read-only, visiting only entries at or before `now`.
+
+`Journal` (not part of the state's meaning, nor of its equality)
+    which records `apply` replaced while a journal was open, each with the record it held
+    before its first change. A store opens one for a batch of commands and writes exactly
+    the records the journal names (a unit of work, as a repository's `seen` set): the
+    kernel says what it changed, instead of the store watching its dicts.
 """
 
 from __future__ import annotations
@@ -155,6 +162,16 @@ class LeaseIndex:
         return len(self._heap)
 
 
+@attrs.define
+class Journal:
+    """The records changed since the journal was opened: id -> the record before its first
+    change (None: the record is new). Records are never removed, so every id named here
+    has a current record in the state."""
+
+    tasks: dict[str, Task | None] = attrs.field(factory=dict)
+    hosts: dict[str, Host | None] = attrs.field(factory=dict)
+
+
 @attrs.define(eq=False)
 class State:
     """Everything the kernel knows. Change it only through `amc.core.kernel.apply`."""
@@ -165,6 +182,33 @@ class State:
     submitted: int = 0  # tasks ever submitted; the next task's `seq`
     queue: ClaimQueue = attrs.field(factory=ClaimQueue)
     leases: LeaseIndex = attrs.field(factory=LeaseIndex)
+    # Open (not None) while someone wants to know what changed; see `open_journal`.
+    journal: Journal | None = None
+
+    def put_task(self, task: Task) -> None:
+        """Store `task` as the record of its id (the only way `apply` changes a task)."""
+        journal = self.journal
+        if journal is not None and task.id not in journal.tasks:
+            journal.tasks[task.id] = self.tasks.get(task.id)
+        self.tasks[task.id] = task
+
+    def put_host(self, host: Host) -> None:
+        """Store `host` as the record of its id (the only way `apply` changes a host)."""
+        journal = self.journal
+        if journal is not None and host.id not in journal.hosts:
+            journal.hosts[host.id] = self.hosts.get(host.id)
+        self.hosts[host.id] = host
+
+    def open_journal(self) -> None:
+        """Start recording which records change (from now until `close_journal`)."""
+        self.journal = Journal()
+
+    def close_journal(self) -> Journal:
+        """Stop recording, and return what changed since `open_journal`."""
+        journal, self.journal = self.journal, None
+        if journal is None:
+            raise RuntimeError("no journal is open")
+        return journal
 
     @classmethod
     def from_records(cls, tasks: Iterable[Task], hosts: Iterable[Host]) -> State:

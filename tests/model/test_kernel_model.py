@@ -92,7 +92,10 @@ class KernelModel(RuleBasedStateMachine):
         """Execute at the current time; a rejection must change nothing."""
         self.log.extend(kernel.execute(self.state, ExpireLeases(now=self.now)).events)
         before = self.state.records_copy()
+        self.state.open_journal()
         decision = kernel.execute(self.state, command)
+        journal_wrong = journal_problems(before, self.state, self.state.close_journal())
+        assert not journal_wrong, f"after {command!r}: {journal_wrong}"
         note(f"{command!r}\n  -> {decision.rejection or decision.reply}")
         event(f"{type(command).__name__}: {decision.rejection.code.name if decision.rejection else type(decision.reply).__name__}")
         self.log.extend(decision.events)
@@ -365,6 +368,29 @@ class KernelModel(RuleBasedStateMachine):
         if actives:
             earliest = min(t.active_attempt.lease_expires_at for t in actives)
             assert self.state.leases.next_expiry() == earliest
+
+
+def journal_problems(before: State, after: State, journal) -> list[str]:
+    """How the journal of a command fails to name exactly the records that the command
+    replaced, each with the record before it (empty: it names exactly those).
+
+    Records are immutable, so a record the command did not replace is the same object
+    after it; one it replaced is a new object (equal to the old one only when the command
+    changed nothing in it, as a second start in the same millisecond)."""
+    problems = []
+    for kind, old, new, named in (
+        ("task", before.tasks, after.tasks, journal.tasks),
+        ("host", before.hosts, after.hosts, journal.hosts),
+    ):
+        replaced = {key for key in new.keys() | old.keys() if old.get(key) is not new.get(key)}
+        problems += [f"{kind} {key!r} changed but the journal does not name it" for key in sorted(replaced - named.keys())]
+        problems += [f"the journal names {kind} {key!r}, which was not replaced" for key in sorted(named.keys() - replaced)]
+        problems += [
+            f"the journal's earlier {kind} {key!r} is not the record before the command"
+            for key in sorted(named.keys() & replaced)
+            if named[key] is not old.get(key)
+        ]
+    return problems
 
 
 def reference_claim(state: State, host_id: str, only) -> tuple[str, str] | None:

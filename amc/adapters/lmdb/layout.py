@@ -28,14 +28,13 @@ that took the commit from 18 to 10 µs of CPU per command and its fsync wait fro
 opened for writing (`upgrade.py`).
 
 Values are the JSON of `amc.adapters.lmdb.codec` (one cattrs converter, stable tags), so renaming a
-Python class never breaks a stored record. Tasks, hosts and the events of the commit
-path are encoded (and tasks decoded) by hand-written functions beside the converter that
-produce and accept exactly the converter's JSON, byte for byte (proven by
-`tests/adapters/lmdb/test_codec.py`); a record they do not take goes to the converter.
-A field added to a record with a default keeps old stores readable (cattrs fills the
-default), but an older amc would refuse the new key, so bump `SCHEMA_VERSION` with it,
-and add the field to the hand-written functions in `amc.adapters.lmdb.codec` (the test fails until then). The tasks, hosts and the indexes are derived
-from the log: `amc store verify` replays the log and checks that they agree.
+Python class never breaks a stored record; the hooks of the records are generated there
+from the `attrs` declarations. A field added to a record changes the stored JSON: bump
+`SCHEMA_VERSION` with it, add the step that brings older stores forward to `upgrade.py`
+and the field to its `STORED_FIELDS` (a test fails, naming the field, until then). A
+defaulted field is filled when an older record is read, but an older amc would refuse
+the new key. The tasks, hosts and the indexes are derived from the log:
+`amc store verify` replays the log and checks that they agree.
 """
 
 from __future__ import annotations
@@ -43,6 +42,7 @@ from __future__ import annotations
 import functools
 import re
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -50,8 +50,8 @@ import orjson
 
 from amc.adapters.lmdb import codec
 from amc.core.errors import InvalidRequest
-from amc.core.events import Event, TaskEnded, TaskSubmitted
-from amc.core.records import Host, Plan, Task
+from amc.core.events import Event
+from amc.core.records import Host, Plan, Requirements, Task
 
 SCHEMA_VERSION = 2
 FORMAT = b"amc-store"
@@ -202,22 +202,13 @@ def lease_expiry(key: bytes) -> int:
 
 # --- values ------------------------------------------------------------------------------
 
-_FLAT_TYPES = (int, str, int | None, str | None)
+_TAGS = {cls: tag for table in (codec.EVENT_TAGS, codec.RECORD_TAGS) for tag, cls in table.items()}
 
 
-def _encoder(cls: type):
-    tag = _TAGS[cls]
-    fields = attrs.fields(attrs.resolve_types(cls))
-    if all(f.type in _FLAT_TYPES for f in fields):
-        # Most events hold only ints and strings, which the converter passes through:
-        # one generated dict display gives the same JSON without its per-field dispatch.
-        items = ", ".join(f"{f.name!r}: v.{f.name}" for f in fields)
-        namespace = {"dumps": orjson.dumps}
-        exec(f"def encode(v):\n    return dumps({{{items}, 'type': {tag!r}}})", namespace)  # noqa: S102
-        return namespace["encode"]
-    unstructure = codec.converter.get_unstructure_hook(cls)
+def _encoder(cls: type) -> Callable[[Any], bytes]:
+    tag, unstructure = _TAGS[cls], codec.converter.get_unstructure_hook(cls)
 
-    def encode(value) -> bytes:
+    def encode(value: Any) -> bytes:
         data = unstructure(value)
         data["type"] = tag
         return orjson.dumps(data)
@@ -225,176 +216,83 @@ def _encoder(cls: type):
     return encode
 
 
-_TAGS = {cls: tag for table in (codec.EVENT_TAGS, codec.RECORD_TAGS) for tag, cls in table.items()}
-_ENCODERS: dict[type, Any] = {}
+# The commit path encodes every changed record and every event: one encoder per class,
+# with the converter's hook looked up once instead of on every call.
+_ENCODERS: dict[type, Callable[[Any], bytes]] = {cls: _encoder(cls) for cls in _TAGS}
 
 
 def encode(value: Any) -> bytes:
-    """A record or an event as tagged JSON: exactly `codec.dumps(value)`.
-
-    The commit path encodes every changed record and every event, so it keeps the
-    converter's unstructure hook per class instead of dispatching on every call, and
-    encodes tasks with `encode_task`.
-    """
-    try:
-        return _ENCODERS[type(value)](value)
-    except KeyError:
-        _ENCODERS[type(value)] = _encoder(type(value))
-        return _ENCODERS[type(value)](value)
+    """A record or an event as tagged JSON: exactly `codec.dumps(value)`."""
+    return _ENCODERS[type(value)](value)
 
 
-# A task's plan never changes after its submit, but the task record is rewritten on every
-# change (claim, start, each renewal, the result). So the plan's JSON is encoded once and
-# spliced into each later record as an `orjson.Fragment`: the same bytes. The cache is
-# keyed by the plan object's identity (the kernel carries the same `Plan` through every
-# replacement of a task) and holds the plan, so an id cannot be reused while cached.
-_PLAN_JSON: dict[int, tuple[Plan, orjson.Fragment]] = {}
-_PLAN_JSON_MAX = 16_384
+encode_task: Callable[[Task], bytes] = _ENCODERS[Task]
+encode_host: Callable[[Host], bytes] = _ENCODERS[Host]
 
 
-def _plan_json(plan: Plan) -> orjson.Fragment:
-    cached = _PLAN_JSON.get(id(plan))
-    if cached is None or cached[0] is not plan:
-        if len(_PLAN_JSON) >= _PLAN_JSON_MAX:
-            _PLAN_JSON.clear()
-        cached = _PLAN_JSON[id(plan)] = (plan, orjson.Fragment(orjson.dumps(codec.unstructure_plan(plan))))
-    return cached[1]
+def _decoder(tag: str, cls: type) -> Callable[[bytes], Any]:
+    structure = codec.converter.get_structure_hook(cls)
+
+    def decode(raw: bytes) -> Any:
+        data = orjson.loads(raw)
+        found = data.pop("type", None)
+        if found != tag:
+            raise ValueError(f"expected a {tag!r} record, found {found!r}")
+        return structure(data, cls)
+
+    return decode
 
 
-def encode_task(task: Task) -> bytes:
-    """`encode(task)`, with the hand-written codec and the plan's JSON encoded once."""
-    data = codec.unstructure_task(task, _plan_json(task.plan))
-    data["type"] = "task"
-    return orjson.dumps(data)
-
-
-def encode_host(host: Host) -> bytes:
-    data = codec.unstructure_host(host)
-    data["type"] = "host"
-    return orjson.dumps(data)
-
-
-def encode_task_submitted(e: TaskSubmitted) -> bytes:
-    r = e.requirements
-    return orjson.dumps({
-        "at": e.at,
-        "task_id": e.task_id,
-        "tenant": e.tenant,
-        "plan": _plan_json(e.plan),  # the task record of this submit reuses it
-        "requirements": {"serial": r.serial, "attributes": r.attributes},
-        "priority": e.priority,
-        "max_attempts": e.max_attempts,
-        "labels": e.labels,
-        "idempotency_key": e.idempotency_key,
-        "follow_up_of": e.follow_up_of,
-        "collected": [codec.converter.unstructure(f) for f in e.collected] if e.collected else [],
-        "type": "task_submitted",
-    })
-
-
-def encode_task_ended(e: TaskEnded) -> bytes:
-    steps = e.steps
-    return orjson.dumps({
-        "at": e.at,
-        "task_id": e.task_id,
-        "status": e.status,
-        "reason": e.reason,
-        "attempt": e.attempt,
-        "metadata": e.metadata,
-        "steps": None if steps is None else [codec.unstructure_step_outcome(o) for o in steps],
-        "type": "task_ended",
-    })
-
-
-_ENCODERS[Task] = encode_task
-_ENCODERS[Host] = encode_host
-_ENCODERS[TaskSubmitted] = encode_task_submitted
-_ENCODERS[TaskEnded] = encode_task_ended
-
-
-# The start-up path decodes every task, so it structures with the hand-written codec
-# (`codec.structure_task`, proven equal to the converter) instead of `codec.loads` (which
-# copies the dict and dispatches on the tag): the same records, the same stable tags.
-# A record the hand-written codec does not take (a field missing, as in a record written
-# before a defaulted field was added, or an unknown one) goes to the converter, which
-# fills the default or refuses it with its own error, as before.
-_HOOKS = {"task": codec.converter.get_structure_hook(Task), "host": codec.converter.get_structure_hook(Host)}
-
-
-def _decode_record(raw: bytes, tag: str, cls: type) -> Any:
-    data = orjson.loads(raw)
-    found = data.pop("type", None)
-    if found != tag:
-        raise ValueError(f"expected a {tag!r} record, found {found!r}")
-    if cls is Task:
-        try:
-            return codec.structure_task(data)
-        except Exception:
-            return _by_converter(raw, cls)
-    return _HOOKS[tag](data, cls)
-
-
-def _by_converter(raw: bytes, cls: type) -> Any:
-    """The converter's verdict on a record the hand-written codec did not take."""
-    data = orjson.loads(raw)
-    data.pop("type", None)
-    return _HOOKS[codec._TAG_OF[cls]](data, cls)
-
-
-def decode_task(raw: bytes) -> Task:
-    return _decode_record(raw, "task", Task)
+decode_task: Callable[[bytes], Task] = _decoder("task", Task)
+decode_host: Callable[[bytes], Host] = _decoder("host", Host)
 
 
 class TaskLoader:
     """Decodes the task records at start-up, structuring each distinct plan (and each
-    distinct set of requirements) once.
+    distinct set of requirements) once: `decode_task`, with those two fields shared.
 
     A backlog is mostly many tasks of a few plans, and structuring a plan is the larger
-    part of decoding a task. Records are immutable, so tasks decoded from the same plan
-    JSON can share one `Plan`. Tasks are structured by `codec.structure_task` (the
-    converter's result, by hand), with those two fields routed through a cache. Keep a
-    loader for one load: its caches grow with the distinct plans it saw.
+    part of decoding a task; records are immutable, so tasks decoded from the same plan
+    JSON can share one `Plan` (about a quarter less CPU at start-up, bench/RESULTS-records.md).
+    Keep a loader for one load: its caches grow with the distinct plans it saw.
     """
 
     def __init__(self) -> None:
-        def shared(structure):
-            cache: dict[bytes, Any] = {}
-            seen = 0
-
-            def structure_shared(data):
-                nonlocal seen
-                if seen < 0:  # sharing did not pay: every record structures its own
-                    return structure(data)
-                key = orjson.dumps(data)  # the same stored JSON gives the same record
-                found = cache.get(key)
-                if found is None:
-                    found = cache[key] = structure(data)
-                seen += 1
-                # After a few thousand records, stop keying if almost all were distinct
-                # (every task its own plan): the key costs more than it saves.
-                if seen == 4096 and len(cache) > 4096 - 512:
-                    cache.clear()
-                    seen = -1
-                return found
-
-            return structure_shared
-
-        self._plan = shared(codec.structure_plan)
-        self._requirements = shared(codec.structure_requirements)
+        structure = codec.converter.get_structure_hook
+        self._structure = codec.make_structure(
+            Task, plan=_shared(structure(Plan)), requirements=_shared(structure(Requirements))
+        )
 
     def __call__(self, raw: bytes) -> Task:
         data = orjson.loads(raw)
         found = data.pop("type", None)
         if found != "task":
             raise ValueError(f"expected a 'task' record, found {found!r}")
-        try:
-            return codec.structure_task(data, self._plan, self._requirements)
-        except Exception:
-            return _by_converter(raw, Task)
+        return self._structure(data)
 
 
-def decode_host(raw: bytes) -> Host:
-    return _decode_record(raw, "host", Host)
+def _shared(structure: Callable[..., Any]) -> Callable[[Any], Any]:
+    """`structure`, answering equal JSON with the same record."""
+    cache: dict[bytes, Any] = {}
+    seen = 0
+
+    def structure_shared(data: Any) -> Any:
+        nonlocal seen
+        if seen < 0:  # sharing did not pay: every record structures its own
+            return structure(data)
+        key = orjson.dumps(data)  # the same stored JSON gives the same record
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = structure(data)
+        seen += 1
+        # After a few thousand records, stop keying if almost all were distinct
+        # (every task its own plan): the key costs more than it saves.
+        if seen == 4096 and len(cache) > 4096 - 512:
+            cache.clear()
+            seen = -1
+        return found
+
+    return structure_shared
 
 
 def decode_event(raw: bytes) -> Event:

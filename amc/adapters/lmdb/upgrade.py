@@ -26,6 +26,33 @@ log = logging.getLogger("amc.store")
 
 UPGRADABLE = (b"1",)
 
+# The fields of the records a store keeps (a task and a host, and the records inside them)
+# at `layout.SCHEMA_VERSION`. A field added to or removed from a record changes the stored
+# JSON: it needs a new schema version, a step here that brings older stores forward, and the
+# new field list below. `tests/adapters/lmdb/test_upgrade.py` fails, naming the field, until
+# the list matches the records (keys are class names: a renamed class renames its key too).
+STORED_FIELDS: dict[str, tuple[str, ...]] = {
+    "Attempt": ("number", "host_id", "device", "lease_id", "lease_ms", "assigned_at", "lease_expires_at",
+                "dispatched_at", "renewals", "ended_at", "outcome"),
+    "Boundary": ("before_step",),
+    "Cancellation": ("state", "requested_at", "attempt", "delivered_at", "reason"),
+    "Device": ("serial", "attributes", "online", "reservation"),
+    "FollowUp": ("message_id", "text", "data"),
+    "Host": ("id", "updated_at", "devices"),
+    "Message": ("id", "intent", "text", "data", "state", "created_at", "attempt", "delivered_at", "admitted_at",
+                "completed_at", "boundary", "detail", "successor"),
+    "Plan": ("steps", "stages"),
+    "Requirements": ("serial", "attributes"),
+    "Reservation": ("task_id", "attempt"),
+    "Result": ("status", "attempt", "reason", "metadata", "steps", "recorded_at"),
+    "Stage": ("id", "steps"),
+    "Step": ("id", "action", "args"),
+    "StepOutcome": ("id", "status", "reason", "started_at", "ended_at", "output"),
+    "Task": ("id", "tenant", "status", "plan", "requirements", "priority", "max_attempts", "labels", "idempotency_key",
+             "created_at", "updated_at", "seq", "attempts", "cancellation", "result", "paused", "messages", "admissions",
+             "follow_up_of", "collected"),
+}
+
 
 def upgrade(path: Path, env: lmdb.Environment, meta) -> None:
     """Bring the store from schema 1 to `layout.SCHEMA_VERSION` in one transaction.

@@ -14,12 +14,13 @@ and only then are the callers' futures resolved. While the writer waits for the 
 (LMDB releases the GIL), callers keep queueing the next batch: group commit falls out of
 the queue, with no timer and no added latency for a lone caller.
 
-What goes into the transaction. The state's task and host dicts are `TrackedDict`s: the
-first time a batch replaces a record, the dict remembers the value it replaced. At the
-end of the batch, each changed record is encoded once, however many events touched it,
-and its index entries (listing, queue, leases) are diffed between the remembered and
-the current value, so an unchanged index entry costs nothing. Events get consecutive log
-sequence numbers; those that a task's history shows also get a `history` entry.
+What goes into the transaction. The writer opens the state's journal (`State.open_journal`)
+for the batch: the kernel notes there each record it replaces, with the value the record
+held before the batch. At the end of the batch, each record the journal names is encoded
+once, however many events touched it, and its index entries (listing, queue, leases) are
+diffed between that earlier and the current value, so an unchanged index entry costs
+nothing. Events get consecutive log sequence numbers; those that a task's history shows
+also get a `history` entry.
 
 A batch that produced no events (claims that found nothing, rejections) has nothing to
 make durable: its replies are released without a transaction. Every decision in it was
@@ -60,68 +61,12 @@ from amc.core.commands import Command, ExpireLeases
 from amc.core.events import HostRegistered
 from amc.core.history import HISTORY_TYPES
 from amc.core.lifecycle import TaskStatus
-from amc.core.state import State
+from amc.core.state import Journal, State
 from amc.service import Clock, ManualClock, stamp
 
 log = logging.getLogger("amc.store")
 
-ABSENT: Any = object()  # a key the dict did not hold before the batch
 _STOP: Any = object()
-
-
-class TrackedDict(dict):
-    """A dict that remembers, per batch, the value each key held before its first change.
-
-    The kernel changes records only by item assignment (records are frozen and replaced),
-    so this sees every change without the kernel knowing about storage.
-    """
-
-    __slots__ = ("before",)
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.before: dict = {}
-
-    def __setitem__(self, key, value) -> None:
-        before = self.before
-        if key not in before:
-            before[key] = dict.get(self, key, ABSENT)
-        dict.__setitem__(self, key, value)
-
-    def __delitem__(self, key) -> None:
-        before = self.before
-        if key not in before:
-            before[key] = dict.get(self, key, ABSENT)
-        dict.__delitem__(self, key)
-
-    def pop(self, key, *default):
-        if key in self:
-            value = self[key]
-            del self[key]
-            return value
-        return dict.pop(self, key, *default)
-
-    def setdefault(self, key, default=None):
-        if key not in self:
-            self[key] = default
-        return self[key]
-
-    def update(self, *args, **kwargs) -> None:
-        for key, value in dict(*args, **kwargs).items():
-            self[key] = value
-
-    def popitem(self):
-        raise TypeError("a TrackedDict does not support popitem")
-
-    def clear(self) -> None:
-        raise TypeError("a TrackedDict does not support clear")
-
-
-def track(state: State) -> State:
-    """Wrap the state's records in `TrackedDict`s (once, after loading)."""
-    state.tasks = TrackedDict(state.tasks)
-    state.hosts = TrackedDict(state.hosts)
-    return state
 
 
 class Work:
@@ -153,7 +98,9 @@ class _Poison(Exception):
 class _Prepared:
     """A decided batch: the replies, and the writes that make it durable."""
 
-    __slots__ = ("replies", "log_items", "history_items", "deletes", "puts", "meta", "last_seq", "last_time", "advanced")
+    __slots__ = (
+        "replies", "log_items", "history_items", "deletes", "puts", "meta", "last_seq", "last_time", "manual_now", "advanced"
+    )
 
     def __init__(self) -> None:
         self.replies: list[Any] = []
@@ -164,6 +111,7 @@ class _Prepared:
         self.meta: list[tuple[bytes, bytes]] = []
         self.last_seq = 0
         self.last_time = 0
+        self.manual_now = 0
         self.advanced = 0
 
     @property
@@ -293,17 +241,27 @@ class Writer:
     def _decide(self, batch: list[Work]) -> _Prepared:
         """Run the batch through the kernel and prepare its writes (no IO)."""
         state = self.state
-        tasks, hosts = state.tasks, state.hosts
-        assert isinstance(tasks, TrackedDict) and isinstance(hosts, TrackedDict)  # see `track`
-        tasks.before = {}
-        hosts.before = {}
         prepared = _Prepared()
-        replies = prepared.replies
-        log_items, history_items = prepared.log_items, prepared.history_items
-        encode, u64, task_key, shown = layout.encode, layout.u64, layout.task_key, HISTORY_TYPES
+        state.open_journal()
+        try:
+            self._run_batch(batch, prepared)
+        finally:
+            journal = state.close_journal()
+        if not prepared.empty:
+            self._prepare_records(prepared, journal)
+            prepared.meta.append((layout.META_LAST_TIME, layout.u64(prepared.last_time)))
+            if self.manual:
+                prepared.meta.append((layout.META_MANUAL_NOW, layout.u64(prepared.manual_now)))
+        return prepared
+
+    def _run_batch(self, batch: list[Work], prepared: _Prepared) -> None:
+        """Each command of the batch through the kernel, its events encoded for the log."""
+        state, tasks, replies = self.state, self.state.tasks, prepared.replies
         seq = self.next_seq - 1
         last_time = self.last_time
         manual_now = self.clock.now() if self.manual else 0
+        log_items, history_items = prepared.log_items, prepared.history_items
+        encode, u64, task_key, shown = layout.encode, layout.u64, layout.task_key, HISTORY_TYPES
         for index, work in enumerate(batch):
             try:
                 if work.advance_ms is not None:
@@ -329,15 +287,10 @@ class Writer:
             replies.append(reply)
         prepared.last_seq = seq
         prepared.last_time = last_time
-        if not prepared.empty:
-            self._prepare_records(prepared, tasks.before, hosts.before)
-            prepared.meta.append((layout.META_LAST_TIME, u64(last_time)))
-            if self.manual:
-                prepared.meta.append((layout.META_MANUAL_NOW, u64(manual_now)))
-        return prepared
+        prepared.manual_now = manual_now
 
-    def _prepare_records(self, prepared: _Prepared, tasks_before: dict, hosts_before: dict) -> None:
-        """Encode each changed record once, and diff its index entries."""
+    def _prepare_records(self, prepared: _Prepared, journal: Journal) -> None:
+        """Encode each record the journal names once, and diff its index entries."""
         store, encode_task, encode_host, task_key = self.store, layout.encode_task, layout.encode_host, layout.task_key
         tasks, hosts = self.state.tasks, self.state.hosts
         deletes = prepared.deletes
@@ -346,51 +299,36 @@ class Writer:
         listing_puts: list = []
         queue_puts: list = []
         lease_puts: list = []
-        for task_id, old in tasks_before.items():
-            new = dict.get(tasks, task_id, ABSENT)
-            if new is old:
-                continue
+        for task_id, old in journal.tasks.items():
+            new = tasks[task_id]
             key = task_id.encode()
-            if new is ABSENT:
-                deletes.append((store.tasks, task_key(old)))
-                deletes.append((store.task_ids, key))
-            else:
-                task_puts.append((task_key(new), encode_task(new)))
-                if old is ABSENT:
-                    task_id_puts.append((key, task_key(new)))
+            task_puts.append((task_key(new), encode_task(new)))
             # listing: every task once per scope; only the status scopes ever move
-            if old is ABSENT:
+            if old is None:
+                task_id_puts.append((key, task_key(new)))
                 listing_puts.extend((k, key) for k in layout.listing_keys(new))
-            elif new is ABSENT:
-                deletes.extend((store.listing, k) for k in layout.listing_keys(old))
             elif old.status != new.status:
                 deletes.extend((store.listing, k) for k in layout.status_listing_keys(old))
                 listing_puts.extend((k, key) for k in layout.status_listing_keys(new))
             # queue: queued tasks by priority, then age
-            old_rank = layout.queue_key(old) if old is not ABSENT and old.status == TaskStatus.queued else None
-            new_rank = layout.queue_key(new) if new is not ABSENT and new.status == TaskStatus.queued else None
+            old_rank = layout.queue_key(old) if old is not None and old.status == TaskStatus.queued else None
+            new_rank = layout.queue_key(new) if new.status == TaskStatus.queued else None
             if old_rank != new_rank:
                 if old_rank is not None:
                     deletes.append((store.queue, old_rank))
                 if new_rank is not None:
                     queue_puts.append((new_rank, key))
             # leases: active leases by expiry
-            old_lease = layout.lease_of(old) if old is not ABSENT else None
-            new_lease = layout.lease_of(new) if new is not ABSENT else None
+            old_lease = layout.lease_of(old) if old is not None else None
+            new_lease = layout.lease_of(new)
             if old_lease != new_lease:
                 if old_lease is not None:
                     deletes.append((store.leases, old_lease[0]))
                 if new_lease is not None:
                     lease_puts.append(new_lease)
         host_puts: list = []
-        for host_id, old in hosts_before.items():
-            new = dict.get(hosts, host_id, ABSENT)
-            if new is old:
-                continue
-            if new is ABSENT:
-                deletes.append((store.hosts, host_id.encode()))
-            else:
-                host_puts.append((host_id.encode(), encode_host(new)))
+        for host_id in journal.hosts:
+            host_puts.append((host_id.encode(), encode_host(hosts[host_id])))
         prepared.puts = {
             store.tasks: task_puts,
             store.task_ids: task_id_puts,
@@ -423,7 +361,7 @@ class Writer:
 
     def _reload(self) -> None:
         """Rebuild the state, the next log sequence number and the clock floor from disk."""
-        self.state = track(self.store.load_state())
+        self.state = self.store.load_state()
         with self.store.read() as txn:
             self.next_seq = self.store.last_log_seq(txn) + 1
             raw = txn.get(layout.META_LAST_TIME, db=self.store.meta)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import attrs
 import lmdb
+
+from amc.core.lifecycle import TaskStatus
 from click.testing import CliRunner
 
 from amc.adapters.lmdb import LmdbService, layout
@@ -39,7 +41,7 @@ def test_verify_names_each_difference(data_dir):
         with env.begin(write=True) as txn:
             key = txn.get(b"t1", db=task_ids)
             task = layout.decode_task(txn.get(key, db=tasks))
-            txn.put(key, layout.encode(attrs.evolve(task, status="done")), db=tasks)  # a record the log never made
+            txn.put(key, layout.encode(attrs.evolve(task, status=TaskStatus.done)), db=tasks)  # a record the log never made
             txn.delete(layout.listing_keys(task)[0], db=listing)
     result = CliRunner().invoke(store, ["verify", "--data", str(data_dir)])
     assert result.exit_code == 1

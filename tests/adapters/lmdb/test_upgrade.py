@@ -113,3 +113,20 @@ def test_an_upgrade_that_does_not_fit_the_map_grows_it(schema1_dir, answered):
     assert schema_of(schema1_dir) == str(layout.SCHEMA_VERSION).encode()
     with LmdbService.open(schema1_dir, clock="manual") as service:
         assert reads_of(service, answered) == answered
+
+
+def test_the_records_hold_the_fields_of_the_current_schema():
+    """A field added to a record (or removed) changes the stored JSON: it must come with a
+    new `layout.SCHEMA_VERSION`, its upgrade step, and `upgrade.STORED_FIELDS` updated."""
+    found, declared = codec.stored_fields(), upgrade.STORED_FIELDS
+    changes = []
+    for name in sorted(found.keys() | declared.keys()):
+        now, then = found.get(name, ()), declared.get(name, ())
+        changes += [f"{name}.{field} is new" for field in now if field not in then]
+        changes += [f"{name}.{field} is gone" for field in then if field not in now]
+        if not changes and now != then:
+            changes.append(f"{name}: the fields are in another order ({now})")
+    assert not changes, (
+        f"the stored records differ from schema {layout.SCHEMA_VERSION}: {changes}; bump layout.SCHEMA_VERSION, "
+        "add the step that upgrades older stores to upgrade.py, and update upgrade.STORED_FIELDS"
+    )

@@ -1,0 +1,85 @@
+"""Every field of every record the HTTP wire shows is either a member of its view or listed
+in `wire.NOT_SHOWN` with a reason: a field added to a record cannot silently miss the wire."""
+
+from __future__ import annotations
+
+import typing
+
+import attrs
+
+from amc.adapters.http import wire
+from amc.adapters.http.plan import plan_to_json
+from amc.core import records as rec
+
+STEP = rec.Step(id="s1", action="tap", args={"x": 1, "y": 2})
+OUTCOME = rec.StepOutcome(id="s1", status="failed", reason="r", started_at=1_000, ended_at=2_000, output="o")
+ATTEMPT = rec.Attempt(number=1, host_id="h", device="d", lease_id="L", lease_ms=30_000, assigned_at=1_000,
+                      lease_expires_at=31_000, dispatched_at=1_500, renewals=2, ended_at=3_000, outcome="failed")
+MESSAGE = rec.Message(id="m", intent="steer", text="t", data={"k": 1}, state="completed", created_at=1_000, attempt=1,
+                      delivered_at=1_100, admitted_at=1_200, completed_at=1_300,
+                      boundary=rec.Boundary(before_step="s1"), detail="d", successor="t2")
+FOLLOW_UP = rec.FollowUp(message_id="m", text="t", data={"k": 1})
+TASK = rec.Task(
+    id="t", tenant="a", status="failed", plan=rec.Plan(steps=(STEP,)),
+    requirements=rec.Requirements(serial="d", attributes={"model": "P7"}), priority=1, max_attempts=2,
+    labels={"l": "v"}, idempotency_key="k", created_at=1_000, updated_at=2_000, seq=7, attempts=(ATTEMPT,),
+    cancellation=rec.Cancellation(state="completed", requested_at=1_000, attempt=1, delivered_at=1_100, reason="r"),
+    result=rec.Result(status="failed", attempt=1, reason="reported", metadata={"m": 1}, steps=(OUTCOME,), recorded_at=3_000),
+    paused=True, messages=(MESSAGE,), admissions=("m",), follow_up_of="t0", collected=(FOLLOW_UP,),
+)
+HOST = rec.Host(id="h", updated_at=1_000, devices=(
+    rec.Device(serial="d", attributes={"model": "P7"}, online=False, reservation=rec.Reservation(task_id="t", attempt=1)),
+))
+STAGED = rec.Plan(stages=(rec.Stage(id="g", steps=(STEP,)),))
+
+# Each record and the views that show it (a record shown in two shapes: the union of both).
+VIEWS = {
+    rec.Task: [wire.task_view(TASK)],
+    rec.Attempt: [wire.attempt_view(ATTEMPT)],
+    rec.Cancellation: [wire.cancellation_view(TASK.cancellation)],
+    rec.Result: [wire.result_view(TASK.result)],
+    rec.StepOutcome: [wire.step_outcome_view(OUTCOME)],
+    rec.Message: [wire.message_view(MESSAGE)],
+    rec.Boundary: [wire.message_view(MESSAGE)["boundary"]],
+    rec.FollowUp: [wire.follow_up_view(FOLLOW_UP)],
+    rec.Requirements: [wire.task_view(TASK)["requirements"]],
+    rec.Plan: [plan_to_json(TASK.plan), plan_to_json(STAGED)],
+    rec.Stage: [plan_to_json(STAGED)["stages"][0]],
+    rec.Step: [plan_to_json(TASK.plan)["steps"][0]],
+    rec.Host: [wire.host_view(HOST)],
+    rec.Device: [wire.device_view(HOST.devices[0])],
+    rec.Reservation: [wire.device_view(HOST.devices[0])["reservation"]],
+}
+
+
+def unaccounted(cls: type) -> list[str]:
+    shown = {key for view in VIEWS[cls] for key in view}
+    return [f.name for f in attrs.fields(cls) if f.name not in shown and f.name not in wire.NOT_SHOWN.get(cls, {})]
+
+
+def test_every_record_field_is_on_the_wire_or_listed_as_not_shown():
+    problems = {cls.__name__: unaccounted(cls) for cls in VIEWS if unaccounted(cls)}
+    assert not problems, f"fields the wire neither shows nor lists in wire.NOT_SHOWN: {problems}"
+
+
+def test_the_not_shown_list_names_only_fields_that_exist_and_are_not_shown():
+    for cls, fields in wire.NOT_SHOWN.items():
+        names = {f.name for f in attrs.fields(cls)}
+        shown = {key for view in VIEWS[cls] for key in view}
+        assert set(fields) <= names, f"{cls.__name__}: wire.NOT_SHOWN lists fields it does not have"
+        assert not set(fields) & shown, f"{cls.__name__}: wire.NOT_SHOWN lists fields its view shows"
+
+
+def test_every_record_a_task_or_host_holds_has_its_view_checked_here():
+    seen, todo = set(), [rec.Task, rec.Host]
+    while todo:
+        cls = todo.pop()
+        if cls not in seen:
+            seen.add(cls)
+            for field in attrs.fields(attrs.resolve_types(cls)):
+                todo.extend(t for t in _types_in(field.type) if attrs.has(t))
+    assert seen <= VIEWS.keys(), f"records without a checked wire view: {sorted(c.__name__ for c in seen - VIEWS.keys())}"
+
+
+def _types_in(tp) -> list:
+    return [tp, *(inner for arg in typing.get_args(tp) for inner in _types_in(arg))]
