@@ -188,7 +188,7 @@ class OpenAPICheck:
             self._mismatch(method, template, status, f"content-type {response.content_type!r}, documented {media}",
                            request.path)
             return
-        errors = self._schema_errors(schema, response.data)
+        errors = list(dict.fromkeys(self._schema_errors(schema, response.data)))
         if errors:
             self._mismatch(method, template, status, "response: " + "; ".join(errors[:5]), request.path)
         if status == 405:
@@ -269,14 +269,22 @@ def _describe(error: Exception) -> str:
     cause = error.__cause__ or error
     schema_errors = list(getattr(cause, "schema_errors", None) or [])
     if schema_errors:
-        shown = "; ".join(_describe_schema_error(e) for e in schema_errors[:5])
+        shown = "; ".join(list(dict.fromkeys(_describe_schema_error(e) for e in schema_errors))[:5])
         return f"{type(cause).__name__}: {shown}"
     return " ".join(text.split())[:400]
 
 
 def _describe_schema_error(error: Any) -> str:
-    where = "/".join(str(p) for p in getattr(error, "absolute_path", [])) or "(top)"
-    return f"at {where}: {' '.join(str(getattr(error, 'message', error)).split())[:300]}"
+    """Where and what, the same for every instance of one mismatch (so that it is listed once):
+    array indexes read `*`, and the offending value is named by its type (but kept, when short,
+    where it is the point: a value outside an enum, a const or a pattern)."""
+    where = "/".join("*" if isinstance(p, int) else str(p) for p in getattr(error, "absolute_path", [])) or "(top)"
+    message = str(getattr(error, "message", error))
+    value = repr(getattr(error, "instance", None))
+    keep = len(value) <= 40 and getattr(error, "validator", None) in ("enum", "const", "pattern")
+    if message.startswith(value) and not keep:
+        message = f"<{type(error.instance).__name__}>{message[len(value):]}"
+    return f"at {where}: {' '.join(message.split())[:300]}"
 
 
 # ---------------------------------------------------------------------------------------
