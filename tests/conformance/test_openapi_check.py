@@ -152,9 +152,12 @@ def test_our_app_through_a_conformance_connection_matches_the_document(check):
         acme.list_tasks(limit=5)
         acme.call("GET", "/v1/tasks", params={"limit": 0}, expect=400)
         acme.submit_task(plan=PLAN, colour="red", expect=400)
+        acme.call("GET", "/v1/nothing", expect=404)
+        acme.call("DELETE", f"/v1/tasks/{task['id']}", expect=405)
     finally:
         connection.close()
         server.stop()
     assert check.mismatch_lines() == []
     assert {("GET", "/metrics", 200), ("POST", "/v1/tasks", 201), ("POST", "/v1/tasks", 400),
-            ("POST", "/v1/tasks/{task_id}/attempts/{attempt}/result", 200)} <= set(check.validated)
+            ("POST", "/v1/tasks/{task_id}/attempts/{attempt}/result", 200), ("GET", UNKNOWN_PATH, 404),
+            ("DELETE", "/v1/tasks/{task_id}", 405)} <= set(check.validated)
