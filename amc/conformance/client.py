@@ -22,8 +22,9 @@ import datetime as _dt
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any, Union
 
 import httpx
 
