@@ -308,7 +308,7 @@ class OpenAPIReport:
 
     @pytest.hookimpl(trylast=True)  # after -k/-m deselection: only when scenarios will run
     def pytest_collection_modifyitems(self, session, config, items) -> None:
-        if any("connection" in getattr(item, "fixturenames", ()) for item in items):
+        if any(_talks_to_the_target(item) for item in items):
             items.append(OpenAPICheckItem.from_parent(session, name=ITEM_NAME, check=self.check, report=self))
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
@@ -328,6 +328,14 @@ class OpenAPIReport:
             write(f"  known: {line}"[:400])
 
 
+SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+
+
+def _talks_to_the_target(item: pytest.Item) -> bool:
+    """A scenario, or any test that uses the suite's connection to the server."""
+    return "connection" in getattr(item, "fixturenames", ()) or SCENARIOS in Path(str(item.path)).resolve().parents
+
+
 class OpenAPICheckItem(pytest.Item):
     """Runs last: fails if any exchange of the run differed from the document."""
 
@@ -338,7 +346,9 @@ class OpenAPICheckItem(pytest.Item):
 
     def runtest(self) -> None:
         if not self.report.attached:
-            pytest.skip("no conformance scenario ran, so no exchange was checked")
+            unseen = ("the scenarios ran, but no `connection` fixture reached this check, so nothing was "
+                      "validated (was the suite's connection fixture renamed?)")
+            raise OpenAPIMismatch([unseen])
         known = self.report.known
         mismatches = self.check.mismatch_lines(lambda answer: answer not in known)
         if mismatches:
@@ -349,8 +359,7 @@ class OpenAPICheckItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, OpenAPIMismatch):
-            return "\n".join([f"{len(excinfo.value.lines)} mismatch(es) with {self.check.spec_path}:",
-                              *excinfo.value.lines])
+            return "\n".join([f"the exchanges of this run against {self.check.spec_path}:", *excinfo.value.lines])
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self):
