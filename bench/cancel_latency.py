@@ -47,6 +47,7 @@ import time
 import httpx
 
 from amc.sim import Simulator
+from amc.core.lifecycle import TERMINAL_STATUSES, TaskStatus
 from amc.core.times import from_rfc3339
 
 LISTENING = re.compile(r"listening on http://([\d.]+):(\d+)")
@@ -100,10 +101,9 @@ def one_run(api: httpx.Client, sim: Simulator, plan: dict, interval: float, rng:
     time.sleep(rng.uniform(0, interval))
     cancelled_at = time.time()
     api.post(f"/v1/tasks/{task_id}/cancel", json={})
-    task = wait_until(lambda: (t := api.get(f"/v1/tasks/{task_id}").json())["status"] in ("done", "failed",
-                                                                                          "cancelled") and t,
+    task = wait_until(lambda: (t := api.get(f"/v1/tasks/{task_id}").json())["status"] in TERMINAL_STATUSES and t,
                       60, "the report")
-    assert task["status"] == "cancelled", task["status"]
+    assert task["status"] == TaskStatus.cancelled, task["status"]
     records = sim.log(SERIAL)[seen:]
     if measure == "end":  # the end of the last device activity
         last = max((r.ended_at or r.started_at) for r in records)

@@ -33,6 +33,7 @@ from amc.core.commands import (
     StartAttempt,
     SubmitTask,
 )
+from amc.core.lifecycle import TERMINAL_STATUSES, TaskStatus
 from amc.core.records import DeviceSpec, Plan, Requirements, Step
 from amc.core.state import State
 
@@ -97,13 +98,13 @@ def workload(size: int) -> tuple[int, float, float]:
         for host, a in wave:
             if a.task_id in silent:
                 continue
-            status = "cancelled" if a.task_id in cancelled else "done"
+            status = TaskStatus.cancelled if a.task_id in cancelled else TaskStatus.done
             run(ReportResult(now=now, host_id=host, task_id=a.task_id, attempt=a.attempt, lease_id=a.lease_id, status=status))
         now += LEASE_MS
         run(ExpireLeases(now=now))  # the silent ones expire and are requeued
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     gc.enable()
-    unfinished = sum(t.status not in ("done", "cancelled", "failed") for t in state.tasks.values())
+    unfinished = sum(t.status not in TERMINAL_STATUSES for t in state.tasks.values())
     assert unfinished == 0, f"{unfinished} tasks did not finish"
     return count, seconds, cpu
 

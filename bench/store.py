@@ -50,6 +50,7 @@ from amc.adapters.lmdb import codec
 from amc.adapters.lmdb import LmdbService, layout
 from amc.core.commands import ClaimTask, RegisterHost, RenewLease, ReportResult, StartAttempt, SubmitTask
 from amc.core.kernel import Assignment
+from amc.core.lifecycle import TaskStatus
 from amc.core.records import DeviceSpec, Host, Plan, Step, Task
 from amc.service import MemoryService
 
@@ -105,7 +106,7 @@ async def lifecycle_loop(service: LmdbService, caller: int, stop_at: float, late
         await run(StartAttempt(**lease))
         await run(RenewLease(**lease))
         await run(RenewLease(**lease))
-        await run(ReportResult(**lease, status="done"))
+        await run(ReportResult(**lease, status=TaskStatus.done))
     return count
 
 
@@ -287,7 +288,7 @@ def startup(base: Path, tasks: int, opens: int, distinct_plans: bool) -> dict:
                 times.append(time.perf_counter() - started)
                 cpus.append(time.process_time() - cpu)
                 size = service.size_bytes()
-                unfinished = len(service.tasks(None, "queued", None, 1000).tasks)
+                unfinished = len(service.tasks(None, TaskStatus.queued, None, 1000).tasks)
         assert unfinished == 1000
         return {
             "seconds": statistics.median(times),

@@ -6,6 +6,7 @@ milliseconds), new ids, and a place to keep the events (here, a list).
 
 from amc.core import kernel
 from amc.core.commands import CancelTask, ClaimTask, RegisterHost, RenewLease, ReportResult, StartAttempt, SubmitTask
+from amc.core.lifecycle import CancellationState, TaskStatus
 from amc.core.records import DeviceSpec, Plan, Requirements, Step
 from amc.core.state import State
 
@@ -30,9 +31,9 @@ run(StartAttempt(now=now + 10, **host))
 run(CancelTask(now=now + 20, task_id="t1", tenant="acme"))  # in flight: recorded as pending
 renewal = run(RenewLease(now=now + 30, **host))
 assert renewal.cancel_requested                             # the host learns it at its next renewal
-run(ReportResult(now=now + 40, **host, status="cancelled"))
+run(ReportResult(now=now + 40, **host, status=TaskStatus.cancelled))
 
 task = state.tasks["t1"]
 print(task.status, task.cancellation.state, [type(e).__name__ for e in log])
-assert (task.status, task.cancellation.state) == ("cancelled", "completed")
+assert (task.status, task.cancellation.state) == (TaskStatus.cancelled, CancellationState.completed)
 assert kernel.replay(log) == state                          # the log alone rebuilds the state

@@ -33,8 +33,9 @@ def defined_ids() -> dict[str, bool]:
 
 
 def ids_in_tests() -> set[str]:
+    """The ids carried by amc's tests and by the conformance suite's scenarios."""
     ids: set[str] = set()
-    for path in ROOT.joinpath("tests").rglob("*.py"):
+    for path in [*ROOT.joinpath("tests").rglob("*.py"), *ROOT.joinpath("amc", "conformance").rglob("*.py")]:
         for group in MARKER.findall(path.read_text()):
             ids.update(re.findall(r"[A-Z][A-Z0-9-]*/s\d+", group))
     return ids

@@ -26,14 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 MUTANTS: dict[str, list[tuple[str, str, str]]] = {
     "expiry-with-pending-cancel-requeues": [(
         "amc/core/lifecycle.py",
-        '''        assigned.to(cancelled, cond="cancellation_pending")
-        | assigned.to(queued, cond="attempts_left")''',
-        '''        assigned.to(queued, cond="attempts_left")''',
+        '''        _.assigned.to(_.cancelled, cond="cancellation_pending")
+        | _.assigned.to(_.queued, cond="attempts_left")''',
+        '''        _.assigned.to(_.queued, cond="attempts_left")''',
     )],
     "cancel-of-done-task-succeeds": [(
         "amc/core/kernel.py",
-        '''    if task.status == "cancelled" or task.cancellation_pending:''',
-        '''    if task.status in ("cancelled", "done") or task.cancellation_pending:''',
+        '''    if task.status == TaskStatus.cancelled or task.cancellation_pending:''',
+        '''    if task.status in (TaskStatus.cancelled, TaskStatus.done) or task.cancellation_pending:''',
     )],
     "stale-attempt-report-accepted": [(
         "amc/core/kernel.py",
@@ -49,8 +49,8 @@ MUTANTS: dict[str, list[tuple[str, str, str]]] = {
     "renewal-at-expiry-succeeds": [
         # Both layers: the lease check itself, and the expiry that runs before every command.
         ("amc/core/decisions.py",
-         '''    if attempt.outcome == "expired" or now >= attempt.lease_expires_at:''',
-         '''    if attempt.outcome == "expired" or now > attempt.lease_expires_at:'''),
+         '''    if attempt.outcome == AttemptState.expired or now >= attempt.lease_expires_at:''',
+         '''    if attempt.outcome == AttemptState.expired or now > attempt.lease_expires_at:'''),
         ("amc/core/kernel.py",
          '''    if (next_expiry := state.leases.next_expiry()) is None or next_expiry > now:''',
          '''    if (next_expiry := state.leases.next_expiry()) is None or next_expiry >= now:'''),
@@ -60,16 +60,16 @@ MUTANTS: dict[str, list[tuple[str, str, str]]] = {
     ],
     "queued-cancel-allows-later-attempt": [(
         "amc/core/kernel.py",
-        '''    was_queued = task.status == "queued"
+        '''    was_queued = task.status == TaskStatus.queued
     task = replace(task, status=e.status, result=result, updated_at=e.at)''',
         '''    was_queued = False
     task = replace(task, status=e.status, result=result, updated_at=e.at)''',
     )],
     "repeated-cancel-records-second-request": [(
         "amc/core/kernel.py",
-        '''    if task.status == "cancelled" or task.cancellation_pending:
+        '''    if task.status == TaskStatus.cancelled or task.cancellation_pending:
         return Decision(reply=CancelAccepted(task.id, pending=task.cancellation_pending))''',
-        '''    if task.status == "cancelled":
+        '''    if task.status == TaskStatus.cancelled:
         return Decision(reply=CancelAccepted(task.id, pending=task.cancellation_pending))''',
     )],
     "renewal-drops-cancel-requested": [(
@@ -83,8 +83,8 @@ MUTANTS: dict[str, list[tuple[str, str, str]]] = {
     )],
     "claim-ignores-priority": [(
         "amc/core/state.py",
-        '''        heapq.heappush(groups[key][1], (-task.priority, task.seq, task.id))''',
-        '''        heapq.heappush(groups[key][1], (0, task.seq, task.id))''',
+        '''        heapq.heappush(self._heap(task.requirements, task.requirements.key()), (-task.priority, task.seq, task.id))''',
+        '''        heapq.heappush(self._heap(task.requirements, task.requirements.key()), (0, task.seq, task.id))''',
     )],
     "agent-reports-cancelled-on-lease-loss": [(
         "amc/core/execution.py",
@@ -95,7 +95,7 @@ MUTANTS: dict[str, list[tuple[str, str, str]]] = {
     "requeue-forgets-the-pause": [(
         "amc/core/kernel.py",
         '''    if task.claimable:  # a task paused in flight comes back held''',
-        '''    if task.status == "queued":''',
+        '''    if task.status == TaskStatus.queued:''',
     )],
     "skip-recalls-started-steps": [(
         "amc/core/steering.py",
@@ -104,12 +104,12 @@ MUTANTS: dict[str, list[tuple[str, str, str]]] = {
     )],
     "renewal-redelivers-acknowledged-messages": [(
         "amc/core/messages.py",
-        '''        elif m.state == "delivered" and m.attempt == number:''',
-        '''        elif m.state in ("delivered", "admitted") and m.attempt == number:''',
+        '''        elif m.state == MessageState.delivered and m.attempt == number:''',
+        '''        elif m.state in (MessageState.delivered, MessageState.admitted) and m.attempt == number:''',
     )],
     "follow-ups-dropped-when-done": [(
         "amc/core/messages.py",
-        '''    if follow_ups and status == "done":''',
+        '''    if follow_ups and status == TaskStatus.done:''',
         '''    if follow_ups and status == "never":''',
     )],
     "agent-applies-a-redelivered-message-again": [(

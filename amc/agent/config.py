@@ -16,7 +16,8 @@ class AgentConfig:
         token: the host's bearer token (role `host`, bound to `host_id`). Never logged.
         host_id: the host this agent registers and claims as.
         adb_host, adb_port: the adb server that sees the devices.
-        artifacts_dir: where screenshots go, one directory per task and attempt.
+        artifacts_dir: where step artifacts (screenshots, UI dumps, logcat excerpts) go, one
+            directory per task and attempt.
         lease_seconds: the lease length to ask for in claims; None takes the server's default.
         claim_wait_seconds: how long one claim long-polls (the server allows 0..30).
         scan_seconds: how often adb is asked which devices are attached.

@@ -141,6 +141,6 @@ class HostAgent:
         return asyncio.get_running_loop().run_in_executor(self.pool, function)
 
     def executor_for(self, assignment: ClaimedAttempt) -> AdbExecutor:
-        """An executor for one attempt, writing its screenshots under artifacts/<task>/<attempt>."""
+        """An executor for one attempt, writing its artifacts under artifacts/<task>/<attempt>."""
         artifacts = Path(self.config.artifacts_dir).resolve() / assignment.task_id / str(assignment.attempt)
         return AdbExecutor(self.adb, assignment.device, artifacts_dir=artifacts, policy=self.policy)

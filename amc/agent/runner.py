@@ -70,7 +70,7 @@ class TaskRunner:
         self.wake = wake
         self.on_boundary = on_boundary
         self.label = label
-        self.artifacts: dict[str, str] = {}  # step id -> screenshot path
+        self.artifacts: dict[str, str] = {}  # step id -> its artifact file (screenshot, ui_dump, logcat)
         self._pause_logged: Pause | None = None
 
     async def run(self) -> None:

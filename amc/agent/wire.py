@@ -20,6 +20,7 @@ import attrs
 import orjson
 
 from amc.core.execution import Acknowledgement, FinalReport
+from amc.core.lifecycle import MessageState
 from amc.core.records import Message, Plan, Stage, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms, to_rfc3339
 
@@ -84,7 +85,8 @@ def parse_message(data: dict[str, Any]) -> Message:
     if payload is not None and not isinstance(payload, dict):
         raise ValueError(f"message {data.get('id')!r}: data is not an object")
     return Message(id=str(data["id"]), intent=str(data["intent"]), text=data.get("text"), data=payload,
-                   state=str(data.get("state", "delivered")), created_at=from_rfc3339(data["created_at"]),
+                   state=MessageState(data.get("state", MessageState.delivered)),
+                   created_at=from_rfc3339(data["created_at"]),
                    attempt=data.get("attempt"))
 
 

@@ -20,7 +20,8 @@ COMMANDS: dict[str, str] = {
     "conformance": "amc.cli.conformance:conformance",
     "task": "amc.cli.task:task",
     "up": "amc.cli.up:up",
-    "demo": "amc.cli.demo:demo",
+    "demo": "amc.cli.demo.command:demo",
+    "tokens": "amc.cli.tokens:tokens",
 }
 
 

@@ -6,9 +6,10 @@ In the manner of hatch, every caller command (`amc task ...`, `amc host list`) g
 - output: `display_*` for people (rich, to stdout; errors and notes to stderr), and
   `display_json` for scripts when `--json` is given. In JSON mode stdout carries exactly one
   JSON document and nothing else, so `amc task show ID --json | jq .status` always works;
-- the connection: `--url`/`AMC_URL` and `--token`/`AMC_TOKEN`, with the token falling back to
-  the tokens file in `--data`/`AMC_DATA` (what `amc up` and `amc serve` write), resolved only
-  when a command first talks to the server, so `--help` never reads it;
+- the connection: `--url`/`AMC_URL` and `--token`/`AMC_TOKEN`, falling back to what the local
+  server wrote in `--data`/`AMC_DATA`: the URL it serves on (`server.json`, while it runs)
+  and the tokens file. Both are read only when a command first talks to the server, so
+  `--help` never reads them;
 - exits: `abort(message, code)` prints one line and exits with `code`. Every `ApiError` a
   command lets escape is turned into such a line by `caller_command`, with the exit code of
   its kind (`Exit` below), never a traceback.
@@ -26,7 +27,7 @@ from typing import Any, Callable, NoReturn
 
 import click
 
-from amc.cli.client import DEFAULT_URL, ApiClient, ApiError, Refused, Unreachable, local_token
+from amc.cli.client import DEFAULT_URL, SERVER_FILE, ApiClient, ApiError, Refused, Unreachable, local_token, local_url
 
 
 class Exit(enum.IntEnum):
@@ -73,13 +74,6 @@ def exit_code(error: ApiError) -> Exit:
     return Exit.FAILED
 
 
-def _hint(error: ApiError) -> str:
-    """What to try next, appended to the error line where there is an obvious next step."""
-    if isinstance(error, Unreachable):
-        return "; is `amc up` (or `amc serve`) running? Set --url or AMC_URL"
-    if isinstance(error, Refused) and error.status == 401:
-        return "; check --token or AMC_TOKEN"
-    return ""
 
 
 class Application:
@@ -87,15 +81,15 @@ class Application:
 
     Args:
         as_json: print one JSON document to stdout instead of tables and sentences.
-        url: the server's base URL.
+        url: the server's base URL; None: the local server's (`data`/server.json), else DEFAULT_URL.
         token: the bearer token; None reads the tokens file in `data` on first use.
-        data: the local data directory whose tokens file is the fallback.
+        data: the local data directory whose server record and tokens file are the fallbacks.
     """
 
-    def __init__(self, *, as_json: bool = False, url: str = DEFAULT_URL, token: str | None = None,
+    def __init__(self, *, as_json: bool = False, url: str | None = None, token: str | None = None,
                  data: Path = Path(".amc")):
         self.as_json = as_json
-        self.url = url
+        self._url = url
         self.data = data
         self._token = token
         self._client: ApiClient | None = None
@@ -103,6 +97,12 @@ class Application:
         self.err = make_console(stderr=True)
 
     # -- the connection ------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            self._url = local_url(self.data) or DEFAULT_URL
+        return self._url
 
     @property
     def client(self) -> ApiClient:
@@ -155,7 +155,30 @@ class Application:
         raise click.exceptions.Exit(int(code))
 
     def fail(self, error: ApiError) -> NoReturn:
-        self.abort(error.message + _hint(error), exit_code(error))
+        self.abort(error.message + self._hint(error), exit_code(error))
+
+    def _hint(self, error: ApiError) -> str:
+        """What to try next, appended to the error line where there is an obvious next step.
+
+        A refused token is most often a token sent to the wrong server (another amc on the
+        default port, say), so a 401 says where the local server of `--data` really listens.
+        """
+        local = local_url(self.data)
+        if isinstance(error, Unreachable):
+            if local is None:
+                return "; is `amc up` (or `amc serve`) running? Set --url or AMC_URL"
+            return f"; the server of {self.data} runs at {local}" if local != self.url else ""
+        if isinstance(error, Refused) and error.status == 401:
+            if self._token:
+                return f" (the server at {self.url} does not know the token of --token or AMC_TOKEN)"
+            if local is None:
+                return (f" (the server at {self.url} does not know the token of {self.data}/tokens.json, and no "
+                        f"server of {self.data} is running: no {self.data}/{SERVER_FILE}; set --url or AMC_URL)")
+            if local != self.url:
+                return (f" (the server at {self.url} does not know the token of {self.data}/tokens.json: "
+                        f"that is not the server of {self.data}, which runs at {local})")
+            return f" (the token in {self.data}/tokens.json was revoked? `amc tokens list --data {self.data}`)"
+        return ""
 
 
 # -- the options every caller command takes -------------------------------------------------
@@ -175,11 +198,12 @@ def caller_command(function: Callable) -> Callable:
     @click.option("--token", envvar="AMC_TOKEN", show_envvar=True,
                   help="Bearer token (client or admin). Default: the client token of DATA/tokens.json. "
                        "Prefer the environment variable: arguments are visible to other users.")
-    @click.option("--url", default=DEFAULT_URL, show_default=True, envvar="AMC_URL", show_envvar=True,
-                  help="Base URL of the control plane.")
+    @click.option("--url", envvar="AMC_URL", show_envvar=True,
+                  help=f"Base URL of the control plane. Default: the server running on DATA (DATA/{SERVER_FILE}, "
+                       f"written by amc up and amc serve), else {DEFAULT_URL}.")
     @click.pass_context
     @functools.wraps(function)
-    def wrapper(ctx: click.Context, as_json: bool, data: Path, token: str | None, url: str, **kwargs):
+    def wrapper(ctx: click.Context, as_json: bool, data: Path, token: str | None, url: str | None, **kwargs):
         app = Application(as_json=as_json, url=url, token=token, data=data)
         ctx.obj = app
         ctx.call_on_close(app.close)

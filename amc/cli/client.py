@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TOKENS_FILE = "tokens.json"  # inside the data directory, written by `amc serve` on its first start
+SERVER_FILE = "server.json"  # beside the tokens file while a server runs: its URL and process id
 
 
 class ApiError(Exception):
@@ -220,3 +221,49 @@ def local_token(data_dir: str | os.PathLike) -> str:
     if entry is None:
         raise ApiError(f"{path} has no client or admin token")
     return entry["token"]
+
+
+# -- where the local server listens ---------------------------------------------------------
+
+
+def write_server_file(directory: Path, url: str) -> Path | None:
+    """Record where this process serves, beside its tokens file; None if the directory is not writable."""
+    path = directory / SERVER_FILE
+    try:
+        temporary = path.with_name(f".{SERVER_FILE}.{os.getpid()}")
+        temporary.write_text(json.dumps({"url": url, "pid": os.getpid()}) + "\n", encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        return None
+    return path
+
+
+def remove_server_file(path: Path) -> None:
+    """Forget the record, if it is still this process's (a newer server may have replaced it)."""
+    try:
+        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def local_url(data_dir: str | os.PathLike) -> str | None:
+    """The URL of the server whose tokens file is in `data_dir`, if that server is still running."""
+    try:
+        record = json.loads((Path(data_dir) / SERVER_FILE).read_text(encoding="utf-8"))
+        url, pid = record["url"], record["pid"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(url, str) or not isinstance(pid, int) or not _alive(pid):
+        return None
+    return url
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True

@@ -7,6 +7,7 @@ of the store and the server happen inside the command, so `amc --help` opens not
 
 from __future__ import annotations
 
+import stat
 import sys
 import time
 from pathlib import Path
@@ -36,17 +37,22 @@ def _open_store(data: Path, clock: str, on_commit, store: str):
 
 
 def _tokens(data: Path, tokens_file: Path | None):
-    """The token table, and the path it came from; writes a first tokens file if there is none."""
-    from amc.adapters.http.auth import TokenFileError, TokenTable, write_initial_tokens
+    """The watched tokens file, and its path; writes a first tokens file if there is none."""
+    from amc.adapters.http import tokens_file as tokens_files
+    from amc.adapters.http.auth import TokenFile, TokenFileError
+    from amc.cli.client import TOKENS_FILE
 
-    path = tokens_file or data / "tokens.json"
+    path = tokens_file or data / TOKENS_FILE
     try:
         if tokens_file is None and not path.exists():
-            write_initial_tokens(path)
+            tokens_files.write_initial(path)
             click.echo(f"amc serve: wrote a tokens file (one admin, one client of tenant 'default', one host 'h1') to {path}")
-        return TokenTable.load(path), path
+        tokens = TokenFile(path)
     except TokenFileError as error:
         raise click.ClickException(str(error)) from None
+    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        click.echo(f"amc serve: warning: {path} can be read by other users; `chmod 600 {path}`", err=True)
+    return tokens, path
 
 
 @click.command()
@@ -58,7 +64,8 @@ def _tokens(data: Path, tokens_file: Path | None):
               show_envvar=True, help="Port to listen on (0: any free port; the port is printed).")
 @click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               envvar="AMC_TOKENS", show_envvar=True,
-              help="Tokens file (JSON list, see PROTOCOL.md). Default: DATA/tokens.json, written on the first start.")
+              help="Tokens file (JSON list, see specs/protocol.md). Default: DATA/tokens.json, written on the first "
+                   "start. Re-read when it changes (`amc tokens add|revoke`), no restart needed.")
 @click.option("--lease-seconds", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
               help="Lease length of a claim that asks for none.")
 @click.option("--min-lease-seconds", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
@@ -80,6 +87,7 @@ def serve(data, host, port, tokens_file, lease_seconds, min_lease_seconds, max_l
     from amc.adapters.http.metrics import Metrics
     from amc.adapters.http.server import AmcServer, config, listen_socket
     from amc.adapters.http.settings import Settings
+    from amc.cli.client import remove_server_file, write_server_file
 
     try:
         settings = Settings(
@@ -114,7 +122,14 @@ def serve(data, host, port, tokens_file, lease_seconds, min_lease_seconds, max_l
         click.echo("amc serve: serving from memory; nothing is durable", err=True)
     app = create_app(service, settings, tokens=tokens, metrics=metrics, close_service=True)
     shown = f"[{host}]" if ":" in host else host
-    click.echo(f"amc serve: tokens from {tokens_path}; {clock} clock; listening on http://{shown}:{port}")
-    sys.stdout.flush()
-    server = AmcServer(config(app, host, port, access_log=access_log, log_level=log_level), app)
-    server.run(sockets=[listener])
+    # Beside the tokens file, so the CLI that reads those tokens calls this server (any --port);
+    # written before the "listening" line, so whoever waits for that line finds it.
+    record = write_server_file(tokens_path.parent, f"http://{shown}:{port}")
+    try:
+        click.echo(f"amc serve: tokens from {tokens_path}; {clock} clock; listening on http://{shown}:{port}")
+        sys.stdout.flush()
+        server = AmcServer(config(app, host, port, access_log=access_log, log_level=log_level), app)
+        server.run(sockets=[listener])
+    finally:
+        if record is not None:
+            remove_server_file(record)

@@ -16,8 +16,7 @@ from pathlib import Path
 import click
 
 from amc.cli.app import EXIT_HELP, Application, Exit, caller_command
-
-STATUSES = ("queued", "assigned", "dispatched", "done", "failed", "cancelled")
+from amc.core.lifecycle import MessageState, TaskStatus
 
 
 @click.group(epilog=EXIT_HELP)
@@ -138,7 +137,7 @@ def show(app: Application, task_id: str) -> None:
 
 
 @task.command(name="list")
-@click.option("--status", type=click.Choice(STATUSES), help="Only tasks with this status.")
+@click.option("--status", type=click.Choice(tuple(TaskStatus)), help="Only tasks with this status.")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True,
               help="At most this many tasks (oldest first).")
 @click.option("--after", metavar="CURSOR", help="Continue after a previous listing (its `next`).")
@@ -332,7 +331,7 @@ def _pause_or_resume(app: Application, task_id: str, intent: str, text: str | No
 
     message = app.client.post_message(task_id, intent, text)
     task_name = f"[bold]{escape(task_id)}[/bold]"
-    if message["state"] == "completed":  # the task was queued: the server applied it in the request
+    if message["state"] == MessageState.completed:  # the task was queued: the server applied it in the request
         said = f"{task_name} is queued, so the server applied it at once: {escape(message.get('detail') or '')}."
     elif intent == "pause":
         said = (f"{task_name}'s host starts no new step from its next step boundary on, and keeps the lease; "
@@ -421,7 +420,8 @@ def _watch(app: Application, task_id: str, interval: float, timeout: float | Non
     from rich.markup import escape
     from rich.text import Text
 
-    from amc.cli.views import TERMINAL, event_text, steps_table, when, where
+    from amc.cli.views import event_text, steps_table, when, where
+    from amc.core.lifecycle import TERMINAL_STATUSES
 
     client = app.client
     began = time.monotonic()
@@ -446,7 +446,7 @@ def _watch(app: Application, task_id: str, interval: float, timeout: float | Non
                 last = events[-1]["type"] if events else "submitted"
                 status.update(f"{task_id}: {last} ({elapsed:.0f} s)")
             time.sleep(interval)
-    if found["status"] not in TERMINAL:  # cannot happen with an `ended` event; stay truthful anyway
+    if found["status"] not in TERMINAL_STATUSES:  # cannot happen with an `ended` event; stay truthful anyway
         found = client.task(task_id)
     if app.as_json:
         app.display_json(found)
@@ -456,5 +456,5 @@ def _watch(app: Application, task_id: str, interval: float, timeout: float | Non
             app.display(steps_table(result["steps"]))
         app.display(f"[bold]{task_id}[/bold] ended [bold]{found['status']}[/bold] ({result.get('reason')})"
                     + (f" on {escape(where(found))}" if found.get("attempts") else "") + ".")
-    if found["status"] != "done":
+    if found["status"] != TaskStatus.done:
         raise click.exceptions.Exit(Exit.FAILED)

@@ -13,12 +13,16 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from amc.core.lifecycle import MessageState, StepStatus, TaskStatus
+
 STATUS_STYLE = {
-    "queued": "cyan", "assigned": "blue", "dispatched": "bold blue",
-    "done": "green", "failed": "red", "cancelled": "yellow",
+    TaskStatus.queued: "cyan", TaskStatus.assigned: "blue", TaskStatus.dispatched: "bold blue",
+    TaskStatus.done: "green", TaskStatus.failed: "red", TaskStatus.cancelled: "yellow",
 }
-STEP_STYLE = {"completed": "green", "failed": "red", "interrupted": "magenta", "not_started": "dim", "refused": "red"}
-TERMINAL = ("done", "failed", "cancelled")
+STEP_STYLE = {
+    StepStatus.completed: "green", StepStatus.failed: "red", StepStatus.interrupted: "magenta",
+    StepStatus.not_started: "dim", StepStatus.refused: "red",
+}
 
 
 def _row(table: Table, *cells: Any) -> None:
@@ -171,8 +175,10 @@ def steps_table(steps: list[dict]) -> Table:
 
 # -- messages ---------------------------------------------------------------------------------
 
-MESSAGE_STYLE = {"queued": "cyan", "delivered": "blue", "admitted": "bold blue", "completed": "green",
-                 "rejected": "red", "not_admitted": "yellow"}
+MESSAGE_STYLE = {
+    MessageState.queued: "cyan", MessageState.delivered: "blue", MessageState.admitted: "bold blue",
+    MessageState.completed: "green", MessageState.rejected: "red", MessageState.not_admitted: "yellow",
+}
 
 
 def _step_count(steps: list) -> str:

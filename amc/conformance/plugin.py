@@ -14,7 +14,8 @@ Options (each also read from an environment variable, so a CI job can set them o
                               itself (ignored with --target-url); default manual
 
 The report: every test carries the requirement ids it checks (``@pytest.mark.req(...)``).
-At the end of the run the plugin lists every id of specs/requirement-ids.txt as passed,
+At the end of the run the plugin lists every id of the catalogue (`catalogue`, rendered from
+the repository's specs/requirement-ids.txt and shipped with the package) as passed,
 failed, skipped or not applicable, with the reason, prints that table and writes it as
 JSON. A requirement (``CANCEL-QUEUED``) takes the combined outcome of its own tests and
 its scenarios' (``CANCEL-QUEUED/s1``): failed if any failed, skipped if all were skipped,
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -37,8 +37,9 @@ from typing import Any
 
 import pytest
 
+from amc.conformance.catalogue import load as load_catalogue
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 PLUGIN_NAME = "amc-conformance-report"
 
 NOT_APPLICABLE = "a duty of the Host Agent, not a rule a server can be checked for"
@@ -85,6 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def register(config: pytest.Config) -> ConformanceReport:
     config.addinivalue_line("markers", "conformance_meta: a test of the conformance suite itself (not in the report)")
+    config.addinivalue_line("markers", "req(id): the requirement scenario ids this test checks")
     plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
     if plugin is None:
         plugin = ConformanceReport(config)
@@ -97,21 +99,8 @@ def register(config: pytest.Config) -> ConformanceReport:
 
 
 def catalogue() -> tuple[dict[str, str], set[str]]:
-    """Every requirement id with its title, and the ids of phase-later documents."""
-    titles: dict[str, str] = {}
-    listed = ROOT / "specs" / "requirement-ids.txt"
-    if listed.exists():
-        for line in listed.read_text().splitlines():
-            if line.strip() and not line.startswith("#"):
-                ident, _, title = line.partition(" ")
-                titles[ident] = title.strip()
-    later: set[str] = set()
-    heading = re.compile(r"^#{2,3} ([A-Z][A-Z0-9-]*(?:/s\d+)?): ", re.M)
-    for document in sorted((ROOT / "specs" / "requirements").glob("*.md")):
-        text = document.read_text()
-        if "Phase: later" in text:
-            later.update(heading.findall(text))
-    return titles, later
+    """Every requirement id with its title, and the ids of phase-later documents (packaged)."""
+    return load_catalogue()
 
 
 def parent(ident: str) -> str:
@@ -182,7 +171,7 @@ class ConformanceReport:
         every = list(titles) + sorted(set(tests_of) - set(titles))
         rows = []
         for ident in every:
-            row: dict[str, Any] = {"id": ident, "title": titles.get(ident, "(not in specs/requirement-ids.txt)")}
+            row: dict[str, Any] = {"id": ident, "title": titles.get(ident, "(not in the requirement catalogue)")}
             nodeids = list(dict.fromkeys(tests_of.get(ident, [])))
             tests = [
                 {"test": nodeid, "doc": self.doc_of.get(nodeid, ""),

@@ -11,6 +11,7 @@ from typing import Union
 
 import attrs
 
+from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.records import JSON, Boundary, DeviceSpec, Plan, Requirements, StepOutcome
 
 frozen = attrs.frozen(kw_only=True)
@@ -78,7 +79,7 @@ class ReportResult:
     task_id: str
     attempt: int
     lease_id: str
-    status: str  # done | failed | cancelled
+    status: TaskStatus  # done | failed | cancelled
     metadata: dict[str, JSON] = attrs.field(factory=dict)
     steps: tuple[StepOutcome, ...] | None = None
 
@@ -106,7 +107,7 @@ class AcknowledgeMessage:
     attempt: int
     lease_id: str
     message_id: str
-    state: str  # admitted | completed | rejected
+    state: MessageState  # admitted | completed | rejected
     boundary: Boundary | None = None
     detail: str | None = None
 
@@ -131,3 +132,18 @@ Command = Union[
     ExpireLeases,
 ]
 LeaseCommand = Union[StartAttempt, RenewLease, ReportResult, AcknowledgeMessage]
+
+# Each command's stable name: the store's log tags commands with it and metrics label them
+# with it, so it is part of the storage format. Add names, never change one.
+NAMES: dict[str, type[Command]] = {
+    "submit_task": SubmitTask,
+    "cancel_task": CancelTask,
+    "register_host": RegisterHost,
+    "claim_task": ClaimTask,
+    "start_attempt": StartAttempt,
+    "renew_lease": RenewLease,
+    "report_result": ReportResult,
+    "post_message": PostMessage,
+    "acknowledge_message": AcknowledgeMessage,
+    "expire_leases": ExpireLeases,
+}

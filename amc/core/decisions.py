@@ -15,6 +15,7 @@ import attrs
 from amc.core.commands import LeaseCommand
 from amc.core.errors import Code, Rejection
 from amc.core.events import Event
+from amc.core.lifecycle import AttemptState
 from amc.core.records import Attempt, Message, Plan, Task
 from amc.core.state import State
 
@@ -160,9 +161,9 @@ def check_ownership(task: Task, attempt: Attempt, c: LeaseCommand) -> Decision |
 
 def check_live(attempt: Attempt, now: int) -> Decision | None:
     """Lease checks 4-5: the attempt was not ended by a report, and its lease has not expired."""
-    if attempt.outcome not in (None, "expired"):
+    if attempt.outcome not in (None, AttemptState.expired):
         return reject(Code.lease_ended, f"attempt {attempt.number} already ended {attempt.outcome}")
-    if attempt.outcome == "expired" or now >= attempt.lease_expires_at:
+    if attempt.outcome == AttemptState.expired or now >= attempt.lease_expires_at:
         return reject(Code.lease_expired, f"the lease of attempt {attempt.number} expired")
     return None
 

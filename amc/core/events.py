@@ -10,6 +10,7 @@ from typing import Union
 
 import attrs
 
+from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.records import JSON, Boundary, DeviceSpec, FollowUp, Plan, Requirements, StepOutcome
 
 frozen = attrs.frozen(kw_only=True)
@@ -109,7 +110,7 @@ class TaskRequeued:
 class TaskEnded:
     at: int
     task_id: str
-    status: str  # done | failed | cancelled
+    status: TaskStatus  # done | failed | cancelled
     reason: str  # reported | cancelled_while_queued | lease_expired_with_cancellation | attempts_exhausted
     attempt: int | None
     metadata: dict[str, JSON] = attrs.field(factory=dict)
@@ -142,7 +143,7 @@ class MessageAcknowledged:
     task_id: str
     attempt: int
     message_id: str
-    state: str  # admitted | completed | rejected
+    state: MessageState  # admitted | completed | rejected
     boundary: Boundary | None = None
     detail: str | None = None
 

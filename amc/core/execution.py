@@ -64,6 +64,7 @@ import attrs
 
 from amc.core import steering
 from amc.core.errors import InvalidRequest
+from amc.core.lifecycle import MessageState, StepStatus, TaskStatus
 from amc.core.records import JSON, Boundary, Message, Plan, Step, StepOutcome
 
 
@@ -97,7 +98,7 @@ NO_PLANNER = (
 class FinalReport:
     """The terminal report's body, fixed once computed."""
 
-    status: str  # done | failed | cancelled
+    status: TaskStatus  # done | failed | cancelled
     steps: tuple[StepOutcome, ...]
     metadata: dict[str, JSON]
 
@@ -107,7 +108,7 @@ class Acknowledgement:
     """What the host tells the server about one message (POST .../messages/{message_id})."""
 
     message_id: str
-    state: str  # admitted | completed | rejected
+    state: MessageState  # admitted | completed | rejected
     boundary: Boundary | None = None  # admitted: where
     detail: str | None = None  # rejected: why
 
@@ -219,27 +220,28 @@ class Execution:
         if message.intent == "steer":
             why_not = self._steer(message, index)
             if why_not is None:
-                self._acknowledge(message.id, "admitted", boundary=boundary)
+                self._acknowledge(message.id, MessageState.admitted, boundary=boundary)
             else:
-                self._acknowledge(message.id, "rejected", detail=why_not)
+                self._acknowledge(message.id, MessageState.rejected, detail=why_not)
         elif message.intent == "pause":
             if self.paused:
-                self._acknowledge(message.id, "rejected",
+                self._acknowledge(message.id, MessageState.rejected,
                                   detail=f"the run is already paused by message {self.pauses[-1].message_id}")
             else:
                 self.pauses.append(Pause(message_id=message.id, before_step=boundary.before_step))
-                self._acknowledge(message.id, "admitted", boundary=boundary)
+                self._acknowledge(message.id, MessageState.admitted, boundary=boundary)
         elif message.intent == "resume":
             if not self.paused:
-                self._acknowledge(message.id, "rejected", detail="the run is not paused")
+                self._acknowledge(message.id, MessageState.rejected, detail="the run is not paused")
             else:
                 pause = self.pauses[-1]
                 pause.resumed_by = message.id
-                self._acknowledge(message.id, "admitted", boundary=boundary)
-                self._acknowledge(message.id, "completed")
-                self._acknowledge(pause.message_id, "completed")
+                self._acknowledge(message.id, MessageState.admitted, boundary=boundary)
+                self._acknowledge(message.id, MessageState.completed)
+                self._acknowledge(pause.message_id, MessageState.completed)
         else:
-            self._acknowledge(message.id, "rejected", detail=f"a host does not apply {message.intent} messages")
+            self._acknowledge(message.id, MessageState.rejected,
+                              detail=f"a host does not apply {message.intent} messages")
 
     def _steer(self, message: Message, index: int) -> str | None:
         """Apply a steer's edit at outline index `index`; None, or why it cannot be applied."""
@@ -260,34 +262,34 @@ class Execution:
         self._steers.append(message.id)
         return None
 
-    def _acknowledge(self, message_id: str, state: str, boundary: Boundary | None = None,
+    def _acknowledge(self, message_id: str, state: MessageState, boundary: Boundary | None = None,
                      detail: str | None = None) -> None:
         self.outbox.append(Acknowledgement(message_id=message_id, state=state, boundary=boundary, detail=detail))
 
     # -- steps ------------------------------------------------------------------------------
 
     def step_completed(self, now: int, output: str | None = None) -> None:
-        self._end_step("completed", now, output=output)
+        self._end_step(StepStatus.completed, now, output=output)
 
     def step_failed(self, now: int, reason: str, output: str | None = None) -> None:
-        self._end_step("failed", now, reason=reason, output=output)
+        self._end_step(StepStatus.failed, now, reason=reason, output=output)
         self.request_stop(StopReason.step_failed, reason)
 
     def step_refused(self, now: int, reason: str) -> None:
-        self._end_step("refused", now, reason=reason)
+        self._end_step(StepStatus.refused, now, reason=reason)
         self.request_stop(StopReason.step_refused, reason)
 
     def step_lost(self, now: int, reason: str) -> None:
         """The running step's outcome is unknown (its device went away): it is
         ``interrupted``, never ``completed`` or ``failed``, and the run stops."""
         self.request_stop(StopReason.step_lost, reason)
-        self._end_step("interrupted", now, reason=reason)
+        self._end_step(StepStatus.interrupted, now, reason=reason)
 
     def step_interrupted(self, now: int, reason: str | None = None) -> None:
         """The running step was stopped, or its outcome is unknown."""
-        self._end_step("interrupted", now, reason=reason or NOT_STARTED_BECAUSE.get(self.stop, "unknown"))
+        self._end_step(StepStatus.interrupted, now, reason=reason or NOT_STARTED_BECAUSE.get(self.stop, "unknown"))
 
-    def _end_step(self, status: str, now: int, reason: str | None = None, output: str | None = None) -> None:
+    def _end_step(self, status: StepStatus, now: int, reason: str | None = None, output: str | None = None) -> None:
         step = self.running
         assert step is not None, "no step is running"
         self.outcomes[step.id] = StepOutcome(
@@ -299,7 +301,7 @@ class Execution:
     def _checkpoint(self, step: Step) -> None:
         for stage in self.plan.stages or ():
             if stage.steps[-1].id == step.id and all(
-                self.outcomes.get(s.id) and self.outcomes[s.id].status == "completed" for s in stage.steps
+                self.outcomes.get(s.id) and self.outcomes[s.id].status == StepStatus.completed for s in stage.steps
             ):
                 self.checkpoints.append(stage.id)
 
@@ -322,15 +324,15 @@ class Execution:
             reason = PAUSED if self.paused else NOT_STARTED_BECAUSE.get(self.stop, "not_reached")
             steps = tuple(self._outcome(entry, reason) for entry in self.outline)
             live = [outcome for outcome, entry in zip(steps, self.outline) if entry.removed_by is None]
-            if all(outcome.status == "completed" for outcome in live):
-                status = "done"  # it finished before any stop could take effect
+            if all(outcome.status == StepStatus.completed for outcome in live):
+                status = TaskStatus.done  # it finished before any stop could take effect
             elif self.stop is StopReason.cancelled:
-                status = "cancelled"
+                status = TaskStatus.cancelled
             else:
-                status = "failed"
+                status = TaskStatus.failed
             self._report = FinalReport(status=status, steps=steps, metadata=self._metadata())
             for message_id in self._steers:
-                self._acknowledge(message_id, "completed")
+                self._acknowledge(message_id, MessageState.completed)
         return self._report
 
     def _outcome(self, entry: steering.Entry, reason: str) -> StepOutcome:
@@ -338,8 +340,8 @@ class Execution:
         if outcome is not None:
             return outcome
         if entry.removed_by is not None:
-            return StepOutcome(id=entry.step.id, status="not_started", reason=steering.STEERED)
-        return StepOutcome(id=entry.step.id, status="not_started", reason=reason)
+            return StepOutcome(id=entry.step.id, status=StepStatus.not_started, reason=steering.STEERED)
+        return StepOutcome(id=entry.step.id, status=StepStatus.not_started, reason=reason)
 
     def _metadata(self) -> dict[str, JSON]:
         metadata: dict[str, JSON] = {}

@@ -38,6 +38,7 @@ from amc.core.commands import (
     StartAttempt,
     SubmitTask,
 )
+from amc.core.lifecycle import MessageState, StepStatus, TaskStatus
 from amc.core.records import Boundary, DeviceSpec, Plan, Step, StepOutcome, Task
 from amc.core.state import State
 from amc.core.steering import STEERED, attempt_outline, planned_step_ids
@@ -110,7 +111,7 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
             yield f"start {tag}", StartAttempt(**lease)
             yield f"renew {tag}", RenewLease(**lease)
             steps = _steps_of(task, attempt.number) if scope.messages else None
-            for status in ("done", "failed", "cancelled"):
+            for status in (TaskStatus.done, TaskStatus.failed, TaskStatus.cancelled):
                 yield f"report {status} {tag}", ReportResult(**lease, status=status, steps=steps)
             if scope.messages:
                 yield from _acknowledgements(task, attempt.number, lease, tag)
@@ -120,8 +121,8 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
 def _steps_of(task: Task, number: int) -> tuple[StepOutcome, ...]:
     """Every step of the attempt's plan completed, but those a correction removed."""
     return tuple(
-        StepOutcome(id=e.step.id, status="not_started", reason=STEERED) if e.removed_by
-        else StepOutcome(id=e.step.id, status="completed")
+        StepOutcome(id=e.step.id, status=StepStatus.not_started, reason=STEERED) if e.removed_by
+        else StepOutcome(id=e.step.id, status=StepStatus.completed)
         for e in attempt_outline(task, number)
     )
 
@@ -135,9 +136,9 @@ def _acknowledgements(task: Task, number: int, lease: dict, tag: str) -> Iterato
         ack = dict(lease, message_id=m.id)
         for before in boundaries:
             yield f"admit {m.id} before {before} {tag}", AcknowledgeMessage(
-                **ack, state="admitted", boundary=Boundary(before_step=before))
-        yield f"complete {m.id} {tag}", AcknowledgeMessage(**ack, state="completed")
-        yield f"reject {m.id} {tag}", AcknowledgeMessage(**ack, state="rejected", detail="cannot")
+                **ack, state=MessageState.admitted, boundary=Boundary(before_step=before))
+        yield f"complete {m.id} {tag}", AcknowledgeMessage(**ack, state=MessageState.completed)
+        yield f"reject {m.id} {tag}", AcknowledgeMessage(**ack, state=MessageState.rejected, detail="cannot")
 
 
 def fingerprint(state: State, now: int) -> tuple:

@@ -23,6 +23,7 @@ from amc.core.events import (
     TaskRequeued,
     TaskSubmitted,
 )
+from amc.core.lifecycle import MessageState
 from amc.core.records import JSON
 
 HISTORY_TYPES: dict[type, str] = {
@@ -74,7 +75,7 @@ def history_data(event: Event) -> dict[str, JSON]:
             return {"attempt": event.attempt, "message_id": event.message_id, "state": event.state,
                     "boundary": boundary, "detail": event.detail}
         case MessageApplied():
-            return {"message_id": event.message_id, "state": "completed", "by": "server"}
+            return {"message_id": event.message_id, "state": MessageState.completed, "by": "server"}
         case FollowUpsCollected():
             return {"successor": event.successor_id, "message_ids": list(event.message_ids)}
     raise TypeError(f"{type(event).__name__} is not shown in histories")

@@ -12,14 +12,28 @@ left open on an ended task) and 11 (each collected follow-up is in exactly one s
 
 from __future__ import annotations
 
-from amc.core.lifecycle import ACTIVE_STATUSES, TERMINAL_STATUSES
+from amc.core.lifecycle import (
+    ACTIVE_STATUSES,
+    TERMINAL_STATUSES,
+    CancellationState,
+    MessageState,
+    StepStatus,
+    TaskStatus,
+)
 from amc.core.records import Message, Task
 from amc.core.state import State
 from amc.core.steering import planned_step_ids
 
-STEP_STATUSES = frozenset({"completed", "failed", "interrupted", "not_started", "refused"})
+STEP_STATUSES = frozenset(StepStatus)
 # How far along its lifecycle each message state is; a message never moves to a lower rank.
-MESSAGE_RANK = {"queued": 0, "delivered": 1, "admitted": 2, "completed": 3, "rejected": 3, "not_admitted": 3}
+MESSAGE_RANK = {
+    MessageState.queued: 0,
+    MessageState.delivered: 1,
+    MessageState.admitted: 2,
+    MessageState.completed: 3,
+    MessageState.rejected: 3,
+    MessageState.not_admitted: 3,
+}
 
 
 def violations(state: State, previous: State | None = None, now: int | None = None) -> list[str]:
@@ -58,7 +72,9 @@ def _task_violations(task: Task) -> list[str]:
     if len(task.attempts) > task.max_attempts:
         found.append(f"I1: task {task.id} has {len(task.attempts)} attempts, max {task.max_attempts}")
     # 4. cancelled only if a cancellation was requested (and it is then completed)
-    if task.status == "cancelled" and (task.cancellation is None or task.cancellation.state != "completed"):
+    if task.status == TaskStatus.cancelled and (
+        task.cancellation is None or task.cancellation.state != CancellationState.completed
+    ):
         found.append(f"I4: task {task.id} is cancelled with cancellation {task.cancellation}")
     # 5. a task cancelled while queued never got an attempt afterwards
     if task.cancellation is not None and task.cancellation.attempt is None:
@@ -68,10 +84,14 @@ def _task_violations(task: Task) -> list[str]:
     # 6. a cancellation is pending exactly while the task has not ended
     if task.cancellation_pending and task.status not in ACTIVE_STATUSES:
         found.append(f"I6: task {task.id} is {task.status} with a cancellation pending")
-    if task.cancellation is not None and task.cancellation.state != "pending" and task.status not in TERMINAL_STATUSES:
+    if (
+        task.cancellation is not None
+        and task.cancellation.state != CancellationState.pending
+        and task.status not in TERMINAL_STATUSES
+    ):
         found.append(f"I6: task {task.id} is {task.status} with cancellation {task.cancellation.state}")
     # 6. only a host's report can overtake a pending cancellation; an expiry never drops it
-    if task.cancellation is not None and task.cancellation.state == "unfulfilled" and (
+    if task.cancellation is not None and task.cancellation.state == CancellationState.unfulfilled and (
         task.result is None or task.result.reason != "reported"
     ):
         found.append(f"I6: task {task.id}'s cancellation went unfulfilled without a report ({task.result})")
@@ -117,15 +137,15 @@ def _message_problem(m: Message) -> str | None:
         return "has a delivery time without an attempt, or the reverse"
     if m.intent == "follow_up" and m.attempt is not None:
         return "is a follow-up that went to a host"
-    if m.state == "delivered" and m.delivered_at is None:
+    if m.state == MessageState.delivered and m.delivered_at is None:
         return "was never delivered"
-    if m.state in ("admitted", "completed") and m.admitted_at is None:
+    if m.state in (MessageState.admitted, MessageState.completed) and m.admitted_at is None:
         return "has no admission time"
-    if m.state == "completed" and m.completed_at is None:
+    if m.state == MessageState.completed and m.completed_at is None:
         return "has no completion time"
-    if m.state == "rejected" and not m.detail:
+    if m.state == MessageState.rejected and not m.detail:
         return "says nothing about why"
-    if (m.successor is not None) != (m.intent == "follow_up" and m.state == "admitted"):
+    if (m.successor is not None) != (m.intent == "follow_up" and m.state == MessageState.admitted):
         return "names a successor without being a collected follow-up, or the reverse"
     return None
 

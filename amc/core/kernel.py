@@ -25,6 +25,7 @@ from __future__ import annotations
 import attrs
 
 from amc.core import lifecycle, messages, steering
+from amc.core.lifecycle import AttemptState, CancellationState, StepStatus, TaskStatus
 from amc.core.commands import (
     AcknowledgeMessage,
     CancelTask,
@@ -146,23 +147,23 @@ def _cancel(state: State, c: CancelTask) -> Decision:
     task = visible_task(state, c.task_id, c.tenant)
     if task is None:
         return reject(Code.not_found, f"no task {c.task_id!r}")
-    if task.status == "cancelled" or task.cancellation_pending:
+    if task.status == TaskStatus.cancelled or task.cancellation_pending:
         return Decision(reply=CancelAccepted(task.id, pending=task.cancellation_pending))
     status = lifecycle.target(lifecycle.TASK, task.status, "request_cancel")
     if status is None:
         return reject(Code.task_terminal, f"task {task.id!r} already ended {task.status}")
-    if status == "cancelled":  # it was queued: settle it here and now
+    if status == TaskStatus.cancelled:  # it was queued: settle it here and now
         events = (
             CancellationRequested(at=c.now, task_id=task.id, attempt=None, reason=c.reason),
             TaskEnded(
                 at=c.now,
                 task_id=task.id,
-                status="cancelled",
+                status=TaskStatus.cancelled,
                 reason="cancelled_while_queued",
                 attempt=None,
             ),
         )
-        events += messages.settle_messages(state, task, c.now, "cancelled")
+        events += messages.settle_messages(state, task, c.now, TaskStatus.cancelled)
         return Decision(events=events, reply=CancelAccepted(task.id, pending=False))
     request = CancellationRequested(
         at=c.now, task_id=task.id, attempt=task.current.number, reason=c.reason
@@ -247,7 +248,7 @@ def _renew(state: State, c: RenewLease) -> Decision:
     return _grant(task, attempt, c.now, status, expires_at, renewed)
 
 
-def _grant(task: Task, attempt: Attempt, now: int, status: str, expires_at: int, extended: Event) -> Decision:
+def _grant(task: Task, attempt: Attempt, now: int, status: TaskStatus, expires_at: int, extended: Event) -> Decision:
     """A start or renewal response. The first one to carry a pending cancellation delivers
     it; every one carries the messages the host has not acknowledged (queued ones become
     delivered to this attempt)."""
@@ -283,7 +284,7 @@ def _report(state: State, c: ReportResult) -> Decision:
     refusal = check_ownership(task, attempt, c)
     if refusal is not None:
         return refusal
-    if attempt.outcome not in (None, "expired"):
+    if attempt.outcome not in (None, AttemptState.expired):
         # Ended by a report: the identical report again is answered as recorded.
         recorded = task.result
         if (recorded.status, recorded.metadata, recorded.steps) == (c.status, c.metadata, c.steps):
@@ -326,7 +327,7 @@ def _steps_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> s
             f" ({len(planned)} planned, first difference at {_first_difference(planned, reported)})"
         )
     for i, outcome in enumerate(steps):
-        steered = outcome.status == "not_started" and outcome.reason == steering.STEERED
+        steered = outcome.status == StepStatus.not_started and outcome.reason == steering.STEERED
         if steered != (outcome.id in removed):
             was, should = ("removed", "not_started with reason steered") if outcome.id in removed else (
                 "not removed", "its own outcome")
@@ -350,11 +351,11 @@ def _expire(state: State, now: int) -> Decision:
         events.append(LeaseExpired(at=expires_at, task_id=task_id, attempt=number))
         guards = {"cancellation_pending": task.cancellation_pending, "attempts_left": task.attempts_left}
         status = lifecycle.target(lifecycle.TASK, task.status, "expire", guards)
-        if status == "queued":
+        if status == TaskStatus.queued:
             events.append(TaskRequeued(at=expires_at, task_id=task_id))
             events.extend(messages.requeue_messages(task, number, expires_at))
         else:
-            reason = "lease_expired_with_cancellation" if status == "cancelled" else "attempts_exhausted"
+            reason = "lease_expired_with_cancellation" if status == TaskStatus.cancelled else "attempts_exhausted"
             events.append(
                 TaskEnded(at=expires_at, task_id=task_id, status=status, reason=reason, attempt=number)
             )
@@ -399,7 +400,7 @@ def _apply_cancellation_requested(state: State, e: CancellationRequested) -> Non
     task = state.tasks[e.task_id]
     # Recorded pending either way; a queued task's TaskEnded follows at once and completes it.
     cancellation = Cancellation(
-        state=lifecycle.target(lifecycle.CANCELLATION, "none", "request"),
+        state=lifecycle.target(lifecycle.CANCELLATION, CancellationState.none, "request"),
         requested_at=e.at,
         attempt=e.attempt,
         reason=e.reason,
@@ -417,7 +418,7 @@ def _apply_expired(state: State, e: LeaseExpired) -> None:
 
 
 def _apply_requeued(state: State, e: TaskRequeued) -> None:
-    task = replace(state.tasks[e.task_id], status="queued", updated_at=e.at)
+    task = replace(state.tasks[e.task_id], status=TaskStatus.queued, updated_at=e.at)
     state.tasks[task.id] = task
     if task.claimable:  # a task paused in flight comes back held
         state.queue.push(task)
@@ -427,7 +428,7 @@ def _apply_submitted(state: State, e: TaskSubmitted) -> None:
     task = Task(
         id=e.task_id,
         tenant=e.tenant,
-        status="queued",
+        status=TaskStatus.queued,
         plan=e.plan,
         requirements=e.requirements,
         priority=e.priority,
@@ -492,8 +493,8 @@ def _apply_ended(state: State, e: TaskEnded) -> None:
     if e.reason == "reported":
         task = _end_attempt(state, task, f"report_{e.status}", e.at)
     if task.cancellation_pending:
-        event = "task_cancelled" if e.status == "cancelled" else "task_finished"
-        settled = lifecycle.target(lifecycle.CANCELLATION, "pending", event)
+        event = "task_cancelled" if e.status == TaskStatus.cancelled else "task_finished"
+        settled = lifecycle.target(lifecycle.CANCELLATION, CancellationState.pending, event)
         task = replace(task, cancellation=replace(task.cancellation, state=settled))
     result = Result(
         status=e.status,
@@ -503,14 +504,14 @@ def _apply_ended(state: State, e: TaskEnded) -> None:
         steps=e.steps,
         recorded_at=e.at,
     )
-    was_queued = task.status == "queued"
+    was_queued = task.status == TaskStatus.queued
     task = replace(task, status=e.status, result=result, updated_at=e.at)
     state.tasks[task.id] = task
     if was_queued:
         state.queue.clean(task.requirements, state.tasks)
 
 
-def _update_attempt(state: State, task: Task, at: int, status: str | None = None, **changes) -> Task:
+def _update_attempt(state: State, task: Task, at: int, status: TaskStatus | None = None, **changes) -> Task:
     attempt = replace(task.attempts[-1], **changes)
     task = replace(
         task, attempts=task.attempts[:-1] + (attempt,), status=status or task.status, updated_at=at

@@ -34,9 +34,12 @@ only place that decides which moves a command makes.
     The server admits a message itself only where no host is involved: a pause or resume
     of a queued task (hold and release) and follow-ups collected into a successor.
 
-The declarations below, written with python-statemachine, are the source of truth: the
-diagrams and tables in ``specs/lifecycles/`` are rendered from them. But driving a
-python-statemachine instance costs hundreds of microseconds per transition, so the kernel
+The states of each machine are an enum declared here (`TaskStatus`, `AttemptState`,
+`CancellationState`, `MessageState`; and `StepStatus`, which is no machine); every other
+module names a state by its member, never by its string. The declarations below, written
+with python-statemachine from those enums, are the source of truth: the diagrams and
+tables in ``specs/lifecycles/`` are rendered from them. But driving a python-statemachine
+instance costs hundreds of microseconds per transition, so the kernel
 never does. At import time, `transition_table` flattens each declaration into a plain dict
 ``(state, event) -> [(guards, target), ...]`` and the kernel looks moves up with `target`.
 A failed lookup is an illegal move. ``tests/model/test_lifecycle.py`` drives the
@@ -49,12 +52,78 @@ so a guard has one meaning in both worlds.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 
-from statemachine import State, StateMachine
+from statemachine import StateMachine
+from statemachine.states import States
+
+# --- the states, one enum per lifecycle --------------------------------------------------
+#
+# Each is a StrEnum, so a member equals its wire (and storage) string and serializes as it:
+# the codecs write "queued", never an enum repr. The member names are the values themselves
+# because python-statemachine names each state after its member (`States.from_enum`): the
+# state id, the member and the wire string are then one word.
+
+
+class _WireState(enum.StrEnum):
+    """Shown as its wire string, also by repr: a message or a record's repr that names a
+    state reads ``'done'``, as the protocol writes it, not ``<TaskStatus.done: 'done'>``."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class TaskStatus(_WireState):
+    queued = "queued"
+    assigned = "assigned"
+    dispatched = "dispatched"
+    done = "done"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+class AttemptState(_WireState):
+    """An attempt's state; an ended attempt's `outcome` is one of the final ones."""
+
+    leased = "leased"
+    running = "running"
+    done = "done"
+    failed = "failed"
+    cancelled = "cancelled"
+    expired = "expired"
+
+
+class CancellationState(_WireState):
+    """``none`` is the state before any request; a stored cancellation is never in it."""
+
+    none = "none"
+    pending = "pending"
+    completed = "completed"
+    unfulfilled = "unfulfilled"
+
+
+class MessageState(_WireState):
+    queued = "queued"
+    delivered = "delivered"
+    admitted = "admitted"
+    completed = "completed"
+    rejected = "rejected"
+    not_admitted = "not_admitted"
+
+
+class StepStatus(_WireState):
+    """How one step of a reported result ended. Not a machine: a step is reported once, at the end."""
+
+    completed = "completed"
+    failed = "failed"
+    interrupted = "interrupted"
+    not_started = "not_started"
+    refused = "refused"
+
 
 Guard = tuple[str, bool]  # (predicate name, the value it must have)
-Move = tuple[tuple[Guard, ...], str]  # (guards, target state)
+Move = tuple[tuple[Guard, ...], enum.StrEnum]  # (guards, target state)
 Table = dict[tuple[str, str], tuple[Move, ...]]
 
 
@@ -78,85 +147,81 @@ class _Guarded(StateMachine):
 class TaskLifecycle(_Guarded):
     """The status of a task."""
 
-    queued = State(initial=True)
-    assigned = State()
-    dispatched = State()
-    done = State(final=True)
-    failed = State(final=True)
-    cancelled = State(final=True)
-
-    claim = queued.to(assigned)
-    start = assigned.to(dispatched) | dispatched.to.itself(internal=True)
-    renew = assigned.to.itself(internal=True) | dispatched.to.itself(internal=True)
-    request_cancel = (
-        queued.to(cancelled)
-        | assigned.to.itself(internal=True)
-        | dispatched.to.itself(internal=True)
+    _ = States.from_enum(
+        TaskStatus, initial=TaskStatus.queued, final=(TaskStatus.done, TaskStatus.failed, TaskStatus.cancelled)
     )
-    report_done = assigned.to(done) | dispatched.to(done)
-    report_failed = assigned.to(failed) | dispatched.to(failed)
-    report_cancelled = assigned.to(cancelled, cond="cancellation_pending") | dispatched.to(
-        cancelled, cond="cancellation_pending"
+
+    claim = _.queued.to(_.assigned)
+    start = _.assigned.to(_.dispatched) | _.dispatched.to.itself(internal=True)
+    renew = _.assigned.to.itself(internal=True) | _.dispatched.to.itself(internal=True)
+    request_cancel = (
+        _.queued.to(_.cancelled)
+        | _.assigned.to.itself(internal=True)
+        | _.dispatched.to.itself(internal=True)
+    )
+    report_done = _.assigned.to(_.done) | _.dispatched.to(_.done)
+    report_failed = _.assigned.to(_.failed) | _.dispatched.to(_.failed)
+    report_cancelled = _.assigned.to(_.cancelled, cond="cancellation_pending") | _.dispatched.to(
+        _.cancelled, cond="cancellation_pending"
     )
     expire = (
-        assigned.to(cancelled, cond="cancellation_pending")
-        | assigned.to(queued, cond="attempts_left")
-        | assigned.to(failed)
-        | dispatched.to(cancelled, cond="cancellation_pending")
-        | dispatched.to(queued, cond="attempts_left")
-        | dispatched.to(failed)
+        _.assigned.to(_.cancelled, cond="cancellation_pending")
+        | _.assigned.to(_.queued, cond="attempts_left")
+        | _.assigned.to(_.failed)
+        | _.dispatched.to(_.cancelled, cond="cancellation_pending")
+        | _.dispatched.to(_.queued, cond="attempts_left")
+        | _.dispatched.to(_.failed)
     )
 
 
 class AttemptLifecycle(_Guarded):
     """One attempt (a lease on one device) of a task."""
 
-    leased = State(initial=True)
-    running = State()
-    done = State(final=True)
-    failed = State(final=True)
-    cancelled = State(final=True)
-    expired = State(final=True)
+    _ = States.from_enum(
+        AttemptState,
+        initial=AttemptState.leased,
+        final=(AttemptState.done, AttemptState.failed, AttemptState.cancelled, AttemptState.expired),
+    )
 
-    start = leased.to(running) | running.to.itself(internal=True)
-    renew = leased.to.itself(internal=True) | running.to.itself(internal=True)
-    report_done = leased.to(done) | running.to(done)
-    report_failed = leased.to(failed) | running.to(failed)
-    report_cancelled = leased.to(cancelled) | running.to(cancelled)
-    expire = leased.to(expired) | running.to(expired)
+    start = _.leased.to(_.running) | _.running.to.itself(internal=True)
+    renew = _.leased.to.itself(internal=True) | _.running.to.itself(internal=True)
+    report_done = _.leased.to(_.done) | _.running.to(_.done)
+    report_failed = _.leased.to(_.failed) | _.running.to(_.failed)
+    report_cancelled = _.leased.to(_.cancelled) | _.running.to(_.cancelled)
+    expire = _.leased.to(_.expired) | _.running.to(_.expired)
 
 
 class CancellationLifecycle(_Guarded):
     """The cancellation request of a task, if any."""
 
-    none = State(initial=True)
-    pending = State()
-    completed = State(final=True)
-    unfulfilled = State(final=True)
+    _ = States.from_enum(
+        CancellationState,
+        initial=CancellationState.none,
+        final=(CancellationState.completed, CancellationState.unfulfilled),
+    )
 
-    request = none.to(pending)
-    deliver = pending.to.itself(internal=True)
-    task_cancelled = pending.to(completed)
-    task_finished = pending.to(unfulfilled)
+    request = _.none.to(_.pending)
+    deliver = _.pending.to.itself(internal=True)
+    task_cancelled = _.pending.to(_.completed)
+    task_finished = _.pending.to(_.unfulfilled)
 
 
 class MessageLifecycle(_Guarded):
     """A message sent to a task (steer, follow-up, pause, resume)."""
 
-    queued = State(initial=True)
-    delivered = State()
-    admitted = State()
-    completed = State(final=True)
-    rejected = State(final=True)
-    not_admitted = State(final=True)
+    _ = States.from_enum(
+        MessageState,
+        initial=MessageState.queued,
+        final=(MessageState.completed, MessageState.rejected, MessageState.not_admitted),
+    )
 
-    deliver = queued.to(delivered)
+    deliver = _.queued.to(_.delivered)
     # From queued: the server applies it itself (a pause or resume of a queued task, a
     # follow-up collected into its successor); from delivered: the host applied it.
-    admit = queued.to(admitted) | delivered.to(admitted)
-    complete = admitted.to(completed)
-    reject = delivered.to(rejected)
-    drop = queued.to(not_admitted) | delivered.to(not_admitted)
+    admit = _.queued.to(_.admitted) | _.delivered.to(_.admitted)
+    complete = _.admitted.to(_.completed)
+    reject = _.delivered.to(_.rejected)
+    drop = _.queued.to(_.not_admitted) | _.delivered.to(_.not_admitted)
 
 
 def transition_table(machine: type[StateMachine]) -> Table:
@@ -168,14 +233,18 @@ def transition_table(machine: type[StateMachine]) -> Table:
                 (spec.attr_name, bool(spec.expected_value)) for spec in transition.cond
             )
             for event in transition.events:
-                table.setdefault((state.id, str(event)), []).append(
-                    (guards, transition.target.id)
+                table.setdefault((state.value, str(event)), []).append(
+                    (guards, transition.target.value)
                 )
     return {key: tuple(moves) for key, moves in table.items()}
 
 
-def final_states(machine: type[StateMachine]) -> frozenset[str]:
-    return frozenset(state.id for state in machine.states if state.final)
+def initial_state(machine: type[StateMachine]) -> enum.StrEnum:
+    return machine.initial_state.value
+
+
+def final_states(machine: type[StateMachine]) -> frozenset[enum.StrEnum]:
+    return frozenset(state.value for state in machine.states if state.final)
 
 
 def events_of(machine: type[StateMachine]) -> tuple[str, ...]:
@@ -188,10 +257,10 @@ CANCELLATION = transition_table(CancellationLifecycle)
 MESSAGE = transition_table(MessageLifecycle)
 
 TERMINAL_STATUSES = final_states(TaskLifecycle)
-ACTIVE_STATUSES = frozenset({"assigned", "dispatched"})
+ACTIVE_STATUSES = frozenset({TaskStatus.assigned, TaskStatus.dispatched})
 
 
-def target(table: Table, state: str, event: str, guards: Mapping[str, bool] = {}) -> str | None:
+def target(table: Table, state: str, event: str, guards: Mapping[str, bool] = {}) -> enum.StrEnum | None:
     """The state that `event` moves `state` to, or None when the move is illegal.
 
     The first move whose guards all hold wins, as in the declaration.
@@ -205,7 +274,7 @@ def target(table: Table, state: str, event: str, guards: Mapping[str, bool] = {}
     return None
 
 
-def drive(machine: type[_Guarded], state: str, event: str, guards: Mapping[str, bool] = {}) -> str:
+def drive(machine: type[_Guarded], state: str, event: str, guards: Mapping[str, bool] = {}) -> enum.StrEnum:
     """Run one event through the python-statemachine declaration itself (slow; tests only).
 
     Raises `statemachine.exceptions.TransitionNotAllowed` for an illegal move.
@@ -213,4 +282,4 @@ def drive(machine: type[_Guarded], state: str, event: str, guards: Mapping[str, 
     instance = machine(guards=guards, start=state)
     instance.send(event)
     (current,) = instance.configuration
-    return current.id
+    return current.value

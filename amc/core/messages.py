@@ -18,6 +18,7 @@ from __future__ import annotations
 import attrs
 
 from amc.core import lifecycle, steering
+from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.commands import AcknowledgeMessage, PostMessage
 from amc.core.decisions import (
     AcknowledgementRecorded,
@@ -45,7 +46,7 @@ from amc.core.state import State
 
 INTENTS = ("steer", "follow_up", "pause", "resume")
 # An acknowledged state, and the `MessageLifecycle` event that reaches it.
-ACKNOWLEDGEMENTS = {"admitted": "admit", "completed": "complete", "rejected": "reject"}
+ACKNOWLEDGEMENTS = {MessageState.admitted: "admit", MessageState.completed: "complete", MessageState.rejected: "reject"}
 
 # ---------------------------------------------------------------------------------------
 # decide
@@ -66,11 +67,11 @@ def post(state: State, c: PostMessage) -> Decision:
     )
     accepted = MessageAccepted(task.id, c.message_id)
     if task.status in lifecycle.TERMINAL_STATUSES:
-        if c.intent == "follow_up" and task.status == "done":  # the later turn starts at once
+        if c.intent == "follow_up" and task.status == TaskStatus.done:  # the later turn starts at once
             events = _collect(state, task, c.now, (FollowUp(message_id=c.message_id, text=c.text, data=c.data),))
             return Decision(events=(posted, *events), reply=attrs.evolve(accepted, successor_id=events[0].successor_id))
         return reject(Code.task_terminal, f"task {task.id!r} already ended {task.status}")
-    if task.status == "queued" and c.intent in ("pause", "resume"):  # hold or release, here and now
+    if task.status == TaskStatus.queued and c.intent in ("pause", "resume"):  # hold or release, here and now
         applied = MessageApplied(at=c.now, task_id=task.id, message_id=c.message_id)
         return Decision(events=(posted, applied), reply=accepted)
     return Decision(events=(posted,), reply=accepted)
@@ -107,10 +108,10 @@ def acknowledge(state: State, c: AcknowledgeMessage) -> Decision:
         return reject(Code.not_found, f"task {task.id!r} has no message {c.message_id!r}")
     if c.state not in ACKNOWLEDGEMENTS:
         return reject(Code.invalid_request, f"state: must be one of {', '.join(ACKNOWLEDGEMENTS)}")
-    if c.state == "admitted" and c.boundary is None:
+    if c.state == MessageState.admitted and c.boundary is None:
         return reject(Code.invalid_request,
                       'boundary: an admitted message names its boundary, {"before_step": step id or null}')
-    if c.state == "rejected" and not c.detail:
+    if c.state == MessageState.rejected and not c.detail:
         return reject(Code.invalid_request, "detail: a rejected message says why it could not be applied")
     refusal = check_ownership(task, attempt, c) or check_live(attempt, c.now)
     if refusal is not None:
@@ -121,7 +122,7 @@ def acknowledge(state: State, c: AcknowledgeMessage) -> Decision:
         return Decision(reply=AcknowledgementRecorded(task.id, message.id, repeated=True))
     if lifecycle.target(lifecycle.MESSAGE, message.state, ACKNOWLEDGEMENTS[c.state]) is None:
         return reject(Code.message_conflict, f"message {message.id} is {message.state}; it cannot become {c.state}")
-    if c.state == "admitted":
+    if c.state == MessageState.admitted:
         conflict = _admission_conflict(task, attempt, message, c.boundary.before_step)
         if conflict is not None:
             return reject(Code.message_conflict, conflict)
@@ -162,16 +163,16 @@ def carried_messages(task: Task, number: int, now: int) -> tuple[tuple[Message, 
     for m in task.messages:
         if m.intent == "follow_up":
             continue  # a follow-up waits on the task; no host is asked to apply it
-        if m.state == "queued":
+        if m.state == MessageState.queued:
             target = lifecycle.target(lifecycle.MESSAGE, m.state, "deliver")
             carried.append(replace(m, state=target, attempt=number, delivered_at=now))
             fresh.append(m.id)
-        elif m.state == "delivered" and m.attempt == number:
+        elif m.state == MessageState.delivered and m.attempt == number:
             carried.append(m)
     return tuple(carried), tuple(fresh)
 
 
-def settle_messages(state: State, task: Task, at: int, status: str) -> tuple[Event, ...]:
+def settle_messages(state: State, task: Task, at: int, status: TaskStatus) -> tuple[Event, ...]:
     """The task ends `status`: waiting follow-ups become its successor if it is done, and
     every other message not yet applied is not admitted."""
     follow_ups = tuple(
@@ -179,11 +180,11 @@ def settle_messages(state: State, task: Task, at: int, status: str) -> tuple[Eve
         for m in task.messages
         if m.open and m.intent == "follow_up"
     )
-    dropped = tuple(m.id for m in task.messages if m.open and (m.intent != "follow_up" or status != "done"))
+    dropped = tuple(m.id for m in task.messages if m.open and (m.intent != "follow_up" or status != TaskStatus.done))
     events: tuple[Event, ...] = ()
     if dropped:
         events += (MessagesNotAdmitted(at=at, task_id=task.id, message_ids=dropped),)
-    if follow_ups and status == "done":
+    if follow_ups and status == TaskStatus.done:
         events += _collect(state, task, at, follow_ups)
     return events
 
@@ -213,14 +214,14 @@ def _collect(state: State, task: Task, at: int, follow_ups: tuple[FollowUp, ...]
 def requeue_messages(task: Task, number: int, at: int) -> tuple[Event, ...]:
     """Attempt `number` expired and the task is queued again: what it was given and did not
     apply is not admitted; pauses and resumes it never received the server applies itself."""
-    dropped = tuple(m.id for m in task.messages if m.state == "delivered" and m.attempt == number)
+    dropped = tuple(m.id for m in task.messages if m.state == MessageState.delivered and m.attempt == number)
     events: tuple[Event, ...] = ()
     if dropped:
         events += (MessagesNotAdmitted(at=at, task_id=task.id, message_ids=dropped),)
     events += tuple(
         MessageApplied(at=at, task_id=task.id, message_id=m.id)
         for m in task.messages
-        if m.state == "queued" and m.intent in ("pause", "resume")
+        if m.state == MessageState.queued and m.intent in ("pause", "resume")
     )
     return events
 
@@ -250,7 +251,9 @@ def successor_plan(follow_ups: tuple[FollowUp, ...]) -> Plan:
 
 def apply_posted(state: State, e: MessagePosted) -> None:
     task = state.tasks[e.task_id]
-    message = Message(id=e.message_id, intent=e.intent, text=e.text, data=e.data, state="queued", created_at=e.at)
+    message = Message(
+        id=e.message_id, intent=e.intent, text=e.text, data=e.data, state=MessageState.queued, created_at=e.at
+    )
     state.tasks[task.id] = replace(task, messages=task.messages + (message,), updated_at=e.at)
 
 
@@ -260,12 +263,12 @@ def apply_delivered(state: State, e: MessagesDelivered) -> None:
 
 def apply_acknowledged(state: State, e: MessageAcknowledged) -> None:
     event = ACKNOWLEDGEMENTS[e.state]
-    if e.state == "admitted":
+    if e.state == MessageState.admitted:
         task = _update_messages(state, e.task_id, (e.message_id,), event, e.at, admitted_at=e.at, boundary=e.boundary)
         intent = task.message(e.message_id).intent
         paused = task.paused if intent not in ("pause", "resume") else intent == "pause"
         state.tasks[task.id] = replace(task, admissions=task.admissions + (e.message_id,), paused=paused)
-    elif e.state == "completed":
+    elif e.state == MessageState.completed:
         _update_messages(state, e.task_id, (e.message_id,), event, e.at, completed_at=e.at)
     else:
         _update_messages(state, e.task_id, (e.message_id,), event, e.at, detail=e.detail)

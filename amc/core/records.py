@@ -10,6 +10,8 @@ from typing import Any
 
 import attrs
 
+from amc.core.lifecycle import AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
+
 JSON = Any  # a value that came from JSON (dict, list, str, int, float, bool, None)
 
 frozen = attrs.frozen(kw_only=True)
@@ -61,7 +63,7 @@ class Requirements:
 @frozen
 class StepOutcome:
     id: str
-    status: str  # completed | failed | interrupted | not_started | refused
+    status: StepStatus
     reason: str | None = None
     started_at: int | None = None
     ended_at: int | None = None
@@ -80,23 +82,23 @@ class Attempt:
     dispatched_at: int | None = None
     renewals: int = 0
     ended_at: int | None = None
-    outcome: str | None = None  # None while active; done | failed | cancelled | expired
+    outcome: AttemptState | None = None  # None while active; then one of the final states
 
     @property
     def active(self) -> bool:
         return self.outcome is None
 
     @property
-    def state(self) -> str:
+    def state(self) -> AttemptState:
         """This attempt's state in `AttemptLifecycle`."""
         if self.outcome is not None:
             return self.outcome
-        return "leased" if self.dispatched_at is None else "running"
+        return AttemptState.leased if self.dispatched_at is None else AttemptState.running
 
 
 @frozen
 class Cancellation:
-    state: str  # pending | completed | unfulfilled
+    state: CancellationState  # never none: no request is no record
     requested_at: int
     attempt: int | None
     delivered_at: int | None = None
@@ -105,7 +107,7 @@ class Cancellation:
 
 @frozen
 class Result:
-    status: str  # done | failed | cancelled
+    status: TaskStatus  # a final one
     attempt: int | None
     reason: str  # reported | cancelled_while_queued | lease_expired_with_cancellation | attempts_exhausted
     metadata: dict[str, JSON] = attrs.field(factory=dict)
@@ -128,7 +130,7 @@ class Message:
     intent: str  # steer | follow_up | pause | resume
     text: str | None
     data: dict[str, JSON] | None
-    state: str  # queued | delivered | admitted | completed | rejected | not_admitted
+    state: MessageState
     created_at: int
     attempt: int | None = None  # the attempt it was delivered to
     delivered_at: int | None = None
@@ -141,7 +143,7 @@ class Message:
     @property
     def open(self) -> bool:
         """Not yet applied or settled: queued or delivered."""
-        return self.state in ("queued", "delivered")
+        return self.state in (MessageState.queued, MessageState.delivered)
 
 
 @frozen
@@ -157,7 +159,7 @@ class FollowUp:
 class Task:
     id: str
     tenant: str
-    status: str
+    status: TaskStatus
     plan: Plan
     requirements: Requirements
     priority: int
@@ -179,11 +181,11 @@ class Task:
 
     @property
     def held(self) -> bool:
-        return self.paused and self.status == "queued"
+        return self.paused and self.status == TaskStatus.queued
 
     @property
     def claimable(self) -> bool:
-        return self.status == "queued" and not self.paused
+        return self.status == TaskStatus.queued and not self.paused
 
     def message(self, message_id: str) -> Message | None:
         for message in self.messages:
@@ -202,7 +204,7 @@ class Task:
 
     @property
     def cancellation_pending(self) -> bool:
-        return self.cancellation is not None and self.cancellation.state == "pending"
+        return self.cancellation is not None and self.cancellation.state == CancellationState.pending
 
     @property
     def attempts_left(self) -> bool:

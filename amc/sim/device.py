@@ -1,7 +1,9 @@
 """One simulated device: the state both front ends (smart socket and adbd) share.
 
-A `SimDevice` owns the device's mutable state (foreground app, typed text, files,
-connection state, fault flags), its process table and its command log. The front ends
+A `SimDevice` owns the device's mutable state (foreground app and back stack, typed text,
+files, connection state, fault flags), its process table, its command log and its logcat
+ring. Navigation (`open_activity`, `back`, `home`, `force_stop`) lives here because it
+changes several of those at once and writes the log lines a real system_server would. The front ends
 turn requests into `start_shell()` / sync calls and register a "drop" callback for each
 live stream, so that `disconnect()` can cut them all the way a pulled cable would.
 """
@@ -14,11 +16,16 @@ import threading
 from typing import Callable
 
 from .log import CommandLog
+from .logcat import LogcatRing
 from .process import Hangup, Killed, OutputSink, SimProcess
+from .screens import Screen, current_screen
 from .shell import Shell
-from .spec import SimDeviceSpec
+from .spec import LAUNCHER, SimDeviceSpec
 
 STATES = ("device", "offline", "unauthorized", "absent")
+
+SYSTEM_SERVER_PID = 1100  # as `ps` lists it
+LAUNCH_MILLISECONDS = 250  # the "Displayed ... +Nms" figure: fixed, so runs are reproducible
 
 _RELEASE_BY_SDK = {34: "14", 33: "13", 32: "12L", 31: "12", 30: "11", 29: "10", 28: "9"}
 
@@ -59,10 +66,14 @@ class SimDevice:
         self._drops: dict[int, Callable[[], None]] = {}
         self._drop_ids = itertools.count(1)
         # Screen-visible state, changed by the `input`, `am` and `monkey` programs.
-        self.foreground: str | None = None  # "package/activity"
+        self.foreground: str | None = None  # "package/activity"; None is the home screen
+        self.back_stack: list[str] = []  # what BACK returns to, newest last
         self.input_events: list[str] = []
         self.typed_text = ""
         self.files: dict[str, bytes] = {}
+        self.logcat = LogcatRing()
+        self._app_pids: dict[str, int] = {}
+        self.logcat.log("I", "ActivityManager", "System now ready", pid=SYSTEM_SERVER_PID, buffer="system")
 
     # --- connection state and faults ----------------------------------------------
 
@@ -109,6 +120,57 @@ class SimDevice:
             self._drops.clear()
         for drop in drops:
             drop()
+
+    # --- screen and navigation ----------------------------------------------------
+
+    def screen(self) -> Screen:
+        """What the screen shows now (its UI tree; see `screens`)."""
+        with self._lock:
+            return current_screen(self.spec, self.foreground, self.typed_text)
+
+    def open_activity(self, component: str) -> None:
+        """Bring `component` ("package/activity", known to the spec) to the front, as `am start` does."""
+        package = component.split("/")[0]
+        system = dict(pid=SYSTEM_SERVER_PID, buffer="system")
+        with self._lock:
+            self.logcat.log("I", "ActivityTaskManager", f"START u0 {{cmp={component}}} from uid 2000", **system)
+            if package not in self._app_pids:
+                pid = self._app_pids[package] = self._next_pid()
+                self.logcat.log("I", "ActivityManager", f"Start proc {pid}:{package}/{self._app_uid(package)} "
+                                f"for activity {{{component}}}", **system)
+            current = self.foreground or LAUNCHER
+            if current != component:
+                if current != LAUNCHER:  # an empty back stack already returns home
+                    self.back_stack.append(current)
+                self.foreground = component
+            self.logcat.log("I", "ActivityTaskManager", f"Displayed {component}: +{LAUNCH_MILLISECONDS}ms", **system)
+
+    def back(self) -> None:
+        """The BACK key: return to the previous activity, or to the home screen."""
+        with self._lock:
+            self.foreground = self.back_stack.pop() if self.back_stack else LAUNCHER
+
+    def home(self) -> None:
+        with self._lock:
+            self.back_stack.clear()
+            self.foreground = LAUNCHER
+
+    def force_stop(self, package: str) -> None:
+        """`am force-stop`: its activities leave the screen and the back stack, its process ends."""
+        with self._lock:
+            pid = self._app_pids.pop(package, None)
+            if pid is not None:
+                self.logcat.log("I", "ActivityManager", f"Killing {pid}:{package}/{self._app_uid(package)} "
+                                f"(adj 0): stop {package} due to from pid 0", pid=SYSTEM_SERVER_PID, buffer="system")
+            self.back_stack = [c for c in self.back_stack if c.split("/")[0] != package]
+            if self.foreground and self.foreground.split("/")[0] == package:
+                self.foreground = self.back_stack.pop() if self.back_stack else LAUNCHER
+
+    def _app_uid(self, package: str) -> str:
+        """An app's user id as the system writes it (u0a<N>): stable per package."""
+        packages = sorted(self.spec.packages)
+        index = packages.index(package) if package in packages else len(packages)
+        return f"u0a{100 + index}"
 
     # --- processes ----------------------------------------------------------------
 
@@ -184,6 +246,7 @@ class SimDevice:
                 "silent": self._silent,
                 "model": self.spec.model,
                 "foreground": self.foreground,
+                "back_stack": list(self.back_stack),
                 "input_events": list(self.input_events),
                 "typed_text": self.typed_text,
                 "files": sorted(self.files),

@@ -18,21 +18,30 @@ def _chunk(kind: bytes, body: bytes) -> bytes:
     return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
 
 
-@functools.lru_cache(maxsize=16)
-def render_screen(width: int, height: int, background: tuple[int, int, int],
-                  banner: tuple[int, int, int]) -> bytes:
-    """Return a PNG of `width`x`height`: a banner strip over a plain background.
+Box = tuple[int, int, int, int, tuple[int, int, int]]  # x1, y1, x2, y2 (exclusive), colour
 
-    The two colours let a test tell screens of different foreground apps apart. Results
-    are cached because a full-HD frame costs tens of milliseconds to compress.
+
+@functools.lru_cache(maxsize=64)
+def render_screen(width: int, height: int, background: tuple[int, int, int], boxes: tuple[Box, ...] = ()) -> bytes:
+    """Return a PNG of `width`x`height`: filled boxes over a plain background (later boxes on top).
+
+    Results are cached because a full-HD frame costs tens of milliseconds to compress.
     """
-    banner_rows = max(1, height // 12)
-    # Each scanline starts with filter type 0 (None).
-    banner_line = b"\x00" + bytes(banner) * width
-    background_line = b"\x00" + bytes(background) * width
-    raw = banner_line * banner_rows + background_line * (height - banner_rows)
+    lines: dict[tuple[Box, ...], bytes] = {}
+    raw = bytearray()
+    for y in range(height):
+        covering = tuple(box for box in boxes if box[1] <= y < box[3])
+        line = lines.get(covering)
+        if line is None:
+            pixels = bytearray(bytes(background) * width)
+            for x1, _, x2, _, colour in covering:
+                x1, x2 = max(0, x1), min(width, x2)
+                if x2 > x1:
+                    pixels[3 * x1:3 * x2] = bytes(colour) * (x2 - x1)
+            line = lines[covering] = b"\x00" + bytes(pixels)  # each scanline starts with filter type 0 (None)
+        raw += line
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
-    return (SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(raw, 6))
+    return (SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(bytes(raw), 6))
             + _chunk(b"IEND", b""))
 
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import attrs
 
-# package -> its activities; the first one is the launcher activity.
+# The home screen: what is in the foreground before any launch, and after HOME.
+LAUNCHER = "com.android.launcher3/.Launcher"
+
+# package -> its activities; the first one is the launcher activity. The settings
+# sub-pages carry the names real Settings uses for them (`screens` draws them).
 DEFAULT_PACKAGES: dict[str, tuple[str, ...]] = {
-    "com.android.settings": (".Settings",),
+    "com.android.settings": (".Settings", ".Settings$NetworkDashboardActivity", ".Settings$DisplaySettingsActivity"),
     "com.android.chrome": ("com.google.android.apps.chrome.Main",),
     "com.example.app": (".MainActivity", ".DetailActivity"),
 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,35 @@ def test_a_plan_completes_and_the_device_received_its_commands_in_order(server, 
     record = agent.record(task_id)
     assert (record.status, record.answer, record.tries) == ("done", 200, 1)
     assert server.admin.host("h1")["devices"][0]["reservation"] is None
+
+
+def test_observation_steps_leave_a_ui_dump_and_a_logcat_excerpt(server, sim, make_agent):
+    make_agent(server.url, sim.server_port)
+    plan = {"steps": [
+        {"id": "open", "action": "launch", "args": {"package": "com.android.settings"}},
+        {"id": "ui", "action": "ui_dump", "args": {}},
+        {"id": "log", "action": "logcat", "args": {"lines": 50}},
+        {"id": "log-default", "action": "logcat", "args": {}},
+    ]}
+    task_id = server.api.submit(plan)
+
+    task = server.api.wait_status(task_id)
+
+    assert task["status"] == "done", task
+    assert outcomes(task["result"]["steps"]) == [(s["id"], "completed", None) for s in plan["steps"]]
+    artifacts = {step: Path(path) for step, path in task["result"]["metadata"]["artifacts"].items()}
+    assert set(artifacts) == {"ui", "log", "log-default"}
+    assert all(task_id in path.parts for path in artifacts.values())
+    root = ElementTree.parse(artifacts["ui"]).getroot()
+    assert root.tag == "hierarchy"
+    assert "Network & internet" in [node.get("text") for node in root.iter("node")]
+    assert {node.get("package") for node in root.iter("node")} == {"com.android.settings"}
+    for step in ("log", "log-default"):
+        assert re.search(r" I ActivityManager: Start proc \d+:com\.android\.settings/", artifacts[step].read_text())
+    commands = [command for command, _ in device_commands(sim, "amc-sim-01")]
+    assert commands[0] == "monkey -p com.android.settings -c android.intent.category.LAUNCHER 1"
+    assert commands[1].startswith("uiautomator dump /data/local/tmp/amc-ui-")
+    assert commands[3:] == ["logcat -d -v threadtime -t 50", "logcat -d -v threadtime -t 200"]
 
 
 def test_a_staged_plan_records_a_checkpoint_after_each_stage(server, sim, make_agent):

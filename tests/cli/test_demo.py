@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from amc.demo import workload
+from amc.cli.demo import workload
 
 
 @pytest.mark.slow

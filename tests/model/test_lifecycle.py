@@ -56,6 +56,60 @@ def test_terminal_states_are_final_and_have_no_way_out():
         assert not any(state in finals for state, _ in table)
 
 
+# Where each lifecycle starts and where it may end, written out as the protocol states them
+# (specs/protocol.md; an attempt's two active states are ours, the wire shows them as
+# `outcome: null`), not read from the declarations: a declaration that drifts fails here.
+PROTOCOL_ENDS = {
+    "task": ("queued", {"done", "failed", "cancelled"}),
+    "attempt": ("leased", {"done", "failed", "cancelled", "expired"}),
+    "cancellation": ("none", {"completed", "unfulfilled"}),
+    "message": ("queued", {"completed", "rejected", "not_admitted"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MACHINES))
+def test_declared_initial_and_final_states_are_the_protocols(name):
+    machine, table = MACHINES[name]
+    initial, finals = PROTOCOL_ENDS[name]
+    assert lifecycle.initial_state(machine) == initial
+    assert lifecycle.final_states(machine) == finals
+    # The derived table holds the same: every state is reached from the initial one, and
+    # exactly the states that are not final have a move to another state.
+    reached, frontier = {initial}, [initial]
+    while frontier:
+        source = frontier.pop()
+        for (state, _), moves in table.items():
+            for _, target in moves if state == source else ():
+                if target not in reached:
+                    reached.add(target)
+                    frontier.append(target)
+    assert reached == {state.value for state in machine.states}
+    onward = {state for (state, _), moves in table.items() if any(target != state for _, target in moves)}
+    assert onward == reached - finals
+
+
+def test_the_kernel_starts_each_lifecycle_in_its_declared_initial_state():
+    world = World()
+    world.register("h1", "d1")
+    task_id = world.submit()
+    assert world.task(task_id).status == lifecycle.initial_state(lifecycle.TaskLifecycle)
+    world.post(task_id, "steer", text="also check the battery page")
+    assert world.task(task_id).messages[0].state == lifecycle.initial_state(lifecycle.MessageLifecycle)
+    world.claim()
+    assert world.task(task_id).attempts[0].state == lifecycle.initial_state(lifecycle.AttemptLifecycle)
+    world.cancel(task_id)
+    unrequested = lifecycle.initial_state(lifecycle.CancellationLifecycle)
+    requested = lifecycle.target(lifecycle.CANCELLATION, unrequested, "request")
+    assert world.task(task_id).cancellation.state == requested
+
+
+def test_each_state_is_its_enum_member_and_its_wire_string():
+    for machine, table in MACHINES.values():
+        for state in machine.states:
+            assert state.id == state.value == str(state.value)
+        assert all(type(target) is type(machine.initial_state.value) for moves in table.values() for _, target in moves)
+
+
 def test_rendered_lifecycles_are_up_to_date():
     for name, text in rendered().items():
         path = SPECS / name

@@ -146,7 +146,9 @@ def test_a_steer_that_would_recall_a_started_step_cannot_be_admitted_only_reject
     refused = w.ack(a, m, "admitted", before_step="c")  # b is running: it started
     assert code(refused) is Code.message_conflict and "'b' had already started" in refused.rejection.detail
     pretend = result_steps([("a", "completed", None), ("b", "not_started", "steered"), ("c", "completed", None)])
-    assert code(w.report(a, "done", steps=pretend)) is Code.invalid_request  # b was never removed
+    refused = w.report(a, "done", steps=pretend)  # b was never removed
+    assert code(refused) is Code.invalid_request
+    assert refused.rejection.detail == "steps[1]: step 'b' was not removed by a correction; report its own outcome"
     assert w.ack(a, m, "rejected", detail="step 'b' had already started").accepted
     assert message(w, task_id, m).state == "rejected"
     # b keeps its true outcome; the plan is unchanged
@@ -172,7 +174,19 @@ def test_replace_remaining_changes_only_the_work_it_names():
     assert w.task(y) == y_before
 
     wrong = result_steps([("a", "completed", None), ("b", "completed", None), ("c", "completed", None)])
-    assert code(w.report(ax, "done", steps=wrong)) is Code.invalid_request
+    refused = w.report(ax, "done", steps=wrong)
+    assert code(refused) is Code.invalid_request
+    assert refused.rejection.detail == (
+        "steps: must name every planned step once, in plan order"
+        " (4 planned, first difference at position 3: step 'b2' is missing)"
+    )
+    removed = result_steps([("a", "completed", None), ("b", "completed", None), ("c", "not_started", "steered"),
+                            ("b2", "completed", None)])
+    refused = w.report(ax, "done", steps=removed)
+    assert code(refused) is Code.invalid_request
+    assert refused.rejection.detail == (
+        "steps[1]: step 'b' was removed by a correction; report not_started with reason steered"
+    )
     steps = result_steps([("a", "completed", None), ("b", "not_started", "steered"), ("c", "not_started", "steered"),
                           ("b2", "completed", None)])
     assert w.report(ax, "done", steps=steps).accepted

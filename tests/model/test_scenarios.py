@@ -516,6 +516,29 @@ def test_a_different_report_for_an_ended_attempt_is_a_conflict():
     assert code(world.report(assignment, "failed")) is Code.result_conflict
 
 
+@req("RESULT/s1", "AGENT-STEPS/s1")
+@pytest.mark.parametrize(
+    ("reported", "where"),
+    [
+        (("look", "open"), "position 0: expected step 'open', got 'look'"),
+        (("open", "open"), "position 1: expected step 'look', got 'open'"),
+        (("open",), "position 1: step 'look' is missing"),
+        ((), "position 0: step 'open' is missing"),
+        (("open", "look", "extra"), "position 2: step 'extra' is not planned"),
+        (("open", "look", "extra", "more"), "position 2: step 'extra' is not planned"),
+    ],
+)
+def test_a_result_whose_steps_are_not_the_plan_is_refused_naming_the_first_wrong_step(reported, where):
+    world = World()
+    task_id, assignment = dispatched(world)
+    refused = world.report(assignment, "done", steps=outcomes(*((step_id, "completed") for step_id in reported)))
+    assert code(refused) is Code.invalid_request
+    assert refused.rejection.detail == (
+        f"steps: must name every planned step once, in plan order (2 planned, first difference at {where})"
+    )
+    assert world.task(task_id).status == "dispatched"
+
+
 @req("CANCELLATION-RECORD/s1")
 def test_delivered_at_is_set_once_by_the_first_response_that_carries_it():
     world = World()

@@ -30,6 +30,10 @@ _KEY_NAME = re.compile(r"^(KEYCODE_)?[A-Z0-9_]+$")
 _MARKER = re.compile(rb"amc-exit-(?P<token>[0-9a-f]+):(?P<status>\d+)\n?$")
 
 LAUNCHER_CATEGORY = "android.intent.category.LAUNCHER"
+# Where a UI dump is written on the device: /data/local/tmp is writable by the shell user on
+# every device, with no storage permission involved (specs/adb.md §6).
+UI_DUMP_DIR = "/data/local/tmp"
+MAX_LOGCAT_LINES = 10_000
 
 
 def new_token() -> str:
@@ -114,3 +118,26 @@ def launch(package: str, activity: str | None = None) -> str:
     if not isinstance(activity, str) or not _ACTIVITY.match(activity):
         raise StepFailed(f"not an activity name: {activity!r}")
     return f"am start -n {shlex.quote(f'{package}/{activity}')}"
+
+
+def ui_dump_path(token: str) -> str:
+    """The device file one `ui_dump` writes and then reads back (unique per action)."""
+    return f"{UI_DUMP_DIR}/amc-ui-{token}.xml"
+
+
+def ui_dump(path: str) -> str:
+    """Write the screen's UI hierarchy to `path`; the tool confirms on stdout."""
+    return f"uiautomator dump {path}"
+
+
+def read_and_remove(path: str) -> str:
+    """Print a device file, then delete it (only once it was read)."""
+    return f"cat {path} && rm -f {path}"
+
+
+def logcat(lines) -> str:
+    """Print the last `lines` lines of the device log and exit, in threadtime format."""
+    count = _integer("lines", lines)
+    if not 1 <= count <= MAX_LOGCAT_LINES:
+        raise StepFailed(f"lines must be in 1..{MAX_LOGCAT_LINES}, got {lines!r}")
+    return f"logcat -d -v threadtime -t {count}"

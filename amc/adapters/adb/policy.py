@@ -9,8 +9,9 @@ File format (JSON; every section and every key is optional):
     }
 
 - Patterns are shell-style globs (`fnmatch`, case-sensitive; `*` also matches spaces
-  and `/`). `actions` patterns match action names, `packages` the `launch` package,
-  `shell` the `command` of a `shell` action.
+  and `/`). `actions` patterns match action names (the observations `ui_dump` and
+  `logcat` included: they run fixed device commands, so only `actions` governs them),
+  `packages` the `launch` package, `shell` the `command` of a `shell` action.
 - Deny wins: a subject matching any `deny` pattern is refused.
 - `allow` absent: everything not denied is allowed. `allow` present (even empty): the
   subject must match one of its patterns.

@@ -27,15 +27,26 @@ from typing import Any, TypeVar
 
 import orjson
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from amc.adapters.http import access, bodies, wire
-from amc.adapters.http.auth import Principal, TokenTable
+from amc.adapters.http.auth import Authenticator, Principal
 from amc.adapters.http.longpoll import WorkSignal
 from amc.adapters.http.metrics import CONTENT_TYPE, Metrics
-from amc.adapters.http.problems import EXCEPTION_HANDLERS, Problem, forbidden, invalid, not_found, unauthorized
+from amc.adapters.http.problems import (
+    EXCEPTION_HANDLERS,
+    Problem,
+    forbidden,
+    invalid,
+    not_found,
+    on_http,
+    on_problem,
+    unauthorized,
+)
 from amc.adapters.http.settings import Settings
 from amc.adapters.http.timer import ExpiryTimer
 from amc.core.commands import (
@@ -54,6 +65,7 @@ from amc.core.commands import (
 from amc.core.errors import InvalidRequest
 from amc.core.events import TaskAssigned
 from amc.core.kernel import Assignment, Decision, Reply
+from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.records import Boundary, DeviceSpec, Message, Requirements, Task
 from amc.core.times import to_rfc3339
 from amc.service import Service
@@ -71,6 +83,22 @@ def _too_large(limit: int) -> Problem:
     return Problem("payload_too_large", f"request bodies are limited to {limit} bytes")
 
 
+class AttemptNumber(Convertor):
+    """An attempt number in a path, written canonically: ``1``, ``2``, ... (no sign, no leading
+    zero). Any other spelling (``01``, ``+1``) names no attempt, so no route matches it: 404."""
+
+    regex = "[1-9][0-9]{0,17}"
+
+    def convert(self, value: str) -> int:
+        return int(value)
+
+    def to_string(self, value: int) -> str:
+        return str(value)
+
+
+register_url_convertor("attempt", AttemptNumber())
+
+
 def new_task_id() -> str:
     return "t_" + secrets.token_hex(10)
 
@@ -86,7 +114,7 @@ def new_message_id() -> str:
 class Api:
     """The endpoints of one server, bound to its service, settings, tokens and metrics."""
 
-    def __init__(self, service: Service, settings: Settings, tokens: TokenTable, metrics: Metrics):
+    def __init__(self, service: Service, settings: Settings, tokens: Authenticator, metrics: Metrics):
         self.service = service
         self.settings = settings
         self.tokens = tokens
@@ -136,6 +164,25 @@ class Api:
         if principal is None:
             raise unauthorized()
         return principal, raw
+
+    async def unrouted(self, request: Request, exc: HTTPException) -> Response:
+        """No route took the request: an unknown path (404) or a method its path lacks (405).
+
+        Size and authentication come first here too (authentication before routing), so a
+        caller without a valid token learns nothing about which paths exist. A 405 names in
+        `Allow` every method of that path, gathered from all the routes that share it.
+        """
+        if exc.status_code in (404, 405):
+            declared = request.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.settings.limits.max_body_bytes:
+                return await on_problem(request, _too_large(self.settings.limits.max_body_bytes))
+            if self.tokens.authenticate(request.headers.get("authorization")) is None:
+                return await on_problem(request, unauthorized())
+        if exc.status_code == 405:
+            allowed = {method for route in request.app.router.routes
+                       if route.matches(request.scope)[0] is not Match.NONE for method in route.methods or ()}
+            exc = HTTPException(405, headers={"Allow": ", ".join(sorted(allowed))})
+        return await on_http(request, exc)
 
     async def _read_body(self, request: Request) -> bytes:
         limit = self.settings.limits.max_body_bytes
@@ -275,9 +322,13 @@ class Api:
 
     async def list_hosts(self, request: Request) -> Response:
         principal, _ = await self.begin(request)
-        access.require_role(principal, "client", "admin")
         await self.catch_up()
-        return json_response({"hosts": [wire.host_view(h) for h in self.service.hosts()]})
+        if principal.role == "host":  # a host reads only itself: its own entry, once it registered
+            own = self.service.host(principal.host_id)
+            hosts = [] if own is None else [own]
+        else:
+            hosts = self.service.hosts()
+        return json_response({"hosts": [wire.host_view(h) for h in hosts]})
 
     async def get_host(self, request: Request) -> Response:
         principal, _ = await self.begin(request)
@@ -359,7 +410,7 @@ class Api:
             task_id=task_id,
             attempt=number,
             lease_id=body.lease_id,
-            status=body.status,
+            status=TaskStatus(body.status),
             metadata=body.metadata,
             steps=steps,
         )
@@ -379,7 +430,7 @@ class Api:
             attempt=number,
             lease_id=body.lease_id,
             message_id=message_id,
-            state=body.state,
+            state=MessageState(body.state),
             boundary=None if body.boundary is None else Boundary(before_step=body.boundary.before_step),
             detail=body.detail,
         )
@@ -390,12 +441,14 @@ class Api:
 
     async def advance_clock(self, request: Request) -> Response:
         principal, raw = await self.begin(request)
-        access.require_role(principal, "admin")
+        access.require_role(principal, "admin")  # 403 for anyone else, whatever the clock
+        if not self.settings.manual_clock:
+            raise _no_manual_clock()
         ms = bodies.decode_clock(raw, self.settings.limits)
         try:
             now = await self.service.advance_clock(ms)
         except TypeError:
-            raise not_found("this server does not run a manual clock") from None
+            raise _no_manual_clock() from None
         # Expiries may have freed devices and requeued tasks, and moved the earliest expiry.
         self.signal.notify()
         self.timer.poke()
@@ -405,12 +458,12 @@ class Api:
         # Starlette tries routes in order; the Host Agents' hot path (renew, start, claim)
         # comes first, so a renewal is matched after one regex rather than nine.
         routes = [
-            Route("/v1/tasks/{task_id}/attempts/{attempt:int}/renew", self.renew, methods=["POST"]),
-            Route("/v1/tasks/{task_id}/attempts/{attempt:int}/start", self.start, methods=["POST"]),
+            Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/renew", self.renew, methods=["POST"]),
+            Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/start", self.start, methods=["POST"]),
             Route("/v1/hosts/{host_id}/claim", self.claim, methods=["POST"]),
-            Route("/v1/tasks/{task_id}/attempts/{attempt:int}/result", self.result, methods=["POST"]),
+            Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/result", self.result, methods=["POST"]),
             Route(
-                "/v1/tasks/{task_id}/attempts/{attempt:int}/messages/{message_id}",
+                "/v1/tasks/{task_id}/attempts/{attempt:attempt}/messages/{message_id}",
                 self.acknowledge,
                 methods=["POST"],
             ),
@@ -427,11 +480,14 @@ class Api:
             Route("/v1/hosts/{host_id}", self.put_host, methods=["PUT"]),
             Route("/v1/health", self.health, methods=["GET"]),
             Route("/metrics", self.metrics_text, methods=["GET"]),
+            # Always routed: a non-admin is refused (403) before anyone learns the clock's kind.
+            Route("/v1/admin/clock", self.advance_clock, methods=["POST"]),
         ]
-        if self.settings.manual_clock:
-            # Without a manual clock the endpoint does not exist at all: 404 for everyone.
-            routes.append(Route("/v1/admin/clock", self.advance_clock, methods=["POST"]))
         return routes
+
+
+def _no_manual_clock() -> Problem:
+    return not_found("this server does not run a manual clock")
 
 
 def _message_of(task: Task, message_id: str) -> Message:
@@ -454,7 +510,7 @@ def create_app(
     service: Service,
     settings: Settings | None = None,
     *,
-    tokens: TokenTable,
+    tokens: Authenticator,
     metrics: Metrics | None = None,
     close_service: bool = False,
 ) -> Starlette:
@@ -485,6 +541,7 @@ def create_app(
             if close_service:
                 await _close(service)
 
-    app = Starlette(routes=api.routes(), exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+    handlers = {**EXCEPTION_HANDLERS, HTTPException: api.unrouted}
+    app = Starlette(routes=api.routes(), exception_handlers=handlers, lifespan=lifespan)
     app.state.api = api
     return app

@@ -1,9 +1,13 @@
-"""Static bearer tokens: who a request comes from, and what its role lets it touch.
+"""Bearer tokens: who a request comes from, and what its role lets it touch.
 
 A token has exactly one role: `client` (bound to a tenant), `host` (bound to a host id)
 or `admin`. Tokens are looked up by their SHA-256 digest and then compared with
 `hmac.compare_digest`, so the time a lookup takes does not depend on how much of a
 guessed token matches a real one. Tokens are never logged, echoed or put in an error.
+
+A server reads its tokens from a file (`TokenFile`) and notices when the file changes, so
+`amc tokens add` and `amc tokens revoke` take effect without a restart. A changed file that
+cannot be used is not applied: the server keeps the tokens it had and logs why.
 """
 
 from __future__ import annotations
@@ -11,12 +15,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
-import secrets
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Protocol
 
 import attrs
+
+_log = logging.getLogger("amc.tokens")
 
 ROLES = ("client", "host", "admin")
 _BINDING = {"client": {"tenant"}, "host": {"host_id"}, "admin": set()}  # the member each role is bound by
@@ -38,6 +46,12 @@ class Principal:
     def __repr__(self) -> str:  # no token in here, but keep reprs short in logs anyway
         bound = self.tenant or self.host_id
         return f"Principal({self.role}{':' + bound if bound else ''})"
+
+
+class Authenticator(Protocol):
+    """What the server asks of its tokens: who an `Authorization` header stands for."""
+
+    def authenticate(self, authorization: str | None) -> Principal | None: ...
 
 
 class TokenFileError(ValueError):
@@ -125,24 +139,52 @@ class TokenTable:
         return cls.from_data(data)
 
 
-def new_token() -> str:
-    return secrets.token_urlsafe(32)
+class TokenFile:
+    """The tokens of a file, re-read when the file changes.
 
+    The file's identity (inode, size, modification time) is looked at no more often than
+    every `recheck` seconds, so a busy server pays one `stat` per interval, not per request.
+    Writers replace the file atomically (`amc tokens` does), so a reader never sees half a file.
 
-def write_initial_tokens(path: Path, tenant: str = "default", host_id: str = "h1") -> list[dict]:
-    """Write a tokens file with one admin, one client and one host token, readable by its owner only.
-
-    The file is created with mode 0600 from the start (never world-readable, not even
-    for an instant), and never overwrites an existing file.
+    Args:
+        path: the tokens file (the format of `TokenTable.from_data`).
+        recheck: seconds between looks at the file.
+        clock: a monotonic clock in seconds (tests pass their own).
     """
-    entries = [
-        {"token": new_token(), "role": "admin"},
-        {"token": new_token(), "role": "client", "tenant": tenant},
-        {"token": new_token(), "role": "host", "host_id": host_id},
-    ]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(entries, out, indent=2)
-        out.write("\n")
-    return entries
+
+    def __init__(self, path: str | os.PathLike, *, recheck: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.path = Path(path)
+        self._recheck = recheck
+        self._clock = clock
+        self._seen = self._signature()
+        self._table = TokenTable.load(self.path)  # a bad file at start-up is the caller's error
+        self._checked_at = clock()
+
+    def _signature(self) -> tuple[int, int, int] | None:
+        try:
+            info = self.path.stat()
+        except OSError:
+            return None
+        return info.st_ino, info.st_size, info.st_mtime_ns
+
+    @property
+    def table(self) -> TokenTable:
+        now = self._clock()
+        if now - self._checked_at >= self._recheck:
+            self._checked_at = now
+            signature = self._signature()
+            if signature != self._seen:
+                self._seen = signature
+                try:
+                    self._table = TokenTable.load(self.path)
+                    _log.info("tokens reloaded from %s: %d token(s)", self.path, len(self._table))
+                except TokenFileError as error:  # the message never holds a token
+                    _log.warning("tokens file changed but cannot be used, keeping the previous tokens: %s", error)
+        return self._table
+
+    def authenticate(self, authorization: str | None) -> Principal | None:
+        return self.table.authenticate(authorization)
+
+    def __len__(self) -> int:
+        return len(self.table)

@@ -28,7 +28,9 @@ from cattrs.preconf.orjson import make_converter
 from amc.adapters.http.plan import check_steps, parse_plan
 from amc.adapters.http.settings import Limits, Settings
 from amc.core import steering
+from amc.core.messages import ACKNOWLEDGEMENTS
 from amc.core.errors import InvalidRequest
+from amc.core.lifecycle import TERMINAL_STATUSES, StepStatus, TaskStatus
 from amc.core.records import Plan, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms
 
@@ -226,9 +228,10 @@ class AcknowledgementBody:
 # Decoders: structure, then check ranges and limits.
 
 IDEMPOTENCY_KEY = re.compile(r"[A-Za-z0-9._~-]{1,128}")
-RESULT_STATUSES = ("done", "failed", "cancelled")
-STEP_STATUSES = ("completed", "failed", "interrupted", "not_started", "refused")
-TASK_STATUSES = ("queued", "assigned", "dispatched", "done", "failed", "cancelled")
+# In declaration order, for the messages that list them.
+RESULT_STATUSES = tuple(status for status in TaskStatus if status in TERMINAL_STATUSES)
+STEP_STATUSES = tuple(StepStatus)
+TASK_STATUSES = tuple(TaskStatus)
 
 
 def _check_map(field: str, mapping: dict[str, str], limits: Limits) -> None:
@@ -327,7 +330,7 @@ def decode_result(raw: bytes, limits: Limits) -> tuple[ResultBody, tuple[StepOut
         outcomes.append(
             StepOutcome(
                 id=step.id,
-                status=step.status,
+                status=StepStatus(step.status),
                 reason=step.reason,
                 started_at=_time(f"{where}.started_at", step.started_at),
                 ended_at=_time(f"{where}.ended_at", step.ended_at),
@@ -397,9 +400,12 @@ def _check_successor_ids(steps: tuple[Step, ...], limits: Limits, message_id: st
 
 
 def decode_acknowledgement(raw: bytes, limits: Limits) -> AcknowledgementBody:
-    """A host's acknowledgement of a message, bounded; what each state needs (a boundary to
-    admit, a detail to reject) is the kernel's rule."""
+    """A host's acknowledgement of a message, bounded, in a state a host may acknowledge
+    (checked here, as the kernel does, so the edge hands the kernel a `MessageState`); what
+    each state needs (a boundary to admit, a detail to reject) is the kernel's rule."""
     ack = structure(parse_json(raw), AcknowledgementBody)
+    if ack.state not in ACKNOWLEDGEMENTS:
+        raise InvalidRequest(f"state: must be one of {', '.join(ACKNOWLEDGEMENTS)}")
     if ack.boundary is not None and ack.boundary.before_step is not None:
         _check_id("boundary.before_step", ack.boundary.before_step, limits)
     if ack.detail is not None and len(ack.detail) > limits.max_reason_length:

@@ -13,12 +13,12 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from amc.adapters.lmdb.codec import COMMAND_TAGS
+from amc.core import commands
+from amc.core.lifecycle import ACTIVE_STATUSES, TaskStatus
 from amc.service import Service
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-TASK_STATUSES = ("queued", "assigned", "dispatched", "done", "failed", "cancelled")
-COMMAND_NAMES = {cls: tag for tag, cls in COMMAND_TAGS.items()}
+COMMAND_NAMES = {cls: name for name, cls in commands.NAMES.items()}
 
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -30,7 +30,7 @@ def status_counts(service: Service) -> dict[str, int]:
     if callable(counts):
         return dict(counts())
     found = {}
-    for status in TASK_STATUSES:
+    for status in TaskStatus:
         total, after = 0, None
         while True:
             page = service.tasks(None, status, after, 1000)
@@ -49,12 +49,12 @@ class _StateCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         counts = status_counts(self._service)
         tasks = GaugeMetricFamily("amc_tasks", "Tasks by status.", labels=["status"])
-        for status in TASK_STATUSES:
+        for status in TaskStatus:
             tasks.add_metric([status], counts.get(status, 0))
         yield tasks
-        # An active attempt exists exactly in assigned and dispatched (DESIGN.md, invariant 1).
+        # An active attempt exists exactly in the active statuses (DESIGN.md, invariant 1).
         yield GaugeMetricFamily(
-            "amc_active_leases", "Active leases.", value=counts.get("assigned", 0) + counts.get("dispatched", 0)
+            "amc_active_leases", "Active leases.", value=sum(counts.get(status, 0) for status in ACTIVE_STATUSES)
         )
 
 

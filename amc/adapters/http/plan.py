@@ -21,6 +21,7 @@ MAX_STAGES = 100
 MAX_ID_LENGTH = 128
 MAX_STRING = 65_536
 MAX_SECONDS = 86_400.0
+MAX_LOGCAT_LINES = 10_000  # the ADB executor's own bound too (amc.adapters.adb.commands)
 
 
 def _is_int(value: Any) -> bool:
@@ -70,6 +71,12 @@ def _key(value: Any) -> str | None:
     return "a key code name (e.g. KEYCODE_HOME) or a key code number"
 
 
+def _lines(value: Any) -> str | None:
+    if _is_int(value) and 1 <= value <= MAX_LOGCAT_LINES:
+        return None
+    return f"an integer number of lines in 1..{MAX_LOGCAT_LINES}"
+
+
 # action -> (required arguments, optional arguments), each name -> its check.
 ACTIONS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
     "shell": ({"command": _string}, {"timeout_seconds": _timeout}),
@@ -83,6 +90,8 @@ ACTIONS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
     "launch": ({"package": _string}, {"activity": _string}),
     "screenshot": ({}, {}),
     "wait": ({"seconds": _seconds}, {}),
+    "ui_dump": ({}, {}),
+    "logcat": ({}, {"lines": _lines}),
 }
 
 

@@ -93,7 +93,7 @@ def rejection_response(rejection: Rejection) -> Response:
     return problem_response(rejection.code.name, rejection.detail, rejection.http_status)
 
 
-async def _on_problem(request: Request, exc: Problem) -> Response:
+async def on_problem(request: Request, exc: Problem) -> Response:
     headers = {"WWW-Authenticate": 'Bearer realm="amc"'} if exc.code == "unauthorized" else None
     return problem_response(exc.code, exc.detail, headers=headers)
 
@@ -102,7 +102,7 @@ async def _on_invalid(request: Request, exc: InvalidRequest) -> Response:
     return problem_response("invalid_request", exc.detail)
 
 
-async def _on_http(request: Request, exc: HTTPException) -> Response:
+async def on_http(request: Request, exc: HTTPException) -> Response:
     # Starlette raises these for unknown paths (404) and methods a route lacks (405).
     if exc.status_code == 405:
         return problem_response("method_not_allowed", f"{request.method} is not allowed on {request.url.path}",
@@ -122,8 +122,8 @@ async def _on_bug(request: Request, exc: Exception) -> Response:
 
 
 EXCEPTION_HANDLERS = {
-    Problem: _on_problem,
+    Problem: on_problem,
     InvalidRequest: _on_invalid,
-    HTTPException: _on_http,
+    HTTPException: on_http,
     Exception: _on_bug,
 }

@@ -12,6 +12,7 @@ from typing import Any
 
 from amc.adapters.http.plan import plan_to_json
 from amc.core.kernel import Assignment, LeaseGranted
+from amc.core.lifecycle import ACTIVE_STATUSES
 from amc.core.records import Attempt, Cancellation, Device, FollowUp, Host, Message, Result, StepOutcome, Task
 from amc.core.times import to_rfc3339
 from amc.service import HistoryEntry
@@ -42,9 +43,6 @@ def seconds(ms: int) -> int | float:
     return whole if rest == 0 else ms / 1000
 
 
-IN_FLIGHT = ("assigned", "dispatched")
-
-
 def task_view(task: Task) -> dict[str, Any]:
     return {
         "id": task.id,
@@ -63,7 +61,7 @@ def task_view(task: Task) -> dict[str, Any]:
         "result": result_view(task.result),
         # A task's pause outlives its attempt in the record; on the wire `paused` is the
         # in-flight half and `held` the queued half, and an ended task is neither.
-        "paused": task.paused and task.status in IN_FLIGHT,
+        "paused": task.paused and task.status in ACTIVE_STATUSES,
         "held": task.held,
         "follow_up_of": task.follow_up_of,
         "collected": [f.message_id for f in task.collected],

@@ -13,6 +13,7 @@ import orjson
 from cattrs.preconf.orjson import make_converter
 
 from amc.core import commands, events, records
+from amc.core.lifecycle import AttemptState, CancellationState, StepStatus, TaskStatus
 
 converter = make_converter(forbid_extra_keys=True)
 
@@ -36,18 +37,7 @@ EVENT_TAGS: dict[str, type] = {
     "follow_ups_collected": events.FollowUpsCollected,
 }
 
-COMMAND_TAGS: dict[str, type] = {
-    "submit_task": commands.SubmitTask,
-    "cancel_task": commands.CancelTask,
-    "register_host": commands.RegisterHost,
-    "claim_task": commands.ClaimTask,
-    "start_attempt": commands.StartAttempt,
-    "renew_lease": commands.RenewLease,
-    "report_result": commands.ReportResult,
-    "post_message": commands.PostMessage,
-    "acknowledge_message": commands.AcknowledgeMessage,
-    "expire_leases": commands.ExpireLeases,
-}
+COMMAND_TAGS: dict[str, type] = dict(commands.NAMES)  # declared with the commands: metrics use them too
 
 RECORD_TAGS: dict[str, type] = {"task": records.Task, "host": records.Host}
 
@@ -238,6 +228,30 @@ def structure_requirements(d: dict[str, Any]) -> records.Requirements:
     return records.Requirements(serial=d["serial"], attributes=d["attributes"])
 
 
+# The lifecycle fields as their enums (the JSON holds their strings). A dict lookup costs a
+# fraction of the enum's own call; an unknown string raises KeyError, like a missing key.
+_TASK_STATUS = {status.value: status for status in TaskStatus}
+_ATTEMPT_STATE = {state.value: state for state in AttemptState}
+_CANCELLATION_STATE = {state.value: state for state in CancellationState}
+_STEP_STATUS = {status.value: status for status in StepStatus}
+
+
+def _step_outcome(o: dict[str, Any]) -> records.StepOutcome:
+    o["status"] = _STEP_STATUS[o["status"]]
+    return records.StepOutcome(**o)
+
+
+def _attempt(a: dict[str, Any]) -> records.Attempt:
+    if a["outcome"] is not None:
+        a["outcome"] = _ATTEMPT_STATE[a["outcome"]]
+    return records.Attempt(**a)
+
+
+def _cancellation(c: dict[str, Any]) -> records.Cancellation:
+    c["state"] = _CANCELLATION_STATE[c["state"]]
+    return records.Cancellation(**c)
+
+
 def structure_task(d: dict[str, Any], plan: Any = None, requirements: Any = None) -> records.Task:
     """`converter.structure(d, Task)` for a dict fresh from `orjson.loads` whose every
     key the converter wrote (records written by this codec). A dict missing a key raises
@@ -257,17 +271,17 @@ def structure_task(d: dict[str, Any], plan: Any = None, requirements: Any = None
             raise UnexpectedKeys(f"a result with the keys {sorted(res)}")
         steps = res["steps"]
         res = records.Result(
-            status=res["status"],
+            status=_TASK_STATUS[res["status"]],
             attempt=res["attempt"],
             reason=res["reason"],
             metadata=res["metadata"],
-            steps=None if steps is None else tuple([records.StepOutcome(**o) for o in steps]),
+            steps=None if steps is None else tuple([_step_outcome(o) for o in steps]),
             recorded_at=res["recorded_at"],
         )
     return _build_task(
         id=d["id"],
         tenant=d["tenant"],
-        status=d["status"],
+        status=_TASK_STATUS[d["status"]],
         plan=structure_plan(d["plan"]) if plan is None else plan(d["plan"]),
         requirements=structure_requirements(r) if requirements is None else requirements(r),
         priority=d["priority"],
@@ -277,8 +291,8 @@ def structure_task(d: dict[str, Any], plan: Any = None, requirements: Any = None
         created_at=d["created_at"],
         updated_at=d["updated_at"],
         seq=d["seq"],
-        attempts=tuple([records.Attempt(**a) for a in attempts]) if attempts else (),
-        cancellation=None if c is None else records.Cancellation(**c),
+        attempts=tuple([_attempt(a) for a in attempts]) if attempts else (),
+        cancellation=None if c is None else _cancellation(c),
         result=res,
         paused=d["paused"],
         messages=tuple([converter.structure(m, records.Message) for m in d["messages"]]) if d["messages"] else (),

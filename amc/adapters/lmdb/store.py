@@ -296,7 +296,10 @@ def read_host(txn: lmdb.Transaction, store: Store, host_id: str) -> Host | None:
 
 # --- refusals ----------------------------------------------------------------------------
 
-_OURS = {layout.WRITER_LOCK_FILE, layout.LMDB_LOCK_FILE}
+# What may be in a data directory before its store exists: the store's own lock files, and
+# what `amc serve` and `amc tokens` keep beside the store (the tokens file, its lock, and the
+# record of where the server listens), which an operator may well create first.
+_OURS = {layout.WRITER_LOCK_FILE, layout.LMDB_LOCK_FILE, "tokens.json", "tokens.json.lock", "server.json"}
 
 
 def _check_directory(path: Path, readonly: bool) -> bool:

@@ -23,6 +23,7 @@ from amc.adapters.lmdb import layout
 from amc.adapters.lmdb.store import Store
 from amc.core import invariants, kernel
 from amc.core.history import HISTORY_TYPES
+from amc.core.lifecycle import TaskStatus
 from amc.core.state import State
 
 _SHOWN = 8  # differences listed per kind before summarising the rest
@@ -76,7 +77,7 @@ def _check(store: Store, txn: lmdb.Transaction) -> Findings:
     expected_ids = {t.id.encode(): layout.task_key(t) for t in tasks.values()}
     _compare_index("task_ids", expected_ids, dict(txn.cursor(db=store.task_ids)), out)
     expected_listing = {k: t.id.encode() for t in tasks.values() for k in layout.listing_keys(t)}
-    expected_queue = {layout.queue_key(t): t.id.encode() for t in tasks.values() if t.status == "queued"}
+    expected_queue = {layout.queue_key(t): t.id.encode() for t in tasks.values() if t.status == TaskStatus.queued}
     expected_leases = dict(lease for t in tasks.values() if (lease := layout.lease_of(t)) is not None)
     _compare_index("listing", expected_listing, dict(txn.cursor(db=store.listing)), out)
     _compare_index("queue", expected_queue, dict(txn.cursor(db=store.queue)), out)

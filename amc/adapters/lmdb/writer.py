@@ -58,6 +58,7 @@ from amc.adapters.lmdb.store import Store
 from amc.core import kernel
 from amc.core.commands import Command, ExpireLeases
 from amc.core.history import HISTORY_TYPES
+from amc.core.lifecycle import TaskStatus
 from amc.core.state import State
 from amc.service import Clock, ManualClock, stamp
 
@@ -362,8 +363,8 @@ class Writer:
                 deletes.extend((store.listing, k) for k in layout.status_listing_keys(old))
                 listing_puts.extend((k, key) for k in layout.status_listing_keys(new))
             # queue: queued tasks by priority, then age
-            old_rank = layout.queue_key(old) if old is not ABSENT and old.status == "queued" else None
-            new_rank = layout.queue_key(new) if new is not ABSENT and new.status == "queued" else None
+            old_rank = layout.queue_key(old) if old is not ABSENT and old.status == TaskStatus.queued else None
+            new_rank = layout.queue_key(new) if new is not ABSENT and new.status == TaskStatus.queued else None
             if old_rank != new_rank:
                 if old_rank is not None:
                     deletes.append((store.queue, old_rank))

@@ -298,3 +298,60 @@ def test_an_inventory_listing_a_serial_twice_is_refused(scene):
     h2.caller.get_host(h1.id, expect=(403, "forbidden"))
     assert scene.mine(scene.admin.register(h1.id, [scene.device("emulator-5558")])) == [
         {**scene.device("emulator-5558"), "online": True, "reservation": None}]
+
+
+@pytest.mark.req("INVENTORY/s3")
+def test_a_host_lists_and_reads_only_itself(scene):
+    """A host's GET /v1/hosts is {"hosts": [its own host]} (empty before it registered); another host is 403."""
+    h1, h2 = scene.h1, scene.h2
+    # Given h1 and h2 registered, each with a device
+    h1.register(scene.device("emulator-5554"))
+    h2.register(scene.device("emulator-5570"))
+    # When each host lists the hosts
+    for host, other in ((h1, h2), (h2, h1)):
+        listing = host.caller.list_hosts()
+        # Then it sees exactly its own host, as it reads itself
+        assert isinstance(listing, dict) and isinstance(listing.get("hosts"), list), listing
+        assert [entry["id"] for entry in listing["hosts"]] == [host.id]
+        assert scene.mine(listing["hosts"][0]) == scene.mine(host.read())
+        # And reading the other host is 403
+        host.caller.get_host(other.id, expect=(403, "forbidden"))
+    # And a host that never registered lists nothing
+    spare = scene.spare
+    if spare is not None and scene.admin.send("GET", f"/v1/hosts/{spare.id}").status_code == 404:
+        assert spare.caller.list_hosts() == {"hosts": []}
+
+
+@pytest.mark.req("INVENTORY/s4")
+def test_clients_and_admins_list_every_host(scene):
+    """GET /v1/hosts answers {"hosts": [...]} with every host, each as GET /v1/hosts/{id} shows it."""
+    h1, h2 = scene.h1, scene.h2
+    # Given h1 and h2 registered, each with devices of this test
+    h1.register(scene.device("emulator-5554", model="Pixel 7"))
+    h2.register(scene.device("emulator-5570"), scene.device("R58M"))
+    for caller in (scene.acme, scene.beta, scene.admin):
+        # When a client of either tenant, or an admin, lists the hosts
+        listing = caller.list_hosts()
+        # Then the answer is an object whose hosts hold both, as each reads on its own
+        assert isinstance(listing, dict) and isinstance(listing.get("hosts"), list), listing
+        by_id = {entry["id"]: entry for entry in listing["hosts"]}
+        for host in (h1, h2):
+            assert host.id in by_id, f"{caller.name}: GET /v1/hosts lacks {host.id}"
+            assert scene.mine(by_id[host.id]) == scene.mine(caller.get_host(host.id))
+        assert len(scene.mine(by_id[h2.id])) == 2
+
+
+@pytest.mark.req("INVENTORY/s5")
+def test_a_devices_attributes_may_be_left_out(scene):
+    """A device listed without attributes is registered with {} and can be claimed."""
+    h1 = scene.h1
+    serial = scene.serial("emulator-5554")
+    # When h1 registers a device without attributes
+    host = h1.caller.call("PUT", f"/v1/hosts/{h1.id}", {"devices": [{"serial": serial}]})
+    # Then it reads with attributes {}, online and free
+    assert scene.mine(host) == [{"serial": serial, "attributes": {}, "online": True, "reservation": None}]
+    # And a task pinned to that serial is assigned on it
+    task = scene.acme.submit_task(requirements={"serial": serial, "attributes": {}})
+    lease = h1.claim()
+    assert (lease.task_id, lease.device) == (task["id"], serial)
+    h1.report(lease, "done")

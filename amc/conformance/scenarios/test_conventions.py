@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from amc.conformance.client import PLAN, check_problem, ms
@@ -38,7 +40,7 @@ def test_every_role_gets_exactly_its_allowed_answers(scene):
                       dict(acme=200, beta=404, h1=200, h2=404, admin=200)),
         "history": ("GET", f"/v1/tasks/{x}/history", None, dict(acme=200, beta=404, h1=403, h2=403, admin=200)),
         "list tasks": ("GET", "/v1/tasks", None, dict(acme=200, beta=200, h1=403, h2=403, admin=200)),
-        "list hosts": ("GET", "/v1/hosts", None, dict(acme=200, beta=200, h1=403, h2=403, admin=200)),
+        "list hosts": ("GET", "/v1/hosts", None, dict(acme=200, beta=200, h1=200, h2=200, admin=200)),
         "read host": ("GET", f"/v1/hosts/{h1.id}", None, dict(acme=200, beta=200, h1=200, h2=403, admin=200)),
         "claim": ("POST", f"/v1/hosts/{h1.id}/claim", {}, dict(acme=403, beta=403, h1=204, h2=403, admin=403)),
         "start": ("POST", f"/v1/tasks/{x}/attempts/1/start", lid,
@@ -133,6 +135,74 @@ def test_checks_run_in_the_protocols_order(scene):
     h1.report(lease, "cancelled", expect=(409, "no_cancellation_requested"))
 
 
+@pytest.mark.req("ACCESS/s4")
+def test_authentication_comes_before_routing_and_the_body(scene):
+    """Without a valid token every request is 401: a bad submit body, an unknown path, a wrong method."""
+    acme = scene.acme
+    anonymous = scene.connection.caller(None, "no token")
+    stranger = scene.connection.caller("not-a-token-" + scene.tag, "unknown token")
+    task = scene.submit()
+    before = acme.get_task(task["id"])
+    bad_submit = {"plan": {"steps": []}, "priority": "high", "colour": "red"}
+    unknown_paths = [f"/v1/nothing-{scene.tag}", f"/v1/tasks/{task['id']}/nothing", "/v2/tasks"]
+    for caller in (anonymous, stranger):
+        # A submit whose body is bad in every way, or not JSON at all: the token is checked first
+        caller.call("POST", "/v1/tasks", bad_submit, expect=(401, "unauthorized"))
+        response = caller.send("POST", "/v1/tasks", content=b"{not json", headers={"Content-Type": "application/json"})
+        check_problem(response, 401, "unauthorized")
+        caller.call("POST", "/v1/tasks", {"plan": PLAN, "requirements": scene.requirements()},
+                    expect=(401, "unauthorized"))
+        # A path that does not exist, and a known path with a method it lacks
+        for path in unknown_paths:
+            caller.call("GET", path, expect=(401, "unauthorized"))
+        caller.call("DELETE", "/v1/tasks", expect=(401, "unauthorized"))
+        caller.call("DELETE", f"/v1/tasks/{task['id']}", expect=(401, "unauthorized"))
+    # Only GET /v1/health and GET /metrics answer without a token
+    assert anonymous.send("GET", "/v1/health").status_code == 200
+    assert anonymous.send("GET", "/metrics").status_code == 200
+    # With a valid token the same requests get what they deserve: 400 for the body, 404 for the path
+    acme.call("POST", "/v1/tasks", bad_submit, expect=(400, "invalid_request"))
+    for path in unknown_paths:
+        acme.call("GET", path, expect=(404, "not_found"))
+    # And nothing changed
+    assert acme.get_task(task["id"]) == before
+
+
+def _allowed(response) -> set[str]:
+    return {method.strip().upper() for method in response.headers.get("allow", "").split(",") if method.strip()}
+
+
+@pytest.mark.req("ACCESS/s5")
+def test_a_method_a_path_lacks_is_405_with_every_allowed_method(scene):
+    """A known path with another method: 405 method_not_allowed whose Allow lists every method of that path."""
+    acme, h1 = scene.acme, scene.h1
+    task, lease = scene.running(h1)
+    x = task["id"]
+    before = acme.get_task(x)
+    # (caller, method, path, the methods the protocol gives that path)
+    cases = [
+        (acme, "DELETE", "/v1/tasks", {"GET", "POST"}),
+        (acme, "PUT", "/v1/tasks", {"GET", "POST"}),
+        (acme, "DELETE", f"/v1/tasks/{x}", {"GET"}),
+        (acme, "POST", f"/v1/tasks/{x}/history", {"GET"}),
+        (acme, "GET", f"/v1/tasks/{x}/cancel", {"POST"}),
+        (acme, "DELETE", f"/v1/tasks/{x}/messages", {"GET", "POST"}),
+        (acme, "POST", "/v1/hosts", {"GET"}),
+        (h1.caller, "DELETE", f"/v1/hosts/{h1.id}", {"GET", "PUT"}),
+        (h1.caller, "GET", f"/v1/hosts/{h1.id}/claim", {"POST"}),
+        (h1.caller, "GET", f"/v1/tasks/{x}/attempts/1/renew", {"POST"}),
+        (h1.caller, "PUT", f"/v1/tasks/{x}/attempts/1/start", {"POST"}),
+        (h1.caller, "GET", f"/v1/tasks/{x}/attempts/1/result", {"POST"}),
+    ]
+    for caller, method, path, methods in cases:
+        caller.call(method, path, expect=(405, "method_not_allowed"))
+        allowed = _allowed(caller.last)
+        assert methods <= allowed, f"{method} {path}: Allow {caller.last.headers.get('allow')!r} lacks {methods - allowed}"
+        assert method not in allowed, f"{method} {path}: Allow {caller.last.headers.get('allow')!r} names {method}"
+    # And none of them changed the task
+    assert acme.get_task(x) == before
+
+
 # ---------------------------------------------------------------------------------------
 # INPUT
 
@@ -181,6 +251,35 @@ def test_bad_input_is_400_naming_the_field_and_changes_nothing(scene):
     assert [acme.get_task(queued["id"]), acme.get_task(task["id"]), h1.read()] == before
 
 
+NOT_JSON_NUMBERS = ("NaN", "Infinity", "-Infinity")
+
+
+@pytest.mark.req("INPUT/s2")
+def test_nan_and_infinity_are_refused_wherever_they_appear(scene):
+    """NaN, Infinity and -Infinity are not JSON: 400 in a result's free-form metadata, a claim, a submit."""
+    acme, h1 = scene.acme, scene.h1
+    # Given a dispatched attempt of h1, and another task queued
+    task, lease = scene.running(h1)
+    before = acme.get_task(task["id"])
+    json_body = {"Content-Type": "application/json"}
+    result = f"/v1/tasks/{task['id']}/attempts/1/result"
+    for token in NOT_JSON_NUMBERS:
+        # When a body carries one where any JSON value would do (metadata is free-form)
+        body = '{"lease_id": %s, "status": "done", "metadata": {"x": %s}}' % (json.dumps(lease.lease_id), token)
+        check_problem(h1.caller.send("POST", result, content=body.encode(), headers=json_body), 400, "invalid_request")
+        # Or where a number is expected
+        claim = '{"lease_seconds": %s}' % token
+        check_problem(h1.caller.send("POST", f"/v1/hosts/{h1.id}/claim", content=claim.encode(), headers=json_body),
+                      400, "invalid_request")
+        submit = '{"plan": {"steps": [{"id": "w", "action": "wait", "args": {"seconds": %s}}]}, "labels": {}}' % token
+        check_problem(acme.send("POST", "/v1/tasks", content=submit.encode(), headers=json_body), 400,
+                      "invalid_request")
+    # Then the attempt is still running, and the same report with a number is accepted
+    assert acme.get_task(task["id"]) == before
+    ended = h1.report(lease, "done", metadata={"x": 1.5})
+    assert ended["result"]["metadata"] == {"x": 1.5}
+
+
 # ---------------------------------------------------------------------------------------
 # LISTING
 
@@ -224,3 +323,26 @@ def test_pages_are_oldest_first_follow_the_cursor_and_filter_by_status(scene):
     assert created == sorted(created)
     # And a cursor the server did not issue is 400
     acme.call("GET", "/v1/tasks", params={"after": "not-a-cursor"}, expect=(400, "invalid_request"))
+
+
+@pytest.mark.req("LISTING/s2")
+def test_a_page_holds_as_many_tasks_as_the_limit_asks_up_to_1000(scene):
+    """limit 1..1000 is honoured above the default of 100: a page of 120 holds 120 tasks."""
+    acme = scene.acme
+    # Given 120 queued tasks of acme (and perhaps others of earlier tests)
+    mine = [scene.submit(acme)["id"] for _ in range(120)]
+    # When acme lists queued tasks 120 at a time
+    page = acme.list_tasks(status="queued", limit=120)
+    # Then the first page holds 120 tasks, and following next finds all of its own, once each
+    assert len(page["tasks"]) == 120, f"limit=120 gave a page of {len(page['tasks'])} tasks"
+    listed = [t["id"] for t in page["tasks"]]
+    after = page["next"]
+    while after is not None:
+        page = acme.list_tasks(status="queued", limit=120, after=after)
+        assert len(page["tasks"]) <= 120
+        listed.extend(t["id"] for t in page["tasks"])
+        after = page["next"]
+    assert [i for i in listed if i in set(mine)] == mine
+    # And the largest limit is accepted, the default is 100
+    assert len(acme.list_tasks(status="queued", limit=1000)["tasks"]) >= 120
+    assert len(acme.list_tasks(status="queued")["tasks"]) == 100

@@ -332,7 +332,9 @@ class Differential(RuleBasedStateMachine):
         requirements = self.requirements(model, pin)
         body = {"plan": PLAN, "requirements": requirements, "priority": priority, "max_attempts": max_attempts}
         if key is not None:
-            body["idempotency_key"] = f"{key}.{self.tag}"
+            # An admin's keys are its own: whether an admin's body naming the tenant is "the same"
+            # as a client's body without it is not the protocol's to say, so they never meet.
+            body["idempotency_key"] = f"{key}.{'admin.' if who.startswith('admin') else ''}{self.tag}"
         tenant_name = who.split()[-1]
         if who.startswith("admin"):
             caller, body["tenant"] = self.admin, self.tenant[tenant_name]

@@ -3,8 +3,9 @@
 
 A follow-up waits on its task and is never handed to a host. When the task ends done, the
 server collects every waiting follow-up into one successor task (`follow_up_of`,
-`collected`, `follow_ups`); the test finds it through the messages' `successor` and checks
-it against the listing of the tenant's tasks.
+`collected`); the test finds it in the listing of the tenant's tasks by its `follow_up_of`.
+How the successor's plan is made from the follow-ups, and what else it carries over, the
+protocol leaves to the server (amc's own choices are tested in amc's tests).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def successors_of(client, task_id: str) -> list[dict]:
 def test_follow_ups_to_a_task_that_ends_done_become_one_successor(scene):
     """m1, m2 wait on X; X ends done: one queued successor S with X's requirements and collected [m1, m2]."""
     acme, h1 = scene.acme, scene.h1
-    # Given X of acme (model Pixel 7, priority 5, a label) dispatched on h1, and follow-ups m1 and m2
+    # Given X of acme (model Pixel 7) dispatched on h1, and follow-ups m1 and m2
     h1.register(scene.device("emulator-5554", model="Pixel 7"))
     task = scene.submit(plan=PLAN_ABC, attributes={"model": "Pixel 7"}, priority=5, labels={"team": "qa"})
     x = task["id"]
@@ -40,21 +41,19 @@ def test_follow_ups_to_a_task_that_ends_done_become_one_successor(scene):
 
     # When h1 reports done for X
     ended = h1.report(lease, "done", metadata={"screens": 2})
-    acme.created.extend(sorted({acme.get_message(x, m)["successor"] for m in (m1["id"], m2["id"])}))
 
     # Then exactly one new task S exists: queued, following up X, collecting m1 and m2, with X's requirements
     found = successors_of(acme, x)
     assert len(found) == 1, f"one successor of {x}, found {[t['id'] for t in found]}"
     s = found[0]
+    acme.created.append(s["id"])
     assert s["id"] != x
     assert (s["status"], s["follow_up_of"], s["collected"]) == ("queued", x, [m1["id"], m2["id"]])
     assert s["requirements"] == task["requirements"]
-    assert (s["tenant"], s["priority"], s["labels"]) == (task["tenant"], 5, {"team": "qa"})
+    assert s["tenant"] == task["tenant"]
     assert s["attempts"] == [] and s["result"] is None
     # And each follow-up is admitted into S
-    for message in acme.messages(x):
-        assert (message["state"], message["successor"]) == ("admitted", s["id"])
-    assert "follow_ups_collected" in acme.event_types(x)
+    assert [message["state"] for message in acme.messages(x)] == ["admitted", "admitted"]
     # And X's result is the one h1 reported
     assert acme.get_task(x)["result"] == ended["result"]
     assert ended["result"]["metadata"] == {"screens": 2}
@@ -62,9 +61,9 @@ def test_follow_ups_to_a_task_that_ends_done_become_one_successor(scene):
 
     # And a follow-up m3 posted after X is done starts a second successor at once, holding m3 alone
     m3 = acme.post_message(x, "follow_up", text="and the battery page", expect=201)
-    assert m3["state"] == "admitted" and m3["successor"] not in (None, s["id"])
-    acme.created.append(m3["successor"])
-    second = acme.get_task(m3["successor"])
+    assert m3["state"] == "admitted"
+    (second,) = [t for t in successors_of(acme, x) if t["id"] != s["id"]]
+    acme.created.append(second["id"])
     assert (second["status"], second["follow_up_of"], second["collected"]) == ("queued", x, [m3["id"]])
     assert second["requirements"] == task["requirements"]
     assert sorted(t["id"] for t in successors_of(acme, x)) == sorted([s["id"], second["id"]])
@@ -95,7 +94,7 @@ def test_follow_ups_to_a_task_that_ends_otherwise_are_not_admitted(scene, how):
 
     # Then m1 is not_admitted and no successor task exists
     after = acme.get_message(x, m1["id"])
-    assert (after["state"], after.get("successor")) == ("not_admitted", None)
+    assert after["state"] == "not_admitted"
     assert successors_of(acme, x) == []
     assert ended["collected"] == [] and ended["follow_up_of"] is None
     # And a new follow-up to X is 409 task_terminal, and records nothing
@@ -122,7 +121,7 @@ def test_follow_ups_to_a_task_cancelled_while_queued_are_not_admitted(scene):
 
 @pytest.mark.req("COLLECT/s1")
 def test_a_collected_successor_keeps_every_message_id_and_what_each_asked(scene):
-    """S shows m1 and m2, in posting order, each with its own text and data; X's messages name S."""
+    """S collects m1 and m2, in posting order; X's messages keep their ids, text and data; T is beta's alone."""
     acme, beta, h1, h2 = scene.acme, scene.beta, scene.h1, scene.h2
     # Given X of acme with follow-ups m1 (text) and m2 (text and steps), in that order, and Y of
     # beta, with the same requirements, with follow-up m3; both dispatched
@@ -142,25 +141,19 @@ def test_a_collected_successor_keeps_every_message_id_and_what_each_asked(scene)
     # When X and Y end done, and successors S (of X) and T (of Y) are created
     h1.report(lease_x, "done")
     h2.report(lease_y, "done")
-    s_id = acme.get_message(x, m1["id"])["successor"]
-    t_id = beta.get_message(y, m3["id"])["successor"]
+    (s,) = successors_of(acme, x)
+    (t,) = successors_of(beta, y)
+    s_id, t_id = s["id"], t["id"]
     acme.created.append(s_id)
     beta.created.append(t_id)
 
-    # Then S's collected is [m1, m2] and, for each id, S shows that message's own text and data
-    s = acme.get_task(s_id)
+    # Then S's collected is [m1, m2], in posting order
     assert s["collected"] == [m1["id"], m2["id"]]
-    assert s["follow_ups"] == [{"message_id": m1["id"], "text": "open Wi-Fi settings", "data": None},
-                               {"message_id": m2["id"], "text": "take a screenshot", "data": shot}]
-    # And S asks for m2's steps (m1's text is guidance), each step named after the message that asked for it
-    assert s["plan"]["steps"] == [{"id": f"{m2['id']}.shot", "action": "screenshot", "args": {}}]
-    # And GET /v1/tasks/X/messages still lists m1 and m2 under the same ids, each naming S
+    # And GET /v1/tasks/X/messages still lists m1 and m2 under the same ids, with what each asked
     listed = acme.messages(x)
     assert ids(listed) == [m1["id"], m2["id"]]
-    assert [(m["text"], m["data"], m["successor"]) for m in listed] == [
-        ("open Wi-Fi settings", None, s_id), ("take a screenshot", shot, s_id)]
+    assert [(m["text"], m["data"]) for m in listed] == [("open Wi-Fi settings", None), ("take a screenshot", shot)]
     # And nothing of another task or tenant was merged: T holds m3 alone, in beta's tenant
-    t = beta.get_task(t_id)
     assert t_id != s_id
     assert (t["tenant"], t["follow_up_of"], t["collected"]) == (beta.tenant, y, [m3["id"]])
     acme.get_task(t_id, expect=(404, "not_found"))

@@ -437,6 +437,26 @@ def test_an_unknown_task_or_attempt_is_not_found(scene):
     assert scene.task(task["id"])["status"] == "assigned"
 
 
+@pytest.mark.req("LEASE-CHECKS/s3")
+def test_an_attempt_number_not_written_canonically_names_no_attempt(scene):
+    """Attempt 01, +1 or 1.0 in a path is 404 for start, renew and result, and changes nothing."""
+    acme, h1 = scene.acme, scene.h1
+    # Given attempt 1 of X dispatched on h1
+    task, lease = scene.running(h1)
+    before = acme.get_task(task["id"])
+    body = {"lease_id": lease.lease_id}
+    # When h1 names it 01, +1 or 1.0
+    for spelled in ("01", "+1", "1.0", "001"):
+        base = f"/v1/tasks/{task['id']}/attempts/{spelled}"
+        h1.caller.call("POST", f"{base}/renew", body, expect=(404, "not_found"))
+        h1.caller.call("POST", f"{base}/start", body, expect=(404, "not_found"))
+        h1.caller.call("POST", f"{base}/result", {**body, "status": "done"}, expect=(404, "not_found"))
+    # Then nothing changed, and attempt 1 written as 1 still renews
+    assert acme.get_task(task["id"]) == before
+    h1.renew(lease)
+    assert acme.get_task(task["id"])["attempts"][0]["renewals"] == 1
+
+
 # ---------------------------------------------------------------------------------------
 # CANCELLATION-RECORD
 

@@ -132,7 +132,7 @@ def test_same_key_different_body_is_a_conflict(scene):
 
 @pytest.mark.req("SUBMIT-IDEMPOTENT/s3")
 def test_keys_are_scoped_to_the_tenant(scene):
-    """Another tenant's use of a key creates its own task; an admin naming the tenant gets the first."""
+    """Another tenant's use of a key creates its own task; an admin's submit into acme shares acme's keys."""
     acme, beta, admin = scene.acme, scene.beta, scene.admin
     # Given acme used key k-1 for t1
     key, requirements = scene.key("k-1"), scene.requirements()
@@ -145,7 +145,11 @@ def test_keys_are_scoped_to_the_tenant(scene):
     assert t2["id"] != t1["id"]
     assert t2["tenant"] == beta.tenant
     assert acme.get_task(t1["id"]) == t1
-    # And an admin submitting t1's body into acme with key k-1 gets t1
-    again = admin.submit_task(plan=PLAN, requirements=requirements, idempotency_key=key, tenant=acme.tenant,
-                              expect=200)
-    assert again == t1
+    # And an admin submitting into acme with key k-1 and another body conflicts with t1 (the key is
+    # acme's), while the same into beta conflicts with t2: keys belong to the tenant the task goes to
+    admin.submit_task(plan=PLAN, requirements=requirements, priority=3, idempotency_key=key, tenant=acme.tenant,
+                      expect=(409, "idempotency_conflict"))
+    admin.submit_task(plan=PLAN, requirements=requirements, priority=3, idempotency_key=key, tenant=beta.tenant,
+                      expect=(409, "idempotency_conflict"))
+    assert acme.get_task(t1["id"]) == t1
+    assert beta.get_task(t2["id"]) == t2

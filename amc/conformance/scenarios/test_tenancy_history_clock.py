@@ -183,15 +183,32 @@ def test_the_clock_resumes_after_a_restart(scene):
 
 @pytest.mark.req("CLOCK")
 def test_the_clock_endpoint_exists_only_with_a_manual_clock(scene):
-    """Manual clock: advance_seconds must be > 0 (else 400), admin only (403). Without one: 404."""
+    """Manual clock: advance_seconds must be > 0 (else 400). Without one: 404."""
     admin, clock = scene.admin, scene.clock
     if clock.manual:
         admin.advance_clock(0, expect=(400, "invalid_request"))
         admin.advance_clock(-1, expect=(400, "invalid_request"))
-        scene.acme.advance_clock(1, expect=(403, "forbidden"))
-        scene.h1.caller.advance_clock(1, expect=(403, "forbidden"))
         before = clock.now()
         clock.advance(0.25)
         assert clock.now() == before + 250
     else:
         admin.advance_clock(1, expect=(404, "not_found"))
+
+
+@pytest.mark.req("CLOCK/s2")
+def test_only_an_admin_may_call_the_clock_endpoint_whatever_the_clock(scene):
+    """A client or a host is 403 on POST /v1/admin/clock, manual clock or not; no token is 401."""
+    clock = scene.clock
+    anonymous = scene.connection.caller(None, "no token")
+    for caller in (scene.acme, scene.beta, scene.h1.caller):
+        # A well-formed advance and a malformed one alike: the role is checked before the body
+        caller.advance_clock(1, expect=(403, "forbidden"))
+        caller.call("POST", "/v1/admin/clock", {"advance_seconds": "soon"}, expect=(403, "forbidden"))
+    anonymous.advance_clock(1, expect=(401, "unauthorized"))
+    # And an admin's advance works with a manual clock, and is 404 without one
+    if clock.manual:
+        before = clock.now()
+        clock.advance(0.001)
+        assert clock.now() == before + 1
+    else:
+        scene.admin.advance_clock(1, expect=(404, "not_found"))

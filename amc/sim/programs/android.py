@@ -1,4 +1,5 @@
-"""The Android tools agents use: getprop, input, am, monkey, wm, dumpsys, screencap, pm.
+"""The Android tools agents use: getprop, input, am, monkey, wm, dumpsys, screencap, pm,
+uiautomator (dump) and logcat.
 
 Outputs imitate the real tools closely enough for parsers (specs/adb.md §1.5 and §6); the
 parts of the behaviour that were never checked on a device (exit codes of `am` and
@@ -7,13 +8,13 @@ parts of the behaviour that were never checked on a device (exit codes of `am` a
 
 from __future__ import annotations
 
-import hashlib
 import re
 
-from ..png import render_screen
 from ..invocation import Invocation
+from ..logcat import FORMATS
+from ..screens import hierarchy_xml, screenshot_png
+from ..spec import LAUNCHER
 
-LAUNCHER = "com.android.launcher3/.Launcher"
 LAUNCHER_INTENT = "android.intent.category.LAUNCHER"
 
 # A small part of KeyEvent's table (ppadb keycode.py): enough for agents' keys.
@@ -74,7 +75,9 @@ def input_(inv: Invocation) -> int:
         wanted = (2,) if command == "tap" else (4, 5)
         if len(rest) not in wanted or not all(_NUMBER.match(value) for value in rest):
             return _usage(inv, f"Invalid arguments for command: {command}")
-        device.input_events.append(" ".join([command, *rest]))
+        _event(inv, " ".join([command, *rest]))
+        if command == "tap":
+            _tap(inv, round(float(rest[0])), round(float(rest[1])))
     elif command == "text":
         # Input.java takes exactly one argument: unquoted spaces are a caller's bug.
         if len(rest) != 1:
@@ -83,7 +86,7 @@ def input_(inv: Invocation) -> int:
         if any(not (" " <= char <= "~") for char in typed):
             inv.err("Error: the virtual keyboard cannot type non-ASCII or control characters\n")
             return 1
-        device.input_events.append(f"text {typed}")
+        _event(inv, f"text {typed}")
         device.typed_text += typed
     elif command == "keyevent":
         keys = [key for key in rest if not key.startswith("--")]
@@ -95,14 +98,32 @@ def input_(inv: Invocation) -> int:
                 inv.err(f"Error: unknown keycode '{key}'\n")
                 return 1
             code = int(key) if key.isdigit() else KEYCODES[name]
-            device.input_events.append(f"keyevent {code}" + (" longpress" if "--longpress" in rest else ""))
+            _event(inv, f"keyevent {code}" + (" longpress" if "--longpress" in rest else ""))
             if code == KEYCODES["HOME"]:
-                device.foreground = LAUNCHER
+                device.home()
+            elif code == KEYCODES["BACK"]:
+                device.back()
     elif command in ("press", "roll"):
-        device.input_events.append(" ".join([command, *rest]))
+        _event(inv, " ".join([command, *rest]))
     else:
         return _usage(inv, f"Unknown command: {command}")
     return 0
+
+
+def _event(inv: Invocation, event: str) -> None:
+    """Record an injected input event, in the device's event list and in its log."""
+    inv.device.input_events.append(event)
+    inv.device.logcat.log("I", "Input", f"injectInputEvent: {event}", pid=inv.process.pid)
+
+
+def _tap(inv: Invocation, x: int, y: int) -> None:
+    """A tap on a row that opens an activity opens it (see `screens`); elsewhere it changes nothing."""
+    target = inv.device.screen().tap_target(x, y)
+    if target is not None and target.opens is not None:
+        package, activity = target.opens.split("/", 1)
+        resolved = _resolve(inv, package, activity)
+        if resolved is not None:
+            inv.device.open_activity(resolved)
 
 
 def _resolve(inv: Invocation, package: str, activity: str | None) -> str | None:
@@ -131,8 +152,7 @@ def am(inv: Invocation) -> int:
         if len(rest) != 1:
             inv.err("Error: force-stop needs exactly one package\n")
             return 1
-        if device.foreground and device.foreground.split("/")[0] == rest[0]:
-            device.foreground = LAUNCHER
+        device.force_stop(rest[0])
         return 0
     if command != "start":
         inv.err(f"Error: unknown command '{command}'\n")
@@ -154,7 +174,7 @@ def am(inv: Invocation) -> int:
         full = package + activity if activity.startswith(".") else activity
         inv.out(f"Error type 3\nError: Activity class {{{package}/{full}}} does not exist.\n")
         return 1
-    device.foreground = resolved
+    device.open_activity(resolved)
     return 0
 
 
@@ -165,7 +185,7 @@ def monkey(inv: Invocation) -> int:
     if resolved is None:
         inv.out("** No activities found to run, monkey aborted.\n")
         return 1
-    inv.device.foreground = resolved
+    inv.device.open_activity(resolved)
     inv.out("  bash arg: " + "\n  bash arg: ".join(args) + "\n")
     inv.out("Events injected: 1\n## Network stats: elapsed time=12ms (0ms mobile, 0ms wifi, 12ms not connected)\n")
     return 0
@@ -200,17 +220,9 @@ def dumpsys(inv: Invocation) -> int:
     return 0
 
 
-def screenshot_png(inv: Invocation) -> bytes:
-    """The current screen: a colour per foreground app, so screens differ visibly."""
-    foreground = inv.device.foreground or LAUNCHER
-    digest = hashlib.sha256(foreground.encode()).digest()
-    spec = inv.device.spec
-    return render_screen(spec.width, spec.height, (digest[0], digest[1], digest[2]), (32, 33, 36))
-
-
 def screencap(inv: Invocation) -> int:
     paths = [arg for arg in inv.args if not arg.startswith("-")]
-    png = screenshot_png(inv)
+    png = screenshot_png(inv.device.spec, inv.device.screen())
     if paths:
         inv.device.files[paths[0]] = png
     else:
@@ -243,7 +255,97 @@ def pm(inv: Invocation) -> int:
     return 1
 
 
+UI_DUMP_DEFAULT = "/sdcard/window_dump.xml"
+_TO_STDOUT = ("/dev/tty", "/dev/stdout")
+
+
+def uiautomator(inv: Invocation) -> int:
+    """`uiautomator dump [--compressed] [FILE]`: the screen's UI tree as XML (`screens`).
+
+    The XML goes to FILE (default /sdcard/window_dump.xml), or to the output for /dev/tty
+    and /dev/stdout; either way the tool then prints its confirmation, with the real tool's
+    misspelling ("hierchary").
+    """
+    args = inv.args
+    rest = [arg for arg in args[1:] if arg != "--compressed"]
+    if args[:1] != ["dump"] or len(rest) > 1 or any(arg.startswith("-") for arg in rest):
+        inv.err("Usage: uiautomator <subcommand> [options]\n\nAvailable subcommands:\n\n"
+                "dump: creates an XML dump of current UI hierarchy\n"
+                "    dump [--compressed] [file]\n")
+        return 1
+    path = rest[0] if rest else UI_DUMP_DEFAULT
+    xml = hierarchy_xml(inv.device.screen())
+    if path in _TO_STDOUT:
+        inv.out(xml)
+    else:
+        inv.device.files[path] = xml
+    inv.out(f"UI hierchary dumped to: {path}\n")
+    return 0
+
+
+_LOGCAT_BUFFERS = ("main", "system", "crash", "events", "radio", "default", "all")
+
+
+def logcat(inv: Invocation) -> int:
+    """`logcat [-d] [-c] [-t N] [-v FORMAT] [-b BUFFER]`: print the device's log ring.
+
+    Without `-d` or `-t` it follows the log until it is stopped, as the real tool does.
+    `-t N` prints the last N lines and exits. Each buffer's first line is preceded by
+    `--------- beginning of <buffer>`. Filter specs are not simulated.
+    """
+    args = list(inv.args)
+    dump, count, fmt, buffers = False, None, "threadtime", set()
+    while args:
+        arg = args.pop(0)
+        if arg == "-d":
+            dump = True
+        elif arg == "-c":
+            inv.device.logcat.clear()
+            return 0
+        elif arg in ("-t", "-v", "-b") or (arg[:2] in ("-t", "-v", "-b") and len(arg) > 2):
+            value = arg[2:] if len(arg) > 2 else (args.pop(0) if args else "")
+            if arg.startswith("-t"):
+                if not value.isdigit() or int(value) == 0:
+                    inv.err(f"logcat: -t {value!r}: only a positive line count is simulated\n")
+                    return 1
+                dump, count = True, int(value)
+            elif arg.startswith("-v"):
+                if value not in FORMATS:
+                    inv.err(f"logcat: Unknown format '{value}'\n")
+                    return 1
+                fmt = value
+            else:
+                if value not in _LOGCAT_BUFFERS:
+                    inv.err(f"logcat: Unknown buffer '{value}'\n")
+                    return 1
+                buffers |= {"main", "system"} if value in ("default", "all") else {value}
+        else:
+            inv.err(f"logcat: '{arg}': options other than -d -c -t -v -b (and filter specs) are not simulated\n")
+            return 1
+    wanted = buffers or {"main", "system"}
+    begun: set[str] = set()
+
+    def show(entries) -> None:
+        for entry in entries:
+            if entry.buffer not in begun:
+                begun.add(entry.buffer)
+                inv.out(f"--------- beginning of {entry.buffer}\n")
+            inv.out(entry.line(fmt) + "\n")
+
+    last = 0
+    while True:
+        everything = inv.device.logcat.entries(after=last)
+        if everything:
+            last = everything[-1].seq
+        entries = [entry for entry in everything if entry.buffer in wanted]
+        show(entries[-count:] if count else entries)
+        if dump:
+            return 0
+        count = None
+        inv.process.sleep(0.1)  # following: until a kill or a closed stream stops the process
+
+
 PROGRAMS = {
     "getprop": getprop, "input": input_, "am": am, "monkey": monkey, "wm": wm,
-    "dumpsys": dumpsys, "screencap": screencap, "pm": pm,
+    "dumpsys": dumpsys, "screencap": screencap, "pm": pm, "uiautomator": uiautomator, "logcat": logcat,
 }

@@ -7,24 +7,11 @@ import pytest
 
 from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.executor import AdbExecutor
-from amc.sim import SimDeviceSpec, Simulator
 
 from tests.support.realadb import real_adb  # noqa: F401  (a fixture)
+from tests.support.simulator import sim  # noqa: F401  (a fixture)
 
 from .helpers import SERIAL
-
-
-@pytest.fixture
-def sim():
-    """Two default devices (amc-sim-01 Pixel 7, amc-sim-02 SM-G991B) plus an orphan-keeping one."""
-    specs = [
-        SimDeviceSpec(serial="amc-sim-01"),
-        SimDeviceSpec(serial="amc-sim-02", model="SM-G991B", manufacturer="samsung", product="o1s",
-                   sdk=33, width=1080, height=2340),
-        SimDeviceSpec(serial="amc-sim-raw", keep_silent_orphans=True),
-    ]
-    with Simulator(specs) as simulator:
-        yield simulator
 
 
 @pytest.fixture

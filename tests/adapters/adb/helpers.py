@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
+from tests.support.simulator import SERIAL  # noqa: F401  (re-exported for the tests here)
 from tests.support.waiting import eventually  # noqa: F401  (re-exported for the tests here)
-
-SERIAL = "amc-sim-01"  # the default device of the `sim` fixture
-
-
 
 
 def ends(sim, serial: str) -> list[tuple[str, str]]:

@@ -85,3 +85,22 @@ def test_refused_actions_never_reach_the_device(make_executor, policy, sim):
         executor.run("swipe", {"x1": 1, "y1": 1, "x2": 2, "y2": 2})
     assert sim.log(SERIAL) == []
     assert executor.run("shell", {"command": "echo allowed"}).output == "allowed\n"
+
+
+@pytest.mark.parametrize("rules, refused", [
+    ({"deny": ["ui_dump"]}, {"ui_dump"}),
+    ({"deny": ["logcat"]}, {"logcat"}),
+    ({"allow": ["screenshot", "ui_dump"]}, {"logcat"}),
+    ({"deny": ["*"]}, {"ui_dump", "logcat"}),
+])
+def test_the_observation_actions_obey_the_action_rules(make_executor, sim, rules, refused):
+    executor = make_executor(policy=ActionPolicy.from_dict({"actions": rules}))
+    for action, args in (("ui_dump", {}), ("logcat", {"lines": 5})):
+        if action in refused:
+            with pytest.raises(ActionRefused, match=repr(action)):
+                executor.run(action, args)
+        else:
+            assert executor.run(action, args).artifact.exists()
+    sent = " ".join(sim.commands(SERIAL))
+    assert ("uiautomator" in sent) == ("ui_dump" not in refused)
+    assert ("logcat" in sent) == ("logcat" not in refused)

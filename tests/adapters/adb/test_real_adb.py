@@ -5,8 +5,10 @@ Skipped with a reason when `adb` is not on PATH; with AMC_REQUIRE_ADB=1 they fai
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+import xml.etree.ElementTree as ElementTree
 
 import pytest
 
@@ -78,3 +80,22 @@ def test_deadline_on_a_chatty_command(real_adb, sim, tmp_path):
     # The stream's close (SIGHUP, or SIGPIPE on its next write) or the executor's follow-up
     # pkill (SIGTERM) stops it first.
     assert eventually(ticker_record)[0] in {("interrupted", "SIGHUP"), ("interrupted", "SIGPIPE"), ("killed", "SIGTERM")}
+
+
+def test_observations_through_the_real_server(real_adb, sim, tmp_path):
+    """ui_dump and logcat through the real server: the XML parses and follows a tap; the log
+    shows the launch."""
+    serial = real_adb.connect(sim.device_ports["amc-sim-01"])
+    executor = AdbExecutor(real_adb.client(), serial, artifacts_dir=tmp_path)
+    executor.run("launch", {"package": "com.android.settings"})
+    root = ElementTree.parse(executor.run("ui_dump", {}, step_id="ui").artifact).getroot()
+    row = next(node for node in root.iter("node") if node.get("text") == "Network & internet")
+    x1, y1, x2, y2 = map(int, re.findall(r"\d+", row.get("bounds")))
+    executor.run("tap", {"x": (x1 + x2) // 2, "y": (y1 + y2) // 2})
+    after = ElementTree.parse(executor.run("ui_dump", {}).artifact).getroot()
+    assert [node.get("text") for node in after.iter("node") if node.get("text")][:2] == ["Network & internet",
+                                                                                         "Internet"]
+    log = executor.run("logcat", {"lines": 50}).artifact.read_text()
+    assert re.search(r" I ActivityManager: Start proc \d+:com\.android\.settings/", log)
+    assert "injectInputEvent: tap" in log
+    assert {r.via for r in sim.log("amc-sim-01") if r.service == "shell"} == {"adbd"}

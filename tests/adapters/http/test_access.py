@@ -26,7 +26,7 @@ ENDPOINTS = {
     "cancel": ("POST", "/v1/tasks/{x}/cancel", {}, {"admin": 202, "acme": 202, "beta": 404, "h1": 403, "h2": 403}),
     "put_host": ("PUT", "/v1/hosts/h1", {"devices": [{"serial": "emulator-5554", "attributes": {}}]},
                  {"admin": 200, "acme": 403, "beta": 403, "h1": 200, "h2": 403}),
-    "list_hosts": ("GET", "/v1/hosts", None, {"admin": 200, "acme": 200, "beta": 200, "h1": 403, "h2": 403}),
+    "list_hosts": ("GET", "/v1/hosts", None, {"admin": 200, "acme": 200, "beta": 200, "h1": 200, "h2": 200}),
     "get_host": ("GET", "/v1/hosts/h1", None, {"admin": 200, "acme": 200, "beta": 200, "h1": 200, "h2": 403}),
     "claim": ("POST", "/v1/hosts/h1/claim", {}, {"admin": 403, "acme": 403, "beta": 403, "h1": 204, "h2": 403}),
     "start": ("POST", "/v1/tasks/{x}/attempts/1/start", {"lease_id": "{lease}"},
@@ -146,3 +146,63 @@ def test_the_body_comes_before_the_rules(amc):
     amc.h2.report(task_id, 1, lease["lease_id"], "finished", expect=400)  # foreign, but invalid first
     amc.acme.cancel(task_id, expect=409)
     amc.acme.request("POST", f"/v1/tasks/{task_id}/cancel", json={"reason": ["x"]}, expect=400)
+
+
+# -- before and around routing (the resolved points of protocol v1.1) -----------------------
+
+
+@pytest.mark.req("ACCESS/s4")
+def test_authentication_comes_before_routing(amc):
+    for caller in (amc.anon, amc.stranger):
+        caller.request("GET", "/v1/nowhere", expect=401)
+        caller.request("DELETE", "/v1/tasks", expect=401)
+        caller.request("POST", "/v1/tasks/t_x/attempts/01/renew", json={"lease_id": "l"}, expect=401)
+        caller.request("POST", "/v1/tasks", content=b"{not json", expect=401)
+        assert problem(caller) == (401, "unauthorized")
+        assert caller.last.headers["www-authenticate"].startswith("Bearer")
+    # Size still comes first, on an unknown path too
+    amc.anon.request("POST", "/v1/nowhere", content=b"{" + b" " * (1024 * 1024) + b"}", expect=413)
+    amc.acme.request("GET", "/v1/nowhere", expect=404)
+    assert problem(amc.acme) == (404, "not_found")
+
+
+@pytest.mark.req("ACCESS/s5")
+@pytest.mark.parametrize(("method", "path", "allow"), [
+    ("DELETE", "/v1/tasks", "GET, HEAD, POST"),
+    ("PUT", "/v1/tasks/t_x", "GET, HEAD"),
+    ("GET", "/v1/tasks/t_x/cancel", "POST"),
+    ("DELETE", "/v1/hosts/h1", "GET, HEAD, PUT"),
+    ("GET", "/v1/tasks/t_x/attempts/1/renew", "POST"),
+    ("PUT", "/v1/tasks/t_x/messages", "GET, HEAD, POST"),
+    ("GET", "/v1/admin/clock", "POST"),
+])
+def test_a_method_a_path_lacks_is_405_with_the_complete_allow_header(amc, method, path, allow):
+    amc.admin.request(method, path, expect=405)
+    assert problem(amc.admin) == (405, "method_not_allowed")
+    assert amc.admin.last.headers["allow"] == allow
+
+
+@pytest.mark.req("LEASE-CHECKS/s3")
+def test_attempt_numbers_are_canonical_decimals(amc):
+    task_id, lease = amc.claimed(start=True)
+    for spelled in ("01", "+1", "1.0", "0", "-1", "1e0", "９"):
+        amc.h1.request("POST", f"/v1/tasks/{task_id}/attempts/{spelled}/renew", json={"lease_id": lease["lease_id"]},
+                       expect=404)
+    amc.h1.renew(task_id, 1, lease["lease_id"])
+    assert amc.admin.task(task_id)["attempts"][0]["renewals"] == 1
+
+
+@pytest.mark.req("INVENTORY/s3")
+def test_a_host_lists_only_itself(amc):
+    assert amc.h9.hosts() == {"hosts": []}
+    amc.h1.register("h1", ["d1"])
+    amc.h2.register("h2", ["d2"])
+    assert amc.h1.hosts() == {"hosts": [amc.h1.host("h1")]}
+    assert [h["id"] for h in amc.acme.hosts()["hosts"]] == ["h1", "h2"]
+    amc.h1.host("h2", expect=403)
+
+
+@pytest.mark.req("INVENTORY/s5")
+def test_a_devices_attributes_may_be_left_out(amc):
+    host = amc.h1.call("PUT", "/v1/hosts/h1", {"devices": [{"serial": "d1"}]})
+    assert host["devices"] == [{"serial": "d1", "attributes": {}, "online": True, "reservation": None}]

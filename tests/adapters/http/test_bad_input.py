@@ -86,6 +86,8 @@ SUBMIT = [
     ("launch package a number", orjson.dumps({"plan": plan_of(step("l1", "launch", package=5))}), "l1"),
     ("screenshot with an argument", orjson.dumps({"plan": plan_of(step("sc", "screenshot", scale=2))}), "sc"),
     ("text missing", orjson.dumps({"plan": plan_of(step("tx", "text"))}), "tx"),
+    ("ui_dump with an argument", orjson.dumps({"plan": plan_of(step("ui", "ui_dump", path="/sdcard/x"))}), "ui"),
+    ("logcat lines zero", orjson.dumps({"plan": plan_of(step("lc", "logcat", lines=0))}), "lc"),
     ("too many steps", orjson.dumps({"plan": plan_of(*[step(f"s{i}") for i in range(1001)])}), "s1000"),
 ]
 
@@ -190,7 +192,8 @@ def test_every_action_with_every_argument_is_accepted(amc):
         step("e", "keyevent", key="KEYCODE_HOME"), step("f", "keyevent", key=3),
         step("g", "launch", package="com.x", activity=".Main"), step("h", "screenshot"),
         step("i", "wait", seconds=0.5), {"id": "j", "action": "screenshot"},
+        step("k", "ui_dump"), step("l", "logcat"), step("m", "logcat", lines=50),
     )
     task = amc.acme.submit(plan)
-    assert [s["id"] for s in task["plan"]["steps"]] == list("abcdefghij")
-    assert task["plan"]["steps"][-1] == {"id": "j", "action": "screenshot", "args": {}}
+    assert [s["id"] for s in task["plan"]["steps"]] == list("abcdefghijklm")
+    assert task["plan"]["steps"][9] == {"id": "j", "action": "screenshot", "args": {}}

@@ -636,10 +636,14 @@ def test_times_on_the_wire_and_the_manual_clock(amc):
 
 
 def test_the_clock_endpoint_is_absent_without_a_manual_clock(make_amc):
+    """Without a manual clock an admin gets 404; anyone else is refused as on any clock (401, 403)."""
     amc = make_amc(clock="system")
     amc.admin.advance(1, expect=404)
     assert problem(amc.admin) == (404, "not_found")
-    amc.anon.advance(1, expect=404)
+    amc.admin.request("POST", "/v1/admin/clock", json={"advance_seconds": "x"}, expect=404)  # 404 before 400
+    amc.acme.advance(1, expect=403)
+    amc.h1.advance(1, expect=403)
+    amc.anon.advance(1, expect=401)
 
 
 # -- listing ------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ import stat
 
 import pytest
 
-from amc.adapters.http.auth import Principal, TokenFileError, TokenTable, write_initial_tokens
+from amc.adapters.http.auth import Principal, TokenFileError, TokenTable
+from amc.adapters.http.tokens_file import write_initial as write_initial_tokens
 from amc.adapters.http.plan import parse_plan, plan_to_json
 from amc.adapters.http.wire import rfc3339, seconds
 from amc.core.errors import InvalidRequest
@@ -36,6 +37,35 @@ def test_plan_refusals_name_the_step(raw, named):
     with pytest.raises(InvalidRequest) as refused:
         parse_plan(raw)
     assert named in refused.value.detail
+
+
+def test_the_observation_actions_ui_dump_and_logcat():
+    plan = parse_plan({"steps": [{"id": "ui", "action": "ui_dump"}, {"id": "log", "action": "logcat"},
+                                 {"id": "tail", "action": "logcat", "args": {"lines": 50}}]})
+    assert [(step.action, step.args) for step in plan.steps] == [("ui_dump", {}), ("logcat", {}),
+                                                                ("logcat", {"lines": 50})]
+
+
+@pytest.mark.parametrize("step, expected", [
+    ({"action": "ui_dump", "args": {"path": "/sdcard/x.xml"}}, "unknown argument 'path'"),
+    ({"action": "logcat", "args": {"lines": 0}}, "1..10000"),
+    ({"action": "logcat", "args": {"lines": 10_001}}, "1..10000"),
+    ({"action": "logcat", "args": {"lines": 2.5}}, "1..10000"),
+    ({"action": "logcat", "args": {"lines": True}}, "1..10000"),
+    ({"action": "logcat", "args": {"lines": "200"}}, "1..10000"),
+])
+def test_observation_argument_refusals(step, expected):
+    with pytest.raises(InvalidRequest) as refused:
+        parse_plan({"steps": [{"id": "o", **step}]})
+    assert "'o'" in refused.value.detail and expected in refused.value.detail
+
+
+def test_the_plan_vocabulary_is_what_the_executor_runs():
+    from amc.adapters.adb import commands
+    from amc.adapters.adb.executor import AdbExecutor
+    from amc.adapters.http import plan
+    assert set(plan.ACTIONS) == set(AdbExecutor.ACTIONS)
+    assert plan.MAX_LOGCAT_LINES == commands.MAX_LOGCAT_LINES
 
 
 def test_tokens_are_found_by_value_only():

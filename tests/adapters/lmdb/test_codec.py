@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from amc.adapters.lmdb import codec
 from amc.adapters.lmdb import layout
 from amc.core import records
+from amc.core.lifecycle import AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
 
 text = st.text(max_size=8)
 opt_int = st.none() | st.integers(min_value=0, max_value=2**53)
@@ -37,10 +38,10 @@ attempts = st.builds(
     dispatched_at=opt_int,
     renewals=st.integers(0, 100),
     ended_at=opt_int,
-    outcome=opt_text,
+    outcome=st.none() | st.sampled_from(AttemptState),
 )
 outcomes = st.builds(
-    records.StepOutcome, id=text, status=text, reason=opt_text, started_at=opt_int, ended_at=opt_int, output=opt_text
+    records.StepOutcome, id=text, status=st.sampled_from(StepStatus), reason=opt_text, started_at=opt_int, ended_at=opt_int, output=opt_text
 )
 boundaries = st.none() | st.builds(records.Boundary, before_step=opt_text)
 messages = st.builds(
@@ -49,7 +50,7 @@ messages = st.builds(
     intent=text,
     text=opt_text,
     data=st.none() | json_dict,
-    state=text,
+    state=st.sampled_from(MessageState),
     created_at=st.integers(0, 2**53),
     attempt=opt_int,
     delivered_at=opt_int,
@@ -64,7 +65,7 @@ tasks = st.builds(
     records.Task,
     id=text,
     tenant=text,
-    status=text,
+    status=st.sampled_from(TaskStatus),
     plan=plans,
     requirements=st.builds(records.Requirements, serial=opt_text, attributes=str_dict),
     priority=st.integers(-(2**31), 2**31),
@@ -76,11 +77,11 @@ tasks = st.builds(
     seq=st.integers(0, 2**53),
     attempts=st.lists(attempts, max_size=3).map(tuple),
     cancellation=st.none()
-    | st.builds(records.Cancellation, state=text, requested_at=st.integers(0, 2**53), attempt=opt_int, delivered_at=opt_int, reason=opt_text),
+    | st.builds(records.Cancellation, state=st.sampled_from(CancellationState), requested_at=st.integers(0, 2**53), attempt=opt_int, delivered_at=opt_int, reason=opt_text),
     result=st.none()
     | st.builds(
         records.Result,
-        status=text,
+        status=st.sampled_from(TaskStatus),
         attempt=opt_int,
         reason=text,
         metadata=json_dict,
@@ -107,6 +108,19 @@ def test_task_codec_is_the_converters(task):
     assert codec.structure_task(orjson.loads(orjson.dumps(codec.converter.unstructure(task)))) == task
     assert layout.decode_task(expected) == task == codec.loads(expected)
     assert layout.TaskLoader()(expected) == task
+    _assert_lifecycle_fields_are_enums(layout.decode_task(expected))
+    _assert_lifecycle_fields_are_enums(layout.TaskLoader()(expected))
+
+
+def _assert_lifecycle_fields_are_enums(task: records.Task) -> None:
+    """Decoded records hold the lifecycle enums, not bare strings that merely compare equal."""
+    assert type(task.status) is TaskStatus
+    assert all(a.outcome is None or type(a.outcome) is AttemptState for a in task.attempts)
+    assert task.cancellation is None or type(task.cancellation.state) is CancellationState
+    assert all(type(m.state) is MessageState for m in task.messages)
+    if task.result is not None:
+        assert type(task.result.status) is TaskStatus
+        assert all(type(o.status) is StepStatus for o in task.result.steps or ())
 
 
 @settings(max_examples=200, deadline=None)
@@ -161,7 +175,7 @@ event_strategies = {
         events.TaskEnded,
         at=st.integers(0, 2**53),
         task_id=text,
-        status=text,
+        status=st.sampled_from(TaskStatus),
         reason=text,
         attempt=opt_int,
         metadata=json_dict,
@@ -183,6 +197,7 @@ _FLAT = {
     dict[str, records.JSON] | None: st.none() | json_dict,
     tuple[str, ...]: st.lists(text, max_size=3).map(tuple),
     records.Boundary | None: boundaries,
+    MessageState: st.sampled_from(MessageState),
 }
 
 

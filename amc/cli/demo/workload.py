@@ -27,9 +27,11 @@ import datetime as _dt
 
 import attrs
 
+from amc.core.lifecycle import TERMINAL_STATUSES, AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
+
 PLAIN, QUEUED_CANCEL, INFLIGHT_CANCEL, LEASE_LOSS = "plain", "queued_cancel", "inflight_cancel", "lease_loss"
 STEERED, PAUSED, SUCCESSOR = "steered", "paused", "successor"
-APPLIED = ("admitted", "completed")  # the message states of a message its host applied
+APPLIED = (MessageState.admitted, MessageState.completed)  # the message states of a message its host applied
 
 # The host that is killed, and the one that finishes its work.
 DOOMED_HOST, SURVIVOR_HOST = "h2", "h1"
@@ -189,7 +191,7 @@ def check(job: Job, task: dict, events: list[dict], messages: list[dict] = (),
     attempts = task.get("attempts") or []
     cancellation = task.get("cancellation")
     steps = result.get("steps")
-    expect(task["status"] in ("done", "failed", "cancelled"), f"still {task['status']}")
+    expect(task["status"] in TERMINAL_STATUSES, f"still {task['status']}")
     if problems:
         return problems
     expect(all(a["outcome"] is not None for a in attempts), "an attempt of an ended task has no outcome")
@@ -202,11 +204,11 @@ def check(job: Job, task: dict, events: list[dict], messages: list[dict] = (),
 
     if job.kind in (PLAIN, STEERED, PAUSED, SUCCESSOR):
         skipped = skipped_step_ids(job)
-        expect(task["status"] == "done", f"ended {task['status']}, expected done")
+        expect(task["status"] == TaskStatus.done, f"ended {task['status']}, expected done")
         expect(result.get("reason") == "reported", f"result reason {result.get('reason')}, expected reported")
-        expect([a["outcome"] for a in attempts] == ["done"], "expected exactly one attempt, done")
+        expect([a["outcome"] for a in attempts] == [AttemptState.done], "expected exactly one attempt, done")
         expect(cancellation is None, "has a cancellation nobody asked for")
-        expect(steps is not None and all(s["status"] == "completed" for s in steps if s["id"] not in skipped),
+        expect(steps is not None and all(s["status"] == StepStatus.completed for s in steps if s["id"] not in skipped),
                "not every step completed")
         if job.kind == STEERED:
             problems += _check_steered(job, steps or [], messages)
@@ -216,30 +218,35 @@ def check(job: Job, task: dict, events: list[dict], messages: list[dict] = (),
             problems += _check_successor(task)
 
     elif job.kind == QUEUED_CANCEL:
-        expect(task["status"] == "cancelled", f"ended {task['status']}, expected cancelled")
+        expect(task["status"] == TaskStatus.cancelled, f"ended {task['status']}, expected cancelled")
         expect(result.get("reason") == "cancelled_while_queued",
                f"result reason {result.get('reason')}, expected cancelled_while_queued")
         expect(attempts == [] and task.get("attempt") is None, "an attempt was created for a queued cancel")
-        expect(bool(cancellation) and cancellation["state"] == "completed" and cancellation["attempt"] is None,
+        expect(bool(cancellation) and cancellation["state"] == CancellationState.completed
+               and cancellation["attempt"] is None,
                "the cancellation is not completed with attempt null")
 
     elif job.kind == INFLIGHT_CANCEL:
-        expect(task["status"] == "cancelled", f"ended {task['status']}, expected cancelled")
+        expect(task["status"] == TaskStatus.cancelled, f"ended {task['status']}, expected cancelled")
         expect(result.get("reason") == "reported", f"result reason {result.get('reason')}, expected reported")
-        expect(bool(attempts) and attempts[-1]["outcome"] == "cancelled", "the last attempt's outcome is not cancelled")
-        expect(bool(cancellation) and cancellation["state"] == "completed", "the cancellation is not completed")
+        expect(bool(attempts) and attempts[-1]["outcome"] == AttemptState.cancelled,
+               "the last attempt's outcome is not cancelled")
+        expect(bool(cancellation) and cancellation["state"] == CancellationState.completed,
+               "the cancellation is not completed")
         expect(bool(cancellation) and cancellation.get("delivered_at") is not None, "the cancellation was never delivered")
         outcomes = [s["status"] for s in steps or []]
-        expect(any(s["status"] == "not_started" and s.get("reason") == "cancelled" for s in steps or []),
+        expect(any(s["status"] == StepStatus.not_started and s.get("reason") == "cancelled" for s in steps or []),
                "no step is not_started for reason cancelled")
-        first_unstarted = outcomes.index("not_started") if "not_started" in outcomes else len(outcomes)
-        expect(all(o == "not_started" for o in outcomes[first_unstarted:]), "a step ran after the stop")
-        expect("cancelled" not in outcomes, "a step is called cancelled (a step is interrupted or not_started)")
+        unstarted = StepStatus.not_started
+        first_unstarted = outcomes.index(unstarted) if unstarted in outcomes else len(outcomes)
+        expect(all(o == unstarted for o in outcomes[first_unstarted:]), "a step ran after the stop")
+        expect(TaskStatus.cancelled not in outcomes,
+               "a step is called cancelled (a step is interrupted or not_started)")
 
     elif job.kind == LEASE_LOSS:
-        expect(task["status"] == "done", f"ended {task['status']}, expected done")
-        expect([a["outcome"] for a in attempts] == ["expired", "done"],
-               f"attempt outcomes {[a['outcome'] for a in attempts]}, expected ['expired', 'done']")
+        expect(task["status"] == TaskStatus.done, f"ended {task['status']}, expected done")
+        expect([a["outcome"] for a in attempts] == [AttemptState.expired, AttemptState.done],
+               f"attempt outcomes {[a['outcome'] for a in attempts]}, expected [expired, done]")
         if len(attempts) == 2:
             expect(attempts[0]["host_id"] == DOOMED_HOST and attempts[1]["host_id"] == SURVIVOR_HOST,
                    f"expected attempt 1 on {DOOMED_HOST} and attempt 2 on {SURVIVOR_HOST}")
@@ -264,7 +271,8 @@ def _check_steered(job: Job, steps: list[dict], messages: list[dict]) -> list[st
             problems.append(f"steer {message['id']} is {message['state']} ({message.get('detail')}), "
                             f"not applied at a boundary")
     for step in steps:
-        if step["id"] in skipped_step_ids(job) and (step["status"], step.get("reason")) != ("not_started", "steered"):
+        steered_away = (step["status"], step.get("reason")) == (StepStatus.not_started, "steered")
+        if step["id"] in skipped_step_ids(job) and not steered_away:
             problems.append(f"skipped step {step['id']} is {step['status']} ({step.get('reason')}), "
                             f"expected not_started (steered)")
     return problems
@@ -294,7 +302,7 @@ def _check_paused(steps: list[dict], messages: list[dict], seen: dict) -> list[s
     renewals = seen.get("paused_renewals") or []
     if len(set(renewals)) < 2:
         problems.append(f"the lease was not seen renewed while the task read paused (renewals seen: {renewals})")
-    if follow_up is None or follow_up["state"] != "admitted" or not follow_up.get("successor"):
+    if follow_up is None or follow_up["state"] != MessageState.admitted or not follow_up.get("successor"):
         problems.append("the follow-up was not collected into a successor task")
     return problems
 

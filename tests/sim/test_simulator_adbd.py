@@ -9,7 +9,7 @@ import pytest
 from amc.sim.packets import (A_AUTH, A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_WRTE,
                                                 HEADER, Packet, PacketReader, encode)
 
-from .helpers import eventually
+from tests.support.waiting import eventually
 
 HOST_BANNER = b"host::features=remount_shell,abb_exec,abb,apex,fixed_push_mkdir,ls_v2,stat_v2,cmd,shell_v2"
 

@@ -15,7 +15,7 @@ from amc.sim import (CommandRecord, Simulator, SimulatorError, fetch_log,
                                         fetch_state, inject_fault)
 from amc.sim.png import png_size
 
-from .helpers import eventually
+from tests.support.waiting import eventually
 
 UNAUTHORIZED = ("device unauthorized.\nThis adb server's $ADB_VENDOR_KEYS is not set\n"
                 "Try 'adb kill-server' if that seems wrong.\n"

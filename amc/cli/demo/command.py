@@ -7,7 +7,7 @@ What happens, in order (about ten seconds):
    host h1, one (a Pixel 7, like one of h1's) for host h2.
 2. Only h2's Host Agent starts at first, and `checkout` (any Pixel 7) is submitted: h2 is
    then the only host that can claim it.
-3. h1's agent starts and the rest of the workload is submitted (`amc.demo.workload`);
+3. h1's agent starts and the rest of the workload is submitted (`workload`);
    `nightly-report`, last in line, is cancelled while still queued.
 4. While `checkout` runs a shell command on h2's phone, the h2 agent is SIGKILLed: its
    lease lapses, the server requeues the task, and h1 runs it on its own Pixel 7.
@@ -59,7 +59,7 @@ def demo(timeout: float, keep: bool, as_json: bool) -> None:
     from amc.cli.app import make_console
     from amc.cli.client import ApiError
     from amc.cli.stack import Stack, StackError
-    from amc.demo.run import DemoRun
+    from amc.cli.demo.run import DemoRun
 
     console = make_console(stderr=as_json)
     workdir = Path(tempfile.mkdtemp(prefix="amc-demo-"))

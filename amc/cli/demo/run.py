@@ -40,7 +40,10 @@ import signal
 import time
 from pathlib import Path
 
+from amc.core.lifecycle import ACTIVE_STATUSES, TERMINAL_STATUSES, TaskStatus
+
 LEASE_SECONDS = 3.0
+ENDINGS = (TaskStatus.done, TaskStatus.failed, TaskStatus.cancelled)  # in the summary's order
 
 
 def _write_tokens(path: Path) -> dict[str, dict]:
@@ -61,7 +64,7 @@ class DemoRun:
     """One run of the demo: start, drive the workload, watch, judge."""
 
     def __init__(self, stack, console, workdir: Path):
-        from amc.demo import workload
+        from amc.cli.demo import workload
 
         self.stack = stack
         self.console = console
@@ -94,7 +97,7 @@ class DemoRun:
 
     def run(self, timeout: float) -> bool:
         from amc.sim import default_specs
-        from amc.demo import workload
+        from amc.cli.demo import workload
         from amc.cli.client import ApiClient
 
         stack, workdir = self.stack, self.workdir
@@ -119,7 +122,7 @@ class DemoRun:
             stack.wait_registered(admin, workload.DOOMED_HOST, 1)
             self.say("host h2 registered its phone; submitting [bold]checkout[/bold] (any Pixel 7): only h2 can claim it now")
             self._submit(self.by_name["checkout"])
-            self._wait_for(lambda: self._task("checkout")["status"] in ("assigned", "dispatched"), 10,
+            self._wait_for(lambda: self._task("checkout")["status"] in ACTIVE_STATUSES, 10,
                            "checkout to be claimed by h2")
             self._start_agent(workload.SURVIVOR_HOST, tokens)
             self.say("host h1 starting with three phones; submitting the rest of the workload")
@@ -222,9 +225,9 @@ class DemoRun:
             task = self.tasks.get(job.name)
             if task is None:
                 before = self.tasks.get(job.successor_of) if job.successor_of else None
-                if before is None or before["status"] in ("queued", "assigned", "dispatched", "done"):
+                if before is None or before["status"] not in (TaskStatus.failed, TaskStatus.cancelled):
                     return False
-            elif task["status"] not in ("done", "failed", "cancelled"):
+            elif task["status"] not in TERMINAL_STATUSES:
                 return False
         return True
 
@@ -237,10 +240,10 @@ class DemoRun:
 
     def _act(self) -> None:
         """Kill h2 while checkout runs its shell command there; cancel long-sync while its runs."""
-        from amc.demo import workload
+        from amc.cli.demo import workload
 
         checkout = self.tasks["checkout"]
-        if self.killed_at is None and checkout["status"] == "dispatched" and self._sleeping(checkout):
+        if self.killed_at is None and checkout["status"] == TaskStatus.dispatched and self._sleeping(checkout):
             agent = self.stack.agents[workload.DOOMED_HOST]
             agent.signal(signal.SIGKILL)
             agent.process.wait(5)
@@ -249,14 +252,14 @@ class DemoRun:
             self.say("[bold red]host h2 killed[/bold red] (SIGKILL) while [bold]checkout[/bold] runs on it: "
                      "nobody renews its lease now; the server requeues it when the lease lapses")
         sync = self.tasks["long-sync"]
-        if not self.cancel_sent and sync["status"] == "dispatched" and self._sleeping(sync):
+        if not self.cancel_sent and sync["status"] == TaskStatus.dispatched and self._sleeping(sync):
             self.cancel_sent = True
             task, pending = self.client.cancel(self.ids["long-sync"], "the user changed their mind")
             self.tasks["long-sync"] = task
             self.notes["long-sync"] = "cancel requested while running"
             self.say(f"cancel [bold]long-sync[/bold] while `sleep 8` runs on {self._where(task)}: "
                      + ("pending until its host hears of it" if pending else f"answered {task['status']}"))
-        if checkout["status"] in ("queued", "assigned", "dispatched") and len(checkout["attempts"]) > 1:
+        if checkout["status"] not in TERMINAL_STATUSES and len(checkout["attempts"]) > 1:
             self.notes["checkout"] = "h2 killed; lease lapsed, requeued"
         self._steer()
         self._pause()
@@ -267,7 +270,7 @@ class DemoRun:
 
         job = self.by_name["photo-share"]
         task = self.tasks[job.name]
-        if self.steered or task["status"] != "dispatched" or not self._sleeping(task):
+        if self.steered or task["status"] != TaskStatus.dispatched or not self._sleeping(task):
             return
         self.steered = True
         for edit in job.steers:
@@ -283,7 +286,7 @@ class DemoRun:
         job = self.by_name["inventory-scan"]
         task = self.tasks[job.name]
         task_id = self.ids[job.name]
-        if not self.pause_sent and task["status"] == "dispatched" and self._sleeping(task):
+        if not self.pause_sent and task["status"] == TaskStatus.dispatched and self._sleeping(task):
             self.pause_sent = True
             self.client.post_message(task_id, "pause", text="hold on: a colleague checks the shelf")
             self.client.post_message(task_id, "follow_up", **job.follow_up)
@@ -301,7 +304,7 @@ class DemoRun:
                 self.say(f"resume [bold]{job.name}[/bold]: it stayed paused while its lease was renewed "
                          f"{renewals[-1] - renewals[0]} times")
         successor = next(j for j in self.jobs if j.successor_of == job.name)
-        if task["status"] == "done" and successor.name not in self.ids:
+        if task["status"] == TaskStatus.done and successor.name not in self.ids:
             asked = [m for m in self.client.messages(task_id)["messages"] if m.get("successor")]
             if asked:
                 self.ids[successor.name] = asked[0]["successor"]
@@ -356,11 +359,11 @@ class DemoRun:
     def _summary(self) -> bool:
         from collections import Counter
 
-        from amc.demo import workload
+        from amc.cli.demo import workload
 
         counts = Counter(task["status"] for task in self.tasks.values())
         self.console.print("\n[bold]Tasks by status:[/bold] "
-                           + ", ".join(f"{status} {counts[status]}" for status in ("done", "failed", "cancelled")
+                           + ", ".join(f"{status} {counts[status]}" for status in ENDINGS
                                        if counts[status]))
         self._latencies()
         self._lease_loss()
@@ -441,7 +444,7 @@ class DemoRun:
             asked = parse_time(cancellation["requested_at"])
             recorded = parse_time(result["recorded_at"]) if result.get("recorded_at") else None
             if cancellation["attempt"] is None:  # queued: it ends in the request itself; nothing ran
-                table.add_row(name, "queued", "n/a", "n/a", ms(asked, recorded), outcome)
+                table.add_row(name, TaskStatus.queued, "n/a", "n/a", ms(asked, recorded), outcome)
                 continue
             delivered = parse_time(cancellation["delivered_at"]) if cancellation.get("delivered_at") else None
             table.add_row(name, "running", ms(asked, delivered), ms(asked, self._device_quiet(task)),

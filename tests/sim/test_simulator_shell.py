@@ -2,44 +2,17 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
 from amc.sim.device import SimDevice
-from amc.sim.process import StreamClosed
 from amc.sim.programs.android import decode_input_text
 from amc.sim.spec import SimDeviceSpec
 
-from .helpers import eventually
+from tests.support.waiting import eventually
 
-
-class BufferSink:
-    def __init__(self):
-        self.data = bytearray()
-        self.closed = threading.Event()
-        self.broken = False
-
-    def write(self, data: bytes) -> None:
-        if self.broken:
-            raise StreamClosed()
-        self.data += data
-
-    def close(self) -> None:
-        self.closed.set()
-
-
-@pytest.fixture
-def device():
-    return SimDevice(SimDeviceSpec(serial="unit-1"))
-
-
-def run(device: SimDevice, command: str) -> str:
-    sink = BufferSink()
-    process = device.start_shell(command, sink, via="test")
-    assert process.done.wait(5)
-    return sink.data.decode()
+from .helpers import BufferSink, run
 
 
 def test_getprop_single_and_all(device):
