@@ -20,8 +20,7 @@ def pytest_configure(config):
     from pathlib import Path
 
     from amc.conformance import openapi_check
-    from tests.support.known_deviations import KNOWN_SERVER_DEVIATIONS
 
     given = config.getoption(openapi_check.OPTION) or os.environ.get(openapi_check.ENV)
     spec = Path(given) if given else Path(__file__).resolve().parents[1] / "specs" / "openapi.yaml"
-    openapi_check.enable(config, spec, known=KNOWN_SERVER_DEVIATIONS)
+    openapi_check.enable(config, spec)

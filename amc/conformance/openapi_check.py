@@ -35,7 +35,6 @@ import json
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -69,17 +68,11 @@ def pytest_configure(config: pytest.Config) -> None:
         enable(config, Path(spec))
 
 
-def enable(config: pytest.Config, spec: Path,
-           known: Collection[tuple[str, str, int]] = ()) -> OpenAPIReport:
-    """Turn the check on for this run (once; a later call returns the same report).
-
-    `known`: (method, path template, status) answers in which the server is known to differ
-    from the document, each awaiting its fix: their mismatches make the check an expected
-    failure (xfail) instead of a failure. Any other mismatch fails it.
-    """
+def enable(config: pytest.Config, spec: Path) -> OpenAPIReport:
+    """Turn the check on for this run (once; a later call returns the same report)."""
     report = config.pluginmanager.get_plugin(PLUGIN_NAME)
     if report is None:
-        report = OpenAPIReport(OpenAPICheck(spec), frozenset(known))
+        report = OpenAPIReport(OpenAPICheck(spec))
         config.pluginmanager.register(report, PLUGIN_NAME)
     return report
 
@@ -236,12 +229,10 @@ class OpenAPICheck:
         return [f"{method:<6} {template}  {status}  x{count}"
                 for (method, template, status), count in sorted(self.validated.items())]
 
-    def mismatch_lines(self, among: Callable[[tuple[str, str, int]], bool] = lambda answer: True) -> list[str]:
-        """One line per distinct mismatch, of the (method, template, status) answers `among` picks."""
+    def mismatch_lines(self) -> list[str]:
+        """One line per distinct mismatch, with how often it was seen and one example path."""
         lines = []
         for (method, template, status, what), (count, example) in sorted(self.mismatches.items()):
-            if not among((method, template, status)):
-                continue
             seen = f" (x{count}, e.g. {example})" if count > 1 or example != template else ""
             lines.append(f"{method} {template} -> {status}: {what}{seen}")
         return lines
@@ -293,9 +284,8 @@ def _describe_schema_error(error: Any) -> str:
 
 
 class OpenAPIReport:
-    def __init__(self, check: OpenAPICheck, known: frozenset[tuple[str, str, int]] = frozenset()):
+    def __init__(self, check: OpenAPICheck):
         self.check = check
-        self.known = known
         self.attached = False
 
     @pytest.hookimpl(wrapper=True)
@@ -319,13 +309,10 @@ class OpenAPIReport:
         write("validated (method, path, status):")
         for line in self.check.coverage_lines():
             write(f"  {line}")
-        mismatches = self.check.mismatch_lines(lambda answer: answer not in self.known)
-        known = self.check.mismatch_lines(lambda answer: answer in self.known)
-        write(f"mismatches: {len(mismatches)}" + (f" (and {len(known)} known, awaiting a fix)" if known else ""))
+        mismatches = self.check.mismatch_lines()
+        write(f"mismatches: {len(mismatches)}")
         for line in mismatches:
             write(f"  {line}"[:400])
-        for line in known:
-            write(f"  known: {line}"[:400])
 
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
@@ -349,13 +336,9 @@ class OpenAPICheckItem(pytest.Item):
             unseen = ("the scenarios ran, but no `connection` fixture reached this check, so nothing was "
                       "validated (was the suite's connection fixture renamed?)")
             raise OpenAPIMismatch([unseen])
-        known = self.report.known
-        mismatches = self.check.mismatch_lines(lambda answer: answer not in known)
+        mismatches = self.check.mismatch_lines()
         if mismatches:
             raise OpenAPIMismatch(mismatches)
-        expected = self.check.mismatch_lines(lambda answer: answer in known)
-        if expected:
-            pytest.xfail("known deviations of the server, awaiting a fix: " + " | ".join(expected))
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, OpenAPIMismatch):
