@@ -65,6 +65,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     spec = config.getoption(OPTION, default=None) or os.environ.get(ENV)
     if spec:
+        try:
+            import openapi_core  # noqa: F401
+        except ImportError:
+            raise pytest.UsageError(f"{OPTION} needs openapi-core: pip install openapi-core") from None
+        if not Path(spec).is_file():
+            raise pytest.UsageError(f"{OPTION}: no file {spec}")
         enable(config, Path(spec))
 
 
