@@ -10,3 +10,17 @@ settings.register_profile(
     "ci", deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+# Our own run validates every exchange of the conformance scenarios against specs/openapi.yaml
+# (`amc.conformance.openapi_check`); `--validate-openapi SPEC` names another document.
+pytest_plugins = ["amc.conformance.openapi_check"]
+
+
+def pytest_configure(config):
+    from pathlib import Path
+
+    from amc.conformance import openapi_check
+
+    given = config.getoption(openapi_check.OPTION) or os.environ.get(openapi_check.ENV)
+    spec = Path(given) if given else Path(__file__).resolve().parents[1] / "specs" / "openapi.yaml"
+    openapi_check.enable(config, spec)

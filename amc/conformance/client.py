@@ -22,6 +22,7 @@ import datetime as _dt
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -108,6 +109,20 @@ class Connection:
         for where, text in _wire_times(document):
             if not WIRE_TIME.match(text):
                 self.bad_times.append(f"{method} {path}: {where} = {text!r}")
+
+    def observe(self, observer: Callable[[httpx.Request, httpx.Response], None]) -> None:
+        """Call `observer` with every request of this connection and its response, body read.
+
+        For checks that look at the whole wire rather than one scenario (an OpenAPI document's
+        validation, see `amc.conformance.openapi_check`). The observer must not raise: it runs
+        inside the request, before the scenario sees the answer.
+        """
+
+        def hook(response: httpx.Response) -> None:
+            response.read()
+            observer(response.request, response)
+
+        self.http.event_hooks["response"].append(hook)
 
 
 class Caller:
