@@ -91,10 +91,6 @@ def loads(raw: bytes) -> Any:
 
 
 
-def unstructure_step(s: records.Step) -> dict[str, Any]:
-    return {"id": s.id, "action": s.action, "args": s.args}
-
-
 def unstructure_plan(p: records.Plan) -> dict[str, Any]:
     steps, stages = p.steps, p.stages
     return {
