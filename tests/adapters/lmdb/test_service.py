@@ -9,17 +9,16 @@ import time
 
 import pytest
 
-from amc.adapters.lmdb import codec
-from amc.adapters.lmdb import CommitFailed, LmdbService, StoreClosed, verify
+from amc.adapters.lmdb import CommitFailed, LmdbService, StoreClosed, codec, verify
 from amc.adapters.lmdb import writer as writer_module
 from amc.core import kernel
 from amc.core.commands import CancelTask, ClaimTask, ExpireLeases, RegisterHost, StartAttempt, SubmitTask
 from amc.core.errors import Code, InvalidRequest
 from amc.core.records import DeviceSpec
 from amc.service import ManualClock, MemoryService
-from tests.adapters.lmdb.conftest import PLAN
 from tests.adapters.lmdb.helpers import advance_clock, writer_state
 from tests.adapters.lmdb.workload import HOSTS, TENANTS, Workload
+from tests.support.plans import PLAN_RECORD as PLAN
 
 STATUSES = (None, "queued", "assigned", "dispatched", "done", "failed", "cancelled")
 
