@@ -5,8 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+MUTANTS ?= 24
 
-.PHONY: test demo bench check clean
+.PHONY: test demo bench check mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +23,12 @@ demo: $(STAMP)
 
 check: $(STAMP)
 	$(BIN)/amc model check
+
+# Every named break of the kernel caught, then a sampled mutation score over amc/core
+# against tests/model (tools/mutation_check.py; about ten minutes on two cores).
+mutation: $(STAMP)
+	$(BIN)/python tools/mutation_check.py
+	$(BIN)/python tools/mutation_check.py --sample $(MUTANTS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/kernel.py
