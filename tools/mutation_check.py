@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -161,6 +162,18 @@ MUTANTS: dict[str, list[Edit]] = {
 # -- named mutants: an edit inside one function --------------------------------------------
 
 
+_PARSING = threading.Lock()
+
+
+def parse(text: str) -> ast.Module:
+    """`ast.parse`, one thread at a time. Mutants are prepared in threads (the conformance
+    tests start their broken servers in parallel), and CPython 3.11 keeps the AST builder's
+    recursion depth in state the threads share: parsing in two at once can fail with
+    "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905)."""
+    with _PARSING:
+        return ast.parse(text)
+
+
 def module_path(module: str) -> str:
     return module.replace(".", "/") + ".py"
 
@@ -195,7 +208,7 @@ def apply_edit(text: str, edit: Edit) -> str:
     """`text` (the source of `edit.module`) with `edit` applied; MutantNotFound if it cannot be."""
     where = f"{edit.module}, {edit.function}"
     try:
-        definition = find_definition(ast.parse(text), edit.function)
+        definition = find_definition(parse(text), edit.function)
     except MutantNotFound as error:
         raise MutantNotFound(f"{edit.module}: {error}") from None
     lines = text.splitlines(keepends=True)
@@ -209,7 +222,7 @@ def apply_edit(text: str, edit: Edit) -> str:
     indent = re.match(r"[ \t]*", text[line_start:]).group()
     mutated = text[: match.start()] + reindented(edit.replace, indent) + text[match.end():]
     try:
-        changed = ast.dump(ast.parse(mutated)) != ast.dump(ast.parse(text))
+        changed = ast.dump(parse(mutated)) != ast.dump(parse(text))
     except SyntaxError as error:
         raise MutantNotFound(f"{where}: the edit leaves invalid Python: {error}") from None
     if not changed:
@@ -370,7 +383,7 @@ def sites(root: Path = ROOT) -> list[Site]:
     found = []
     for file in sorted((root / CORE).rglob("*.py")):
         path = file.relative_to(root).as_posix()
-        for index, (kind, node, function, _) in enumerate(_candidates(ast.parse(file.read_text()))):
+        for index, (kind, node, function, _) in enumerate(_candidates(parse(file.read_text()))):
             found.append(Site(path, index, kind, node.lineno, function or "(module)"))
     return found
 
@@ -399,7 +412,7 @@ class _Replace(ast.NodeTransformer):
 
 def sampled_mutant(site: Site, root: Path = ROOT) -> tuple[str, str]:
     """The mutated text of `site.path`, and what changed (before -> after)."""
-    tree = ast.parse((root / site.path).read_text())
+    tree = parse((root / site.path).read_text())
     kind, node, _, slot = list(_candidates(tree))[site.index]
     before = ast.unparse(node)
     if kind == "statement":
