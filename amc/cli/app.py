@@ -144,9 +144,6 @@ class Application:
         if not self.as_json:
             self.err.print(text, style="dim")
 
-    def display_warning(self, text: str) -> None:
-        self.err.print(f"Warning: {text}", style="yellow", markup=False)
-
     def display_error(self, text: str) -> None:
         self.err.print(f"Error: {text}", style="red", markup=False, soft_wrap=True)
 

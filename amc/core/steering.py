@@ -130,10 +130,6 @@ def parse_steps(items: JSON, field: str) -> tuple[Step, ...]:
     return tuple(steps)
 
 
-def steps_json(steps: Iterable[Step]) -> list[dict[str, JSON]]:
-    return [{"id": s.id, "action": s.action, "args": s.args} for s in steps]
-
-
 # -- applying -----------------------------------------------------------------------------
 
 

@@ -22,7 +22,6 @@ from starlette.applications import Starlette
 
 from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.policy import ActionPolicy
-from amc.sim import SimDeviceSpec, Simulator
 from amc.adapters.http.app import create_app
 from amc.adapters.http.auth import Principal, TokenTable
 from amc.adapters.http.server import ThreadedServer
@@ -30,7 +29,9 @@ from amc.adapters.http.settings import Settings
 from amc.adapters.lmdb import LmdbService
 from amc.agent.config import AgentConfig
 from amc.service import ManualClock, MemoryService, SystemClock
-from tests.agent.helpers import AgentThread, Api, TcpProxy
+from amc.sim import SimDeviceSpec, Simulator
+from tests.agent.helpers import AgentThread, TcpProxy
+from tests.support.http import Caller, http_client
 from tests.support.realadb import real_adb  # noqa: F401  (a fixture)
 
 CLIENT_TOKEN = "tok-agent-tests-client-000"
@@ -42,8 +43,8 @@ HOST_TOKENS = {f"h{i}": f"tok-agent-tests-host-h{i}-0" for i in range(1, 4)}
 class Server:
     url: str
     port: int
-    api: Api  # a client of tenant "acme"
-    admin: Api
+    api: Caller  # a client of tenant "acme"
+    admin: Caller
     threaded: ThreadedServer
     app: Callable[[], Starlette]  # a fresh app over the same store
     durable: bool
@@ -51,12 +52,13 @@ class Server:
     @classmethod
     def start(cls, app: Callable[[], Starlette], durable: bool) -> Server:
         threaded = ThreadedServer(app()).start()
-        return cls(url=threaded.url, port=threaded.port, api=Api(threaded.url, CLIENT_TOKEN),
-                   admin=Api(threaded.url, ADMIN_TOKEN), threaded=threaded, app=app, durable=durable)
+        return cls(url=threaded.url, port=threaded.port, api=Caller(http_client(threaded.url), CLIENT_TOKEN, "acme"),
+                   admin=Caller(http_client(threaded.url), ADMIN_TOKEN, "admin"), threaded=threaded, app=app,
+                   durable=durable)
 
     def stop(self) -> None:
-        self.api.close()
-        self.admin.close()
+        self.api.http.close()
+        self.admin.http.close()
         self.threaded.stop()
 
     def restart(self) -> None:

@@ -1,4 +1,4 @@
-"""Test helpers for the Host Agent: a caller of the control plane, an agent in a thread, a TCP proxy.
+"""Test helpers for the Host Agent: plan steps, an agent in a thread, a TCP proxy.
 
 Everything goes over real sockets: the agent talks HTTP to a real uvicorn server (maybe
 through `TcpProxy`), and ADB to the device simulator.
@@ -15,17 +15,11 @@ import threading
 import time
 from typing import Any
 
-import httpx
-
 from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.policy import ActionPolicy
 from amc.agent.config import AgentConfig
 from amc.agent.host import HostAgent
 from tests.support.waiting import eventually, free_port  # noqa: F401  (re-exported for the tests here)
-
-TERMINAL = ("done", "failed", "cancelled")
-
-
 
 
 def shell(step_id: str, command: str, **args: Any) -> dict:
@@ -39,67 +33,6 @@ def tap(step_id: str, x: int = 10, y: int = 20) -> dict:
 def echo(step_id: str) -> dict:
     """A shell step the device log shows as ``echo <step id>``."""
     return shell(step_id, f"echo {step_id}")
-
-
-class Api:
-    """A client or admin of the control plane, speaking plain HTTP."""
-
-    def __init__(self, url: str, token: str):
-        self.http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
-
-    def close(self) -> None:
-        self.http.close()
-
-    def submit(self, plan: dict, **fields: Any) -> str:
-        response = self.http.post("/v1/tasks", json={"plan": plan, **fields})
-        assert response.status_code == 201, response.text
-        return response.json()["id"]
-
-    def task(self, task_id: str) -> dict:
-        response = self.http.get(f"/v1/tasks/{task_id}")
-        assert response.status_code == 200, response.text
-        return response.json()
-
-    def history(self, task_id: str) -> list[dict]:
-        return self.http.get(f"/v1/tasks/{task_id}/history").json()["events"]
-
-    def cancel(self, task_id: str) -> httpx.Response:
-        return self.http.post(f"/v1/tasks/{task_id}/cancel", json={})
-
-    def host(self, host_id: str) -> dict | None:
-        response = self.http.get(f"/v1/hosts/{host_id}")
-        return response.json() if response.status_code == 200 else None
-
-    def post_message(self, task_id: str, intent: str, **fields: Any) -> dict:
-        """Post a steer, follow-up, pause or resume (`text`, `data`); the message as created."""
-        response = self.http.post(f"/v1/tasks/{task_id}/messages", json={"intent": intent, **fields})
-        assert response.status_code == 201, response.text
-        return response.json()
-
-    def message(self, task_id: str, message_id: str) -> dict:
-        response = self.http.get(f"/v1/tasks/{task_id}/messages/{message_id}")
-        assert response.status_code == 200, response.text
-        return response.json()
-
-    def wait_message(self, task_id: str, message_id: str, *states: str, timeout: float = 15.0) -> dict:
-        return eventually(lambda: (m := self.message(task_id, message_id))["state"] in states and m,
-                          timeout, what=f"message {message_id} in {states}")
-
-    def advance(self, seconds: float) -> None:
-        response = self.http.post("/v1/admin/clock", json={"advance_seconds": seconds})
-        assert response.status_code == 200, response.text
-
-    def status(self, task_id: str) -> str:
-        return self.task(task_id)["status"]
-
-    def wait_status(self, task_id: str, *statuses: str, timeout: float = 15.0) -> dict:
-        statuses = statuses or TERMINAL
-        return eventually(lambda: (task := self.task(task_id))["status"] in statuses and task,
-                          timeout, what=f"task {task_id} in {statuses}")
-
-    def serials(self, host_id: str) -> list[str]:
-        host = self.host(host_id)
-        return [] if host is None else [d["serial"] for d in host["devices"]]
 
 
 class AgentThread:
@@ -137,8 +70,6 @@ class AgentThread:
         assert not self._thread.is_alive(), "the agent did not stop"
         if self.error is not None:
             raise self.error
-
-
 
 
 class TcpProxy:

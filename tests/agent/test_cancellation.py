@@ -18,13 +18,13 @@ INTERVAL = LEASE / 3
 @req("CANCEL-QUEUED/s1")
 def test_a_task_cancelled_while_queued_is_never_run(server, sim, make_agent):
     agent = make_agent(server.url, sim.server_port)
-    busy = server.api.submit({"steps": [shell("hold", "sleep 1")]})
+    busy = server.api.submit({"steps": [shell("hold", "sleep 1")]})["id"]
     eventually(lambda: device_log(sim, "amc-sim-01"), what="the first task running")
-    queued = server.api.submit({"steps": [tap("never")]})
+    queued = server.api.submit({"steps": [tap("never")]})["id"]
 
-    answer = server.api.cancel(queued)
+    answer = server.api.cancel(queued, expect=200)
 
-    assert answer.status_code == 200 and answer.json()["status"] == "cancelled"
+    assert answer["status"] == "cancelled"
     assert server.api.wait_status(busy)["status"] == "done"
     time.sleep(2 * 0.5)  # two more claim rounds of the now idle device
     task = server.api.task(queued)
@@ -40,14 +40,14 @@ def test_a_task_cancelled_while_queued_is_never_run(server, sim, make_agent):
 ], ids=["shell", "wait"])
 def test_a_long_running_step_is_interrupted_by_a_cancellation(server, sim, make_agent, long_step):
     agent = make_agent(server.url, sim.server_port, lease_seconds=LEASE)
-    task_id = server.api.submit({"steps": [tap("a"), long_step, tap("c")]})
+    task_id = server.api.submit({"steps": [tap("a"), long_step, tap("c")]})["id"]
     server.api.wait_status(task_id, "dispatched")
     eventually(lambda: len(device_log(sim, "amc-sim-01")) == 1 + (long_step["action"] == "shell"),
                what="step b running")
     time.sleep(0.3)
 
     cancelled_at = time.time()
-    assert server.api.cancel(task_id).status_code == 202
+    assert server.api.cancel(task_id, expect=202)
     task = server.api.wait_status(task_id)
     stopped_in = time.time() - cancelled_at
 
@@ -76,7 +76,7 @@ def test_a_long_running_step_is_interrupted_by_a_cancellation(server, sim, make_
 def test_a_cancellation_mid_plan_stops_before_the_next_step(server, sim, make_agent):
     make_agent(server.url, sim.server_port, lease_seconds=LEASE)
     plan = {"steps": [shell(f"s{i:02d}", "sleep 0.1") for i in range(40)]}
-    task_id = server.api.submit(plan)
+    task_id = server.api.submit(plan)["id"]
     eventually(lambda: len(device_log(sim, "amc-sim-01")) >= 4, what="a few steps done")
 
     cancelled_at = time.time()
@@ -106,10 +106,10 @@ def test_a_cancellation_carried_by_the_start_answer_stops_before_the_first_step(
     proxy = proxy_to(server.port)
     proxy.hold(b"/start")  # the agent's start waits in the proxy while the task is cancelled
     agent = make_agent(proxy.url, sim.server_port, lease_seconds=LEASE)
-    task_id = server.api.submit({"steps": [tap("a"), tap("b")]})
+    task_id = server.api.submit({"steps": [tap("a"), tap("b")]})["id"]
     server.api.wait_status(task_id, "assigned")
     eventually(lambda: proxy.held == 1, what="the start held")
-    assert server.api.cancel(task_id).status_code == 202
+    assert server.api.cancel(task_id, expect=202)
 
     proxy.release()
     task = server.api.wait_status(task_id)

@@ -25,7 +25,7 @@ def host_run(server_url: str, adb_port: int, tmp_path: Path, token: str, *extra:
 def test_sigterm_stops_claiming_stops_the_running_attempt_at_a_boundary_reports_and_exits(server, sim, tmp_path):
     agent = host_run(server.url, sim.server_port, tmp_path, HOST_TOKENS["h1"])
     try:
-        task_id = server.api.submit({"steps": [tap("a"), shell("b", "sleep 30"), tap("c")]})
+        task_id = server.api.submit({"steps": [tap("a"), shell("b", "sleep 30"), tap("c")]})["id"]
         eventually(lambda: any(c == "sleep 30" for c, _ in device_commands(sim, "amc-sim-01")),
                    timeout=15, what="b running")
 
@@ -45,7 +45,7 @@ def test_sigterm_stops_claiming_stops_the_running_attempt_at_a_boundary_reports_
     assert "stopping" in stderr and "reported failed" in stderr
     assert HOST_TOKENS["h1"] not in stderr
     # It claims nothing more.
-    later = server.api.submit({"steps": [tap("x")]})
+    later = server.api.submit({"steps": [tap("x")]})["id"]
     assert server.api.status(later) == "queued"
 
 

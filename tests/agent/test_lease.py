@@ -18,7 +18,7 @@ def test_renewals_keep_a_lease_alive_through_a_plan_longer_than_the_lease(server
     # The lease is generous enough that a loaded machine's scheduling hiccup cannot lose it; the
     # step still outlasts it more than twice over, so only renewals can carry the attempt through.
     make_agent(server.url, sim.server_port, lease_seconds=1.5)
-    task_id = server.api.submit({"steps": [shell("long", "sleep 3.5"), tap("after")]})
+    task_id = server.api.submit({"steps": [shell("long", "sleep 3.5"), tap("after")]})["id"]
 
     task = server.api.wait_status(task_id, timeout=20)
 
@@ -34,7 +34,7 @@ def test_an_unreachable_server_past_the_expiry_is_lease_loss_and_another_host_fi
     sim1, sim2 = make_sim("dev-h1"), make_sim("dev-h2")
     proxy = proxy_to(server.port)
     h1 = make_agent(proxy.url, sim1.server_port, "h1", lease_seconds=1.0)
-    task_id = server.api.submit(PLAN_ABC)
+    task_id = server.api.submit(PLAN_ABC)["id"]
     eventually(lambda: any(c == "sleep 2" for c, _ in device_commands(sim1, "dev-h1")), what="b running on h1")
 
     proxy.pause()  # h1 can no longer reach the server: its renewals hang
@@ -67,7 +67,7 @@ def test_an_unreachable_server_past_the_expiry_is_lease_loss_and_another_host_fi
 def test_a_409_on_renewal_is_lease_loss(make_server, sim, make_agent):
     server = make_server(manual_clock=True)  # time moves only when the test says so
     agent = make_agent(server.url, sim.server_port, lease_seconds=1.5)
-    task_id = server.api.submit({"steps": [tap("a"), shell("b", "sleep 30"), tap("c")]}, max_attempts=1)
+    task_id = server.api.submit({"steps": [tap("a"), shell("b", "sleep 30"), tap("c")]}, max_attempts=1)["id"]
     eventually(lambda: any(c == "sleep 30" for c, _ in device_commands(sim, "amc-sim-01")), what="b running")
 
     server.admin.advance(2)  # the server expires the lease; the agent learns it at its next renewal
@@ -91,7 +91,7 @@ def test_a_report_whose_response_was_lost_is_retried_with_the_identical_body(ser
     proxy = proxy_to(server.port)
     proxy.drop_response(b"/result")  # the first report reaches the server; its answer is lost
     agent = make_agent(proxy.url, sim.server_port)
-    task_id = server.api.submit({"steps": [tap("a"), shell("b", "echo hi")]})
+    task_id = server.api.submit({"steps": [tap("a"), shell("b", "echo hi")]})["id"]
 
     record = agent.record(task_id)
 

@@ -24,8 +24,8 @@ PLAN = {"steps": [tap("c1"), shell("c2", LONG), echo("c3")]}
 def test_parallel_calls_that_crossed_the_boundary_keep_their_outcomes(server, make_sim, make_agent):
     sim = make_sim("dev-a", "dev-b")
     make_agent(server.url, sim.server_port, lease_seconds=1.5)
-    x = server.api.submit(PLAN, requirements={"serial": "dev-a"})
-    y = server.api.submit(PLAN, requirements={"serial": "dev-b"})
+    x = server.api.submit(PLAN, requirements={"serial": "dev-a"})["id"]
+    y = server.api.submit(PLAN, requirements={"serial": "dev-b"})["id"]
     wait_running(sim, "dev-a", LONG)
     wait_running(sim, "dev-b", LONG)  # both devices are inside c2 at once
 

@@ -41,7 +41,7 @@ def renewed_for(server, task_id: str, times: int) -> None:
 @req("PAUSE/s1")
 def test_a_paused_attempt_starts_no_step_and_keeps_its_lease_until_resumed(server, sim, make_agent):
     agent = make_agent(server.url, sim.server_port, lease_seconds=LEASE)
-    task_id = server.api.submit({"steps": [shell("a", LONG), echo("b"), echo("c")]})
+    task_id = server.api.submit({"steps": [shell("a", LONG), echo("b"), echo("c")]})["id"]
 
     pause = paused_during_a(server, sim, task_id)
     task = server.api.task(task_id)
@@ -76,7 +76,7 @@ def test_a_pause_holds_across_renewals_and_a_server_restart_until_its_resume(mak
     proxy = proxy_to(server.port)  # the agent keeps one address while the server moves
     lease = 6.0  # a restart takes well under the four seconds the lease has left after a renewal
     make_agent(proxy.url, sim.server_port, lease_seconds=lease)
-    task_id = server.api.submit({"steps": [shell("a", LONG), echo("b"), echo("c")]})
+    task_id = server.api.submit({"steps": [shell("a", LONG), echo("b"), echo("c")]})["id"]
     paused_during_a(server, sim, task_id)
     renewed_for(server, task_id, 2)
 
@@ -96,10 +96,10 @@ def test_a_pause_holds_across_renewals_and_a_server_restart_until_its_resume(mak
 @req("PAUSE/s1", "AGENT-STOP-REASON/s1")
 def test_a_cancel_ends_a_paused_attempt_as_cancelled(server, sim, make_agent):
     agent = make_agent(server.url, sim.server_port, lease_seconds=LEASE)
-    task_id = server.api.submit({"steps": [shell("a", LONG), echo("b"), echo("c")]})
+    task_id = server.api.submit({"steps": [shell("a", LONG), echo("b"), echo("c")]})["id"]
     pause = paused_during_a(server, sim, task_id)
 
-    assert server.api.cancel(task_id).status_code == 202
+    assert server.api.cancel(task_id, expect=202)
     task = server.api.wait_status(task_id)
 
     assert task["status"] == "cancelled" and task["cancellation"]["state"] == "completed"

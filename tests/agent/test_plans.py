@@ -26,7 +26,7 @@ def test_a_plan_completes_and_the_device_received_its_commands_in_order(server, 
         {"id": "pause", "action": "wait", "args": {"seconds": 0.05}},
         {"id": "shot", "action": "screenshot", "args": {}},
     ]}
-    task_id = server.api.submit(plan)
+    task_id = server.api.submit(plan)["id"]
 
     task = server.api.wait_status(task_id)
 
@@ -89,7 +89,7 @@ def test_a_staged_plan_records_a_checkpoint_after_each_stage(server, sim, make_a
         {"id": "login", "steps": [tap("a"), shell("b", "echo b")]},
         {"id": "check", "steps": [shell("c", "echo c")]},
     ]}
-    task_id = server.api.submit(plan)
+    task_id = server.api.submit(plan)["id"]
 
     task = server.api.wait_status(task_id)
 
@@ -101,7 +101,7 @@ def test_a_staged_plan_records_a_checkpoint_after_each_stage(server, sim, make_a
 
 def test_a_failed_step_stops_the_plan(server, sim, make_agent):
     make_agent(server.url, sim.server_port)
-    task_id = server.api.submit({"steps": [tap("a"), shell("b", "echo oops; exit 3"), tap("c")]})
+    task_id = server.api.submit({"steps": [tap("a"), shell("b", "echo oops; exit 3"), tap("c")]})["id"]
 
     task = server.api.wait_status(task_id)
 
@@ -116,7 +116,7 @@ def test_a_failed_step_stops_the_plan(server, sim, make_agent):
 
 def test_a_step_the_policy_refuses_is_refused_and_never_sent(server, sim, make_agent):
     make_agent(server.url, sim.server_port, policy={"shell": {"deny": ["*reboot*"]}})
-    task_id = server.api.submit({"steps": [tap("a"), shell("b", "echo hi; reboot"), tap("c")]})
+    task_id = server.api.submit({"steps": [tap("a"), shell("b", "echo hi; reboot"), tap("c")]})["id"]
 
     task = server.api.wait_status(task_id)
 
@@ -132,7 +132,7 @@ def test_devices_run_attempts_in_parallel_one_attempt_per_device(server, make_si
     sim = make_sim("amc-sim-01", "amc-sim-02", "amc-sim-03")
     make_agent(server.url, sim.server_port)
     eventually(lambda: len(server.admin.serials("h1")) == 3, what="three devices registered")
-    task_ids = [server.api.submit({"steps": [shell("nap", "sleep 1")]}) for _ in range(4)]
+    task_ids = [server.api.submit({"steps": [shell("nap", "sleep 1")]})["id"] for _ in range(4)]
 
     tasks = [server.api.wait_status(task_id, timeout=20) for task_id in task_ids]
 
@@ -152,7 +152,8 @@ def test_the_host_registers_its_devices_and_follows_them_coming_and_going(server
     sim = make_sim("amc-sim-01", "amc-sim-02")
     make_agent(server.url, sim.server_port)
 
-    host = eventually(lambda: (h := server.admin.host("h1")) and len(h["devices"]) == 2 and h)
+    eventually(lambda: len(server.admin.serials("h1")) == 2, what="two devices registered")
+    host = server.admin.host("h1")
     assert host["devices"][0] == {"serial": "amc-sim-01", "online": True, "reservation": None, "attributes": {
         "model": "Pixel 7", "manufacturer": "Google", "sdk": "34", "screen_size": "1080x2400"}}
 
@@ -162,5 +163,5 @@ def test_the_host_registers_its_devices_and_follows_them_coming_and_going(server
     eventually(lambda: server.admin.serials("h1") == ["amc-sim-01", "amc-sim-02"], what="amc-sim-02 back")
 
     # The device that came back gets work again.
-    task_id = server.api.submit({"steps": [tap("a")]}, requirements={"serial": "amc-sim-02"})
+    task_id = server.api.submit({"steps": [tap("a")]}, requirements={"serial": "amc-sim-02"})["id"]
     assert server.api.wait_status(task_id)["status"] == "done"

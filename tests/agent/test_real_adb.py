@@ -26,11 +26,12 @@ def connected(real_adb, make_sim):
 def test_a_plan_runs_through_the_real_adb_server(real_adb, connected, server, make_agent):
     sim, serial = connected
     make_agent(server.url, real_adb.port)
-    host = eventually(lambda: (h := server.admin.host("h1")) and h["devices"] and h, what="the device registered")
+    eventually(lambda: server.admin.serials("h1"), what="the device registered")
+    host = server.admin.host("h1")
     assert host["devices"][0]["serial"] == serial
     assert host["devices"][0]["attributes"]["model"] == "Pixel 7"
     plan = {"steps": [tap("a", 5, 6), shell("b", "echo real"), {"id": "c", "action": "screenshot", "args": {}}]}
-    task_id = server.api.submit(plan)
+    task_id = server.api.submit(plan)["id"]
 
     task = server.api.wait_status(task_id)
 
@@ -49,7 +50,7 @@ def test_a_cancellation_through_the_real_adb_server_interrupts_the_running_step(
     sim, serial = connected
     make_agent(server.url, real_adb.port, lease_seconds=1.5)
     eventually(lambda: server.admin.serials("h1") == [serial], what="the device registered")
-    task_id = server.api.submit({"steps": [tap("a"), shell("b", "sleep 30"), tap("c")]})
+    task_id = server.api.submit({"steps": [tap("a"), shell("b", "sleep 30"), tap("c")]})["id"]
     eventually(lambda: any(c == "sleep 30" for c, _ in device_commands(sim, "amc-sim-01")), what="b running")
 
     cancelled_at = time.monotonic()

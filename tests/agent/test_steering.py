@@ -45,7 +45,7 @@ def steer_during(server, sim, task_id: str, data: dict, serial: str = SERIAL) ->
 @req("STEER/s1", "DELIVERY/s1")
 def test_a_skip_is_admitted_before_the_next_step_and_the_skipped_step_never_runs(server, sim, make_agent):
     agent = make_agent(server.url, sim.server_port, lease_seconds=LEASE)
-    task_id = server.api.submit({"steps": [tap("a"), shell("b", LONG), echo("c"), echo("d")]})
+    task_id = server.api.submit({"steps": [tap("a"), shell("b", LONG), echo("c"), echo("d")]})["id"]
 
     message = steer_during(server, sim, task_id, {"skip": ["d"]})
     task = server.api.wait_status(task_id)
@@ -68,7 +68,7 @@ def test_a_skip_is_admitted_before_the_next_step_and_the_skipped_step_never_runs
 @req("STEER/s2")
 def test_a_skip_of_the_running_step_is_rejected_and_the_step_keeps_its_true_outcome(server, sim, make_agent):
     make_agent(server.url, sim.server_port, lease_seconds=LEASE)
-    task_id = server.api.submit({"steps": [tap("a"), shell("b", LONG), echo("c")]})
+    task_id = server.api.submit({"steps": [tap("a"), shell("b", LONG), echo("c")]})["id"]
 
     message = steer_during(server, sim, task_id, {"skip": ["b"]})
     task = server.api.wait_status(task_id)
@@ -86,7 +86,7 @@ def test_a_skip_of_the_running_step_is_rejected_and_the_step_keeps_its_true_outc
 @req("BOUNDARY/s2")
 def test_inserted_steps_run_where_inserted_and_are_reported_in_place(server, sim, make_agent):
     make_agent(server.url, sim.server_port, lease_seconds=LEASE)
-    task_id = server.api.submit({"steps": [shell("a", LONG), echo("b"), echo("c")]})
+    task_id = server.api.submit({"steps": [shell("a", LONG), echo("b"), echo("c")]})["id"]
 
     message = steer_during(server, sim, task_id, {"insert_after": "a", "steps": [echo("a2"), echo("a3")]})
     task = server.api.wait_status(task_id)
@@ -103,8 +103,8 @@ def test_inserted_steps_run_where_inserted_and_are_reported_in_place(server, sim
 def test_replace_remaining_changes_only_the_steered_task(server, make_sim, make_agent):
     sim = make_sim("dev-x", "dev-y")
     make_agent(server.url, sim.server_port, lease_seconds=LEASE)
-    x = server.api.submit({"steps": [shell("a", LONG), echo("b"), echo("c")]}, requirements={"serial": "dev-x"})
-    y = server.api.submit({"steps": [shell("y1", LONG), echo("y2")]}, requirements={"serial": "dev-y"})
+    x = server.api.submit({"steps": [shell("a", LONG), echo("b"), echo("c")]}, requirements={"serial": "dev-x"})["id"]
+    y = server.api.submit({"steps": [shell("y1", LONG), echo("y2")]}, requirements={"serial": "dev-y"})["id"]
     wait_running(sim, "dev-y", LONG)
     y_before = server.api.task(y)
 
@@ -126,14 +126,14 @@ def test_replace_remaining_changes_only_the_steered_task(server, make_sim, make_
     # Y: untouched
     assert commands(sim, "dev-y") == [LONG, "echo y2"]
     assert done_y["plan"] == y_before["plan"] and done_y["status"] == "done" and len(done_y["attempts"]) == 1
-    assert server.api.http.get(f"/v1/tasks/{y}/messages").json() == {"messages": []}
+    assert server.api.messages(y) == []
     assert outcomes(done_y["result"]["steps"]) == [("y1", "completed", None), ("y2", "completed", None)]
 
 
 @req("BOUNDARY/s3")
 def test_a_policy_refusal_is_refused_while_a_steered_skip_is_not_started_steered(server, sim, make_agent):
     make_agent(server.url, sim.server_port, lease_seconds=LEASE, policy={"shell": {"deny": ["*reboot*"]}})
-    task_id = server.api.submit({"steps": [shell("a", LONG), shell("s", "reboot"), echo("d"), echo("e")]})
+    task_id = server.api.submit({"steps": [shell("a", LONG), shell("s", "reboot"), echo("d"), echo("e")]})["id"]
 
     steer_during(server, sim, task_id, {"skip": ["d"]})
     task = server.api.wait_status(task_id)
@@ -152,7 +152,7 @@ def test_a_message_carried_again_is_applied_once_and_its_acknowledgement_sent_ag
         server, sim, make_agent, proxy_to, loss):
     proxy = proxy_to(server.port)
     agent = make_agent(proxy.url, sim.server_port, lease_seconds=LEASE)
-    task_id = server.api.submit({"steps": [shell("a", LONG), echo("b"), echo("c")]})
+    task_id = server.api.submit({"steps": [shell("a", LONG), echo("b"), echo("c")]})["id"]
     if loss == "held":
         proxy.hold(b"/messages/")  # the acknowledgement waits on the way while renewals go on
     else:

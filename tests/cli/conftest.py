@@ -10,9 +10,6 @@
 
 from __future__ import annotations
 
-import time
-
-import httpx
 import pytest
 from click.testing import CliRunner
 
@@ -22,13 +19,11 @@ from amc.adapters.http.server import ThreadedServer
 from amc.adapters.http.settings import Settings
 from amc.cli import main
 from amc.service import MemoryService, SystemClock
+from tests.support.http import Caller, http_client
 
 CLIENT_TOKEN = "tok-cli-tests-client-0000"
 ADMIN_TOKEN = "tok-cli-tests-admin-00000"
 HOST_TOKEN = "tok-cli-tests-host-h1-000"
-
-PLAN = {"steps": [{"id": "open", "action": "launch", "args": {"package": "com.android.settings"}},
-                  {"id": "home", "action": "keyevent", "args": {"key": "KEYCODE_HOME"}}]}
 
 
 @pytest.fixture
@@ -59,32 +54,28 @@ def cli(server, tmp_path, monkeypatch):
 
 
 class FakeHost:
-    """Host h1, without an agent: enough HTTP to put tasks into every status."""
+    """Host h1, without an agent: enough of the host protocol to put tasks into every status."""
 
     def __init__(self, url: str):
-        self.http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {HOST_TOKEN}"}, timeout=10)
+        self.caller = Caller(http_client(url), HOST_TOKEN, "h1")
 
     def register(self, *serials: str, model: str = "Pixel 7") -> None:
-        body = {"devices": [{"serial": s, "attributes": {"model": model}} for s in serials]}
-        response = self.http.put("/v1/hosts/h1", json=body)
-        assert response.status_code == 200, response.text
+        self.caller.register("h1", [{"serial": s, "attributes": {"model": model}} for s in serials])
 
-    def claim(self, serial: str = "dev-1") -> dict:
-        response = self.http.post("/v1/hosts/h1/claim", json={"devices": [serial]})
-        assert response.status_code == 200, response.text
-        return response.json()
+    def claim(self, serial: str = "dev-1", **body) -> dict | None:
+        return self.caller.claim("h1", devices=[serial], **body)
 
     def start(self, lease: dict) -> dict:
-        response = self.http.post(f"/v1/tasks/{lease['task_id']}/attempts/{lease['attempt']}/start",
-                                  json={"lease_id": lease["lease_id"]})
-        assert response.status_code == 200, response.text
-        return response.json()
+        return self.caller.start(lease["task_id"], lease["attempt"], lease["lease_id"])
+
+    def renew(self, lease: dict) -> dict:
+        return self.caller.renew(lease["task_id"], lease["attempt"], lease["lease_id"])
+
+    def acknowledge(self, lease: dict, message_id: str, state: str, **body) -> dict:
+        return self.caller.acknowledge(lease["task_id"], lease["attempt"], lease["lease_id"], message_id, state, **body)
 
     def report(self, lease: dict, status: str = "done") -> dict:
-        response = self.http.post(f"/v1/tasks/{lease['task_id']}/attempts/{lease['attempt']}/result",
-                                  json={"lease_id": lease["lease_id"], "status": status})
-        assert response.status_code == 200, response.text
-        return response.json()
+        return self.caller.report(lease["task_id"], lease["attempt"], lease["lease_id"], status)
 
     def dispatch(self, serial: str = "dev-1") -> dict:
         """Claim and start the next task on `serial`; the lease."""
@@ -93,7 +84,7 @@ class FakeHost:
         return lease
 
     def close(self) -> None:
-        self.http.close()
+        self.caller.http.close()
 
 
 @pytest.fixture
@@ -102,11 +93,3 @@ def host(server):
     fake.register("dev-1")
     yield fake
     fake.close()
-
-
-def eventually(probe, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
-    return value

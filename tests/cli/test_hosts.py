@@ -8,7 +8,8 @@ from click.testing import CliRunner
 
 from amc.cli.app import Exit
 from amc.cli.hosts import list_hosts
-from tests.cli.conftest import CLIENT_TOKEN, PLAN
+from tests.cli.conftest import CLIENT_TOKEN
+from tests.support.plans import TWO_STEPS as PLAN
 
 
 def run(server, *args: str, token: str = CLIENT_TOKEN):

@@ -1,7 +1,7 @@
 """`amc task steer|pause|resume|follow-up|messages` against a real server (PROTOCOL.md Part B).
 
-Host h1 is played by the `host` fixture plus the two calls below (renew, acknowledge), so
-every message state can be reached without a Host Agent.
+Host h1 is played by the `host` fixture (which renews and acknowledges too), so every
+message state can be reached without a Host Agent.
 """
 
 from __future__ import annotations
@@ -10,10 +10,8 @@ import json
 
 import pytest
 
-from tests.cli.conftest import FakeHost
-from tests.cli.test_task import one_error_line, submit
-
 from amc.cli.app import Exit
+from tests.cli.test_task import one_error_line, submit
 
 FOUR = {"steps": [{"id": "a", "action": "launch", "args": {"package": "com.android.settings"}},
                   {"id": "b", "action": "keyevent", "args": {"key": "KEYCODE_HOME"}},
@@ -22,20 +20,6 @@ FOUR = {"steps": [{"id": "a", "action": "launch", "args": {"package": "com.andro
 SHOT = [{"id": "shot", "action": "screenshot", "args": {}}]
 NOBODY = "http://127.0.0.1:9"  # nothing listens there: a command that sent a request would exit 3
 WIDE = {"COLUMNS": "250"}  # tables at full width, so a test can look for a whole cell
-
-
-def renew(host: FakeHost, lease: dict) -> dict:
-    response = host.http.post(f"/v1/tasks/{lease['task_id']}/attempts/{lease['attempt']}/renew",
-                              json={"lease_id": lease["lease_id"]})
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-def acknowledge(host: FakeHost, lease: dict, message_id: str, state: str, **body) -> dict:
-    response = host.http.post(f"/v1/tasks/{lease['task_id']}/attempts/{lease['attempt']}/messages/{message_id}",
-                              json={"lease_id": lease["lease_id"], "state": state, **body})
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def run_json(cli, *args: str, input: str | None = None):
@@ -141,14 +125,14 @@ def test_messages_show_each_state_with_its_own_time_and_boundary(cli, host):
     lease = host.dispatch()
     assert cli("task", "messages", task["id"]).stdout.strip() == f"No messages on {task['id']}."
     message = run_json(cli, "task", "steer", task["id"], "--skip", "d")
-    carried = renew(host, lease)["messages"]
+    carried = host.renew(lease)["messages"]
     assert [m["id"] for m in carried] == [message["id"]]
     [delivered] = messages_of(cli, task["id"])
     assert delivered["state"] == "delivered" and delivered["delivered_at"] and delivered["admitted_at"] is None
-    acknowledge(host, lease, message["id"], "admitted", boundary={"before_step": "c"})
+    host.acknowledge(lease, message["id"], "admitted", boundary={"before_step": "c"})
     [admitted] = messages_of(cli, task["id"])
     assert admitted["state"] == "admitted" and admitted["boundary"] == {"before_step": "c"}
-    acknowledge(host, lease, message["id"], "completed")
+    host.acknowledge(lease, message["id"], "completed")
     [completed] = messages_of(cli, task["id"])
     assert completed["state"] == "completed" and completed["completed_at"] >= completed["admitted_at"]
 
@@ -167,8 +151,8 @@ def test_a_rejected_steer_shows_the_hosts_detail(cli, host):
     task = submit(cli, FOUR)
     lease = host.dispatch()
     message = run_json(cli, "task", "steer", task["id"], "--skip", "a")
-    renew(host, lease)
-    acknowledge(host, lease, message["id"], "rejected", detail="step 'a' had already started")
+    host.renew(lease)
+    host.acknowledge(lease, message["id"], "rejected", detail="step 'a' had already started")
     [rejected] = messages_of(cli, task["id"])
     assert rejected["state"] == "rejected" and rejected["detail"] == "step 'a' had already started"
     table = cli("task", "messages", task["id"], env=WIDE).stdout
@@ -188,7 +172,7 @@ def test_a_paused_queued_task_is_held_until_resumed_and_keeps_its_place(cli, hos
     assert shown["held"] is True and shown["paused"] is False and shown["status"] == "queued"
     assert "queued (held)" in cli("task", "list").stdout
     assert "no host claims it until a resume" in cli("task", "show", first["id"]).stdout
-    assert host.http.post("/v1/hosts/h1/claim", json={"devices": ["dev-1"]}).status_code == 204
+    assert host.claim(expect=204) is None
     [message] = messages_of(cli, first["id"])
     assert message["intent"] == "pause" and message["state"] == "completed"
     assert message["text"] == "wait for the new build"
@@ -208,11 +192,11 @@ def test_a_paused_running_task_reads_paused_until_its_resume_is_admitted(cli, ho
     said = cli("task", "pause", task["id"])
     assert said.exit_code == 0, said.stderr
     assert "starts no new step from its next step boundary on, and keeps the lease" in said.stdout
-    [pause] = renew(host, lease)["messages"]
-    acknowledge(host, lease, pause["id"], "admitted", boundary={"before_step": "b"})
+    [pause] = host.renew(lease)["messages"]
+    host.acknowledge(lease, pause["id"], "admitted", boundary={"before_step": "b"})
     shown = run_json(cli, "task", "show", task["id"])
     assert shown["paused"] is True and shown["held"] is False and shown["status"] == "dispatched"
-    renewed = renew(host, lease)
+    renewed = host.renew(lease)
     assert renewed["messages"] == [] and renewed["cancel_requested"] is False  # reading changed nothing
     people = cli("task", "show", task["id"]).stdout
     assert "dispatched (paused)" in people and "before b" in people
@@ -221,9 +205,9 @@ def test_a_paused_running_task_reads_paused_until_its_resume_is_admitted(cli, ho
     resume = run_json(cli, "task", "resume", task["id"])
     assert resume["state"] == "queued"
     assert run_json(cli, "task", "show", task["id"])["paused"] is True  # until the host admits the resume
-    [carried] = renew(host, lease)["messages"]
+    [carried] = host.renew(lease)["messages"]
     assert carried["id"] == resume["id"]
-    acknowledge(host, lease, resume["id"], "admitted", boundary={"before_step": "b"})
+    host.acknowledge(lease, resume["id"], "admitted", boundary={"before_step": "b"})
     assert run_json(cli, "task", "show", task["id"])["paused"] is False
     assert [m["state"] for m in messages_of(cli, task["id"])] == ["admitted", "admitted"]
 

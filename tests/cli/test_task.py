@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from tests.cli.conftest import ADMIN_TOKEN, PLAN
-
 from amc.cli.app import Exit
+from tests.cli.conftest import ADMIN_TOKEN
+from tests.support.plans import TWO_STEPS as PLAN
+from tests.support.waiting import eventually
 
 
 def submit(cli, plan=PLAN, *options: str) -> dict:
@@ -35,7 +36,7 @@ def test_submit_a_plan_file_for_people(cli, tmp_path):
     result = cli("task", "submit", str(path))
     assert result.exit_code == 0, result.stderr
     assert "Submitted t_" in result.stdout and "queued" in result.stdout
-    assert "2 steps: launch, keyevent" in result.stdout and "any device" in result.stdout
+    assert "2 steps: launch, screenshot" in result.stdout and "any device" in result.stdout
     assert "amc task watch t_" in result.stderr  # the hint goes to stderr, never into the output
 
 
@@ -226,14 +227,10 @@ def test_submit_watch_follows_the_new_task(cli, host):
 
 
 def eventually_claim(host, timeout: float = 10.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        response = host.http.post("/v1/hosts/h1/claim", json={"devices": ["dev-1"], "wait_seconds": 1})
-        if response.status_code == 200:
-            lease = response.json()
-            host.start(lease)
-            return lease
-        assert time.monotonic() < deadline
+    """Claim and start the task that is about to be submitted (a claim answers 204 until then)."""
+    lease = eventually(lambda: host.claim(wait_seconds=1, expect=None), timeout, what="a task to claim")
+    host.start(lease)
+    return lease
 
 
 # -- errors -------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import httpx
 from click.testing import CliRunner
 
 from amc.cli import main
-from tests.cli.conftest import PLAN
+from tests.support.plans import TWO_STEPS as PLAN
 
 
 def closed_port() -> int:

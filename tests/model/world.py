@@ -27,15 +27,11 @@ from amc.core.commands import (
     SubmitTask,
 )
 from amc.core.errors import Code
-from amc.core.records import Boundary, DeviceSpec, Plan, Step, StepOutcome
+from amc.core.records import Boundary, DeviceSpec, Plan, StepOutcome
 from amc.core.state import State
+from tests.support.plans import TWO_STEPS, as_record
 
-PLAN = Plan(
-    steps=(
-        Step(id="open", action="launch", args={"package": "com.android.settings"}),
-        Step(id="look", action="screenshot", args={}),
-    )
-)
+PLAN = as_record(TWO_STEPS)  # "open" and "look"
 START = 1_764_460_800_000  # 2025-11-30T00:00:00Z
 LEASE_MS = 30_000
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from amc.adapters.adb.client import BoundedClient
-from tests.support.waiting import free_port
+from tests.support.waiting import eventually, free_port, port_open
 
 
 class RealAdb:
@@ -33,10 +32,8 @@ class RealAdb:
         serial = f"127.0.0.1:{port}"
         result = self.run("connect", serial)
         assert f"connected to {serial}" in result.stdout, result
-        deadline = time.monotonic() + 10
-        while f"{serial}\tdevice" not in self.run("devices").stdout:
-            assert time.monotonic() < deadline, self.run("devices").stdout
-            time.sleep(0.05)
+        eventually(lambda: f"{serial}\tdevice" in self.run("devices").stdout, timeout=10, interval=0.05,
+                   what=f"{serial} listed by `adb devices`")
         return serial
 
     def client(self) -> BoundedClient:
@@ -46,13 +43,8 @@ class RealAdb:
         try:
             self.run("kill-server", timeout=10)
         finally:
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                with socket.socket() as probe:
-                    if probe.connect_ex(("127.0.0.1", self.port)) != 0:
-                        # Stopped once its port is closed, however kill-server itself ended.
-                        return  # noqa: B012
-                time.sleep(0.05)
+            with contextlib.suppress(AssertionError):  # best effort: a server that lingers is not the test's fault
+                eventually(lambda: not port_open(self.port), timeout=5, interval=0.05)
 
 
 @pytest.fixture(scope="module")

@@ -93,10 +93,6 @@ def problem_response(
     return Response(orjson.dumps(body), status_code=status, media_type=MEDIA_TYPE, headers=headers)
 
 
-def rejection_response(rejection: Rejection) -> Response:
-    return problem_response(rejection.code.name, rejection.detail, rejection.http_status)
-
-
 async def on_problem(request: Request, exc: Problem) -> Response:
     headers = {"WWW-Authenticate": 'Bearer realm="amc"'} if exc.code == "unauthorized" else None
     return problem_response(exc.code, exc.detail, headers=headers)

@@ -20,7 +20,6 @@ from amc.adapters.lmdb.writer import Work, Writer
 from amc.core import kernel
 from amc.core.commands import Command, RegisterHost, SubmitTask
 from amc.core.records import Host, Task
-from amc.core.state import State
 from amc.service import Clock, HistoryEntry, ManualClock, Page, SystemClock
 
 DEFAULT_DATA_DIR = ".amc"
@@ -104,26 +103,14 @@ class LmdbService:
     async def advance_clock(self, ms: int) -> int:
         """Move the manual clock forward by `ms`, apply the expiries that fall due, and
         return the new now once both are durable. Raises `TypeError` without a manual clock."""
-        advance = self._advance_work(ms)
-        loop = asyncio.get_running_loop()
-        advance.future = loop.create_future()
-        advance.loop = loop
-        self._writer.submit(advance)
-        return await advance.future
-
-    def advance_clock_sync(self, ms: int, timeout: float | None = None) -> int:
-        """`advance_clock` for threads."""
-        advance = self._advance_work(ms)
-        assert isinstance(advance.future, Future)  # a thread's future, as _advance_work makes it
-        self._writer.submit(advance)
-        return advance.future.result(timeout)
-
-    def _advance_work(self, ms: int) -> Work:
         if not isinstance(self.clock, ManualClock):
             raise TypeError("this service does not run a manual clock")
         if int(ms) != ms or ms <= 0:
             raise ValueError("a clock only moves forward, by a whole number of milliseconds")
-        return Work(None, Future(), advance_ms=int(ms))
+        loop = asyncio.get_running_loop()
+        advance = Work(None, loop.create_future(), loop, advance_ms=int(ms))
+        self._writer.submit(advance)
+        return await advance.future
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -158,17 +145,9 @@ class LmdbService:
 
     # --- housekeeping ------------------------------------------------------------------
 
-    @property
-    def path(self):
-        return self._store.path
-
     def size_bytes(self) -> int:
         """The bytes of the store's map in use."""
         return self._store.size_bytes()
-
-    def state_for_tests(self) -> State:
-        """The writer's in-memory state. Only meaningful while no command is in flight."""
-        return self._writer.state
 
     def close(self) -> None:
         """Finish the queued commands, stop the writer, close the store. Idempotent."""

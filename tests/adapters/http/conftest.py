@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 
 import httpx
 import pytest
@@ -15,7 +14,7 @@ from amc.adapters.http.server import ThreadedServer
 from amc.adapters.http.settings import Settings
 from amc.core.times import from_rfc3339, to_rfc3339
 from amc.service import ManualClock, MemoryService, SystemClock
-from tests.adapters.http.client import Caller
+from tests.support.http import Caller, http_client
 
 T0 = from_rfc3339("2026-11-29T23:00:00.000Z")
 
@@ -28,13 +27,6 @@ TOKENS = {
     "h3": ("tok-host-h3-00000000000000", Principal(role="host", host_id="h3")),
     "h9": ("tok-host-h9-00000000000000", Principal(role="host", host_id="h9")),
 }
-
-
-def http_client(url: str) -> httpx.Client:
-    # httpx writes a request's headers and body separately; with Nagle on, the body waits
-    # for the server's delayed ACK (milliseconds per request).
-    transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-    return httpx.Client(base_url=url, timeout=40, transport=transport)
 
 
 class Switch:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.adapters.http.client import PLAN, problem
+from tests.support.http import problem
+from tests.support.plans import PLAN
 
 CALLERS = ["anon", "stranger", "admin", "acme", "beta", "h1", "h2"]
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tests.adapters.http.client import PLAN, problem
 from tests.adapters.http.test_access import snapshot
+from tests.support.http import problem
+from tests.support.plans import PLAN
 
 
 def plan_of(*steps):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.adapters.http.client import STEPS_ABC, problem
+from tests.support.http import problem
+from tests.support.plans import STEPS_ABC
 
 
 @pytest.mark.req("LEASE-RENEW/s1")

@@ -15,9 +15,10 @@ import time
 import orjson
 import pytest
 
-from tests.adapters.http.client import PLAN, STEPS_ABC, problem
 from tests.adapters.http.test_metrics import samples
 from tests.adapters.http.test_serve import TOKENS, Served, needs_lmdb
+from tests.support.http import problem
+from tests.support.plans import PLAN, STEPS_ABC
 
 
 def wait_plan(*ids):

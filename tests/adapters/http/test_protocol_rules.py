@@ -8,7 +8,8 @@ import re
 import pytest
 
 from amc.core.times import from_rfc3339
-from tests.adapters.http.client import PLAN, STEPS_ABC, problem
+from tests.support.http import problem
+from tests.support.plans import PLAN, STEPS_ABC
 
 TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.adapters.http.client import PLAN, Caller
-from tests.adapters.http.conftest import http_client
+from tests.support.http import Caller, http_client
+from tests.support.plans import PLAN
 
 try:
     from amc.adapters.lmdb import LmdbService  # noqa: F401

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from tests.adapters.http.client import problem
+from tests.support.http import problem
+from tests.support.waiting import eventually
 
 
 def in_background(function, *args, **kwargs):
@@ -34,10 +35,7 @@ def claim_in_background(amc, caller, host_id: str, **body):
     """Start a long-polling claim and return once it is waiting (it has tried once and found nothing)."""
     before = claims(amc)  # read before the claim starts: it may be quicker than this thread
     thread, result = in_background(caller.claim, host_id, **body)
-    deadline = time.monotonic() + 5
-    while claims(amc) == before:
-        assert time.monotonic() < deadline, "the claim never reached the server"
-        time.sleep(0.005)
+    eventually(lambda: claims(amc) != before, timeout=5, interval=0.005, what="the claim reaching the server")
     time.sleep(0.02)
     return thread, result
 

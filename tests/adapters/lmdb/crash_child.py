@@ -19,11 +19,11 @@ import sys
 from amc.adapters.lmdb import LmdbService
 from amc.core.commands import CancelTask, ClaimTask, RegisterHost, RenewLease, ReportResult, StartAttempt, SubmitTask
 from amc.core.kernel import Assignment
-from amc.core.records import DeviceSpec, Plan, Step
+from amc.core.records import DeviceSpec
+from tests.support.plans import PLAN_RECORD as PLAN
 
 WORKERS = 12
 LEASE_MS = 1_500  # short, so leases abandoned in one run expire during the next ones
-PLAN = Plan(steps=(Step(id="open", action="launch", args={"package": "com.android.settings"}),))
 
 
 async def main(path: str, ack_path: str, seed: int) -> None:

@@ -17,7 +17,7 @@ from amc.adapters.lmdb import LmdbService, layout
 from amc.cli.store import store
 from amc.core.commands import RegisterHost, SubmitTask
 from amc.core.records import DeviceSpec
-from tests.adapters.lmdb.conftest import PLAN
+from tests.support.plans import PLAN_RECORD as PLAN
 
 
 def make_store(path: Path) -> None:

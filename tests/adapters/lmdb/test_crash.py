@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from amc.adapters.lmdb import LmdbService, verify
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[3]
 ROUNDS = 22
@@ -47,14 +48,16 @@ def acks_of(acks: Path, pid: int) -> int:
 
 
 def wait_until_busy(child: subprocess.Popen, acks: Path, log: Path, at_least: int = 30) -> None:
-    deadline = time.monotonic() + 30
-    while acks_of(acks, child.pid) < at_least:
+    def busy() -> bool:
         if child.poll() is not None:
             pytest.fail(f"the writer exited with {child.returncode}:\n{log.read_text()[-3000:]}")
-        if time.monotonic() > deadline:
-            child.kill()
-            pytest.fail("the writer did not get busy within 30 s")
-        time.sleep(0.01)
+        return acks_of(acks, child.pid) >= at_least
+
+    try:
+        eventually(busy, timeout=30, interval=0.01, what=f"{at_least} acknowledgements from the writer")
+    except AssertionError:
+        child.kill()
+        raise
 
 
 def check_acknowledged(service: LmdbService, lines: list[str]) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from amc.adapters.lmdb import LmdbService, NotAStore, SchemaMismatch, StoreLocked, layout, verify
 from amc.core.commands import SubmitTask
-from tests.adapters.lmdb.conftest import PLAN
+from tests.support.plans import PLAN_RECORD as PLAN
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -9,16 +9,16 @@ import time
 
 import pytest
 
-from amc.adapters.lmdb import codec
-from amc.adapters.lmdb import CommitFailed, LmdbService, StoreClosed, verify
+from amc.adapters.lmdb import CommitFailed, LmdbService, StoreClosed, codec, verify
 from amc.adapters.lmdb import writer as writer_module
 from amc.core import kernel
 from amc.core.commands import CancelTask, ClaimTask, ExpireLeases, RegisterHost, StartAttempt, SubmitTask
 from amc.core.errors import Code, InvalidRequest
 from amc.core.records import DeviceSpec
 from amc.service import ManualClock, MemoryService
-from tests.adapters.lmdb.conftest import PLAN
+from tests.adapters.lmdb.helpers import advance_clock, writer_state
 from tests.adapters.lmdb.workload import HOSTS, TENANTS, Workload
+from tests.support.plans import PLAN_RECORD as PLAN
 
 STATUSES = (None, "queued", "assigned", "dispatched", "done", "failed", "cancelled")
 
@@ -68,19 +68,19 @@ def test_answers_like_the_memory_service_across_restarts(data_dir, seed):
         for step in range(1, 601):
             if rng.random() < 0.07:
                 ms = rng.choice((500, 2000, 7000))
-                assert store.advance_clock_sync(ms) == advance_memory(memory, ms)
+                assert advance_clock(store, ms) == advance_memory(memory, ms)
             else:
                 command = workload.next_command(memory.state)
                 assert store.execute_sync(command) == memory.execute_now(command), command
             if step % 100 == 0:
-                assert store.state_for_tests() == memory.state
+                assert writer_state(store) == memory.state
                 assert_same_reads(store, memory)
             if step % 200 == 0:  # a restart: records in, no replay
                 store.close()
                 assert verify(data_dir) == []
                 store = LmdbService.open(data_dir, clock="manual")
                 assert store.clock.now() == memory.clock.now()
-                assert store.state_for_tests() == memory.state
+                assert writer_state(store) == memory.state
                 assert_same_reads(store, memory)
     finally:
         store.close()
@@ -209,7 +209,7 @@ def test_a_failed_commit_fails_its_batch_and_applies_nothing(data_dir, monkeypat
             store.execute_sync(submit("lost"))
         assert isinstance(raised.value.__cause__, OSError)
         monkeypatch.setattr(writer, "_write", original)
-        assert store.task("lost") is None and "lost" not in store.state_for_tests().tasks
+        assert store.task("lost") is None and "lost" not in writer_state(store).tasks
         assert store.execute_sync(submit("after")).accepted
         assert [t.id for t in store.tasks(None, None, None, 10).tasks] == ["before", "after"]
         assert store.task("after").seq == 1  # the failed submit left no trace in the state
@@ -235,7 +235,7 @@ def test_a_command_that_breaks_the_kernel_fails_alone(data_dir, monkeypatch):
         outcomes = asyncio.run(main())
         assert isinstance(outcomes[5], RuntimeError)
         assert all(d.accepted for i, d in enumerate(outcomes) if i != 5)
-        assert store.task("poison") is None and "poison" not in store.state_for_tests().tasks
+        assert store.task("poison") is None and "poison" not in writer_state(store).tasks
         assert len(store.tasks(None, None, None, 100).tasks) == 10
     assert verify(data_dir) == []
 
@@ -245,19 +245,19 @@ def test_manual_clock_starts_at_wall_time_and_resumes_after_restart(data_dir):
     with LmdbService.open(data_dir, clock="manual") as store:
         start = store.clock.now()
         assert before <= start <= time.time_ns() // 1_000_000
-        assert store.advance_clock_sync(5_000) == start + 5_000
+        assert advance_clock(store, 5_000) == start + 5_000
         assert asyncio.run(store.advance_clock(1)) == start + 5_001
         with pytest.raises(ValueError):
-            store.advance_clock_sync(0)
+            advance_clock(store, 0)
     with LmdbService.open(data_dir, clock="manual") as store:
         assert store.clock.now() == start + 5_001
     with LmdbService.open(data_dir, clock="system") as store, pytest.raises(TypeError):
-        store.advance_clock_sync(10)
+        advance_clock(store, 10)
 
 
 def test_system_clock_never_goes_back_across_restarts(data_dir):
     with LmdbService.open(data_dir, clock="manual") as store:
-        future = store.advance_clock_sync(10 * 86_400_000)  # ten days ahead of wall time
+        future = advance_clock(store, 10 * 86_400_000)  # ten days ahead of wall time
         store.execute_sync(submit("t1"))
     with LmdbService.open(data_dir, clock="system") as store:
         assert store.clock.now() >= future
@@ -273,7 +273,7 @@ def test_leases_expire_through_the_store(data_dir):
         assignment = store.execute_sync(ClaimTask(now=0, host_id="h1", lease_id="L1", lease_ms=1_000)).reply
         assert store.next_expiry() == assignment.lease_expires_at
         store.execute_sync(StartAttempt(now=0, host_id="h1", task_id="t1", attempt=1, lease_id="L1"))
-        store.advance_clock_sync(1_000)
+        advance_clock(store, 1_000)
         assert store.next_expiry() is None
         task = store.task("t1")
         assert (task.status, task.result.reason) == ("failed", "attempts_exhausted")

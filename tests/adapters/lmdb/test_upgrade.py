@@ -15,6 +15,7 @@ import pytest
 
 from amc.adapters.lmdb import codec
 from amc.adapters.lmdb import LmdbService, SchemaMismatch, layout, upgrade, verify
+from tests.adapters.lmdb.helpers import writer_state
 from tests.adapters.lmdb.workload import Workload
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -77,11 +78,11 @@ def test_an_upgraded_store_keeps_serving(schema1_dir):
         load = Workload(seed=11)
         load.counter = 10_000  # fresh ids that the old workload did not use
         for _ in range(150):
-            service.execute_sync(load.next_command(service.state_for_tests()))
-        state = service.state_for_tests()
+            service.execute_sync(load.next_command(writer_state(service)))
+        state = writer_state(service)
     assert verify(schema1_dir) == []
     with LmdbService.open(schema1_dir, clock="manual") as service:
-        assert service.state_for_tests().tasks == state.tasks  # start-up reads the new layout
+        assert writer_state(service).tasks == state.tasks  # start-up reads the new layout
 
 
 def test_an_upgrade_that_fails_part_way_leaves_the_schema_1_store_as_it_was(schema1_dir, answered, monkeypatch):

@@ -8,7 +8,7 @@ import pytest
 from amc.adapters.lmdb import LmdbService, layout, verify
 from amc.core.commands import ClaimTask, RegisterHost, SubmitTask
 from amc.core.records import DeviceSpec
-from tests.adapters.lmdb.conftest import PLAN
+from tests.support.plans import PLAN_RECORD as PLAN
 
 
 @pytest.fixture

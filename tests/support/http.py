@@ -1,22 +1,33 @@
-"""The black-box client the HTTP tests talk through: one `Caller` per token.
+"""The one HTTP client the tests talk to a server through: one `Caller` per token.
 
 Every request goes over a real socket, and every response is checked against
 specs/openapi.yaml (`contract.CONTRACT`) before the test sees it. Helpers take
 ``expect=`` (a status) and return the decoded JSON, so a scenario reads as a script.
+The HTTP, Host Agent and CLI tests all use it. (The conformance suite has a client of
+its own, `amc.conformance.client`, because it ships to implementers without our tests.)
 """
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import httpx
 import orjson
 
 from tests.adapters.http.contract import CONTRACT
+from tests.support.plans import PLAN
+from tests.support.waiting import eventually
 
 _UNSET = object()
-PLAN = {"steps": [{"id": "open", "action": "launch", "args": {"package": "com.android.settings"}}]}
-STEPS_ABC = {"steps": [{"id": s, "action": "wait", "args": {"seconds": 1}} for s in ("a", "b", "c")]}
+TERMINAL = ("done", "failed", "cancelled")
+
+
+def http_client(url: str) -> httpx.Client:
+    # httpx writes a request's headers and body separately; with Nagle on, the body waits
+    # for the server's delayed ACK (milliseconds per request).
+    transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+    return httpx.Client(base_url=url, timeout=40, transport=transport)
 
 
 class Caller:
@@ -72,6 +83,15 @@ class Caller:
     def types(self, task_id: str) -> list[str]:
         return [e["type"] for e in self.history(task_id)]
 
+    def status(self, task_id: str) -> str:
+        return self.task(task_id)["status"]
+
+    def wait_status(self, task_id: str, *statuses: str, timeout: float = 15.0) -> dict:
+        """The task once its status is one of `statuses` (by default, any terminal one)."""
+        statuses = statuses or TERMINAL
+        return eventually(lambda: (task := self.task(task_id))["status"] in statuses and task,
+                          timeout, what=f"task {task_id} in {statuses}")
+
     def cancel(self, task_id: str, reason: str | None = None, expect: int | None = None) -> dict:
         body = {} if reason is None else {"reason": reason}
         return self.call("POST", f"/v1/tasks/{task_id}/cancel", body, expect)
@@ -87,6 +107,11 @@ class Caller:
 
     def hosts(self, expect: int = 200) -> dict:
         return self.call("GET", "/v1/hosts", expect=expect)
+
+    def serials(self, host_id: str) -> list[str]:
+        """The serials of the host's devices; none while the host is not registered."""
+        host = self.host(host_id, expect=None)
+        return [d["serial"] for d in host["devices"]] if self.last.status_code == 200 else []
 
     def claim(self, host_id: str, expect: int | None = 200, **body) -> dict | None:
         return self.call("POST", f"/v1/hosts/{host_id}/claim", body, expect)
@@ -112,6 +137,11 @@ class Caller:
 
     def message(self, task_id: str, message_id: str, expect: int = 200) -> dict:
         return self.call("GET", f"/v1/tasks/{task_id}/messages/{message_id}", expect=expect)
+
+    def wait_message(self, task_id: str, message_id: str, *states: str, timeout: float = 15.0) -> dict:
+        """The message once its state is one of `states`."""
+        return eventually(lambda: (m := self.message(task_id, message_id))["state"] in states and m,
+                          timeout, what=f"message {message_id} in {states}")
 
     def acknowledge(self, task_id: str, attempt: int, lease_id: str, message_id: str, state: str,
                     expect: int = 200, **extra) -> dict:
