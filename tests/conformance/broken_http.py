@@ -6,8 +6,8 @@ was run against an independent server. They use the same mechanism (a scratch co
 repository with one textual edit, `mutated_copy`), but are kept apart from its MUTANTS:
 that script runs the model tests, which never reach the HTTP edge.
 
-Each entry has the format of `tools.mutation_check.MUTANTS`: name -> [(file, text to find,
-replacement)], where the text occurs exactly once in the file.
+Each entry has the format of `tools.mutation_check.MUTANTS`: name -> [Edit(module, function,
+snippet, replacement)], the snippet occurring exactly once in that function.
 """
 
 from __future__ import annotations
@@ -17,42 +17,46 @@ from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
-HTTP_MUTANTS: dict[str, list[tuple[str, str, str]]] = {
+from tools.mutation_check import Edit
+
+HTTP_MUTANTS: dict[str, list[Edit]] = {
     # The standard library's parser reads NaN and Infinity as floats; orjson refuses them.
-    "nan-and-infinity-accepted": [(
-        "amc/adapters/http/bodies.py",
-        '''        return orjson.loads(raw)''',
-        '''        return __import__("json").loads(raw)''',
+    "nan-and-infinity-accepted": [Edit(
+        "amc.adapters.http.bodies", "parse_json",
+        '''return orjson.loads(raw)''',
+        '''return __import__("json").loads(raw)''',
     )],
-    "submit-body-checked-before-the-token": [(
-        "amc/adapters/http/app.py",
-        '''        principal, raw = await self.begin(request)
-        access.require_role(principal, "client", "admin")
-        body, plan = bodies.decode_submit(''',
-        '''        bodies.decode_submit(await self._read_body(request), self.settings.limits, may_name_tenant=True)
+    "submit-body-checked-before-the-token": [Edit(
+        "amc.adapters.http.app", "Api.submit",
+        """
         principal, raw = await self.begin(request)
         access.require_role(principal, "client", "admin")
-        body, plan = bodies.decode_submit(''',
+        """,
+        """
+        bodies.decode_submit(await self._read_body(request), self.settings.limits, may_name_tenant=True)
+        principal, raw = await self.begin(request)
+        access.require_role(principal, "client", "admin")
+        """,
     )],
-    "listing-limit-capped-at-100": [(
-        "amc/adapters/http/bodies.py",
-        '''    return status, int(text), after''',
-        '''    return status, min(int(text), 100), after''',
+    "listing-limit-capped-at-100": [Edit(
+        "amc.adapters.http.bodies", "decode_list_query",
+        '''return status, int(text), after''',
+        '''return status, min(int(text), 100), after''',
     )],
-    "wrong-method-answered-404": [(
-        "amc/adapters/http/app.py",
-        '''        return await on_http(request, exc)''',
-        '''        return await on_http(request, HTTPException(404))''',
+    "wrong-method-answered-404": [Edit(
+        "amc.adapters.http.app", "Api.unrouted",
+        '''return await on_http(request, exc)''',
+        '''return await on_http(request, HTTPException(404))''',
     )],
-    "host-listing-a-bare-list": [(
-        "amc/adapters/http/app.py",
-        '''        return json_response({"hosts": [wire.host_view(h) for h in hosts]})''',
-        '''        return json_response([wire.host_view(h) for h in hosts])''',
+    "host-listing-a-bare-list": [Edit(
+        "amc.adapters.http.app", "Api.list_hosts",
+        '''return json_response({"hosts": [wire.host_view(h) for h in hosts]})''',
+        '''return json_response([wire.host_view(h) for h in hosts])''',
     )],
-    "host-lists-every-host": [(
-        "amc/adapters/http/app.py",
-        '''        if principal.role == "host":  # a host reads only itself''',
-        '''        if False:  # a host reads only itself''',
+    "host-lists-every-host": [Edit(
+        "amc.adapters.http.app", "Api.list_hosts",
+        '''if principal.role == "host":''',
+        '''if False:''',
     )],
 }
 
