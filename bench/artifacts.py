@@ -207,8 +207,10 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
     load_after = os.getloadavg()
 
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in load_before)}, "
-          f"after: {' '.join(f'{x:.2f}' for x in load_after)} ({os.cpu_count()} CPUs)")
+    print(
+        f"load average before: {' '.join(f'{x:.2f}' for x in load_before)}, "
+        f"after: {' '.join(f'{x:.2f}' for x in load_after)} ({os.cpu_count()} CPUs)"
+    )
     print(f"{args.rounds} rounds of {args.seconds:g} s per cell; MB/s: median of rounds; latency: all blobs\n")
     print("| size | writers | mode | MB/s | blobs/s | p50 ms | p99 ms | MB/s vs raw | CPU µs/blob |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
@@ -220,9 +222,11 @@ def main() -> None:
                 lat = latencies[(mode, label, writers)]
                 rate = statistics.median(rounds)
                 ratio = statistics.median(r / raw for r, raw in zip(rounds, raw_rounds))
-                print(f"| {label} | {writers} | {mode} | {rate:,.1f} | {rate * 1e6 / size:,.0f} | "
-                      f"{percentile(lat, 0.5) * 1e3:.2f} | {percentile(lat, 0.99) * 1e3:.2f} | {ratio:.2f} | "
-                      f"{statistics.median(cpus[(mode, label, writers)]):,.0f} |")
+                print(
+                    f"| {label} | {writers} | {mode} | {rate:,.1f} | {rate * 1e6 / size:,.0f} | "
+                    f"{percentile(lat, 0.5) * 1e3:.2f} | {percentile(lat, 0.99) * 1e3:.2f} | {ratio:.2f} | "
+                    f"{statistics.median(cpus[(mode, label, writers)]):,.0f} |"
+                )
 
 
 if __name__ == "__main__":

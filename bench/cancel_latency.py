@@ -17,7 +17,7 @@ lands at a uniformly random phase of the renewal cycle), then cancels it and mea
   carried it was answered), and the agent's share of the long-step latency after that.
 
 A renewal carries the cancellation, so the expectation is a latency spread over
-0..interval (median about interval / 2) plus the time to stop a step. DESIGN.md's target:
+0..interval (median about interval / 2) plus the time to stop a step. specs/design.md's target:
 "A cancellation reaches a running Host Agent within one renewal interval, and the agent
 stops before its next step starts."
 """
@@ -46,9 +46,9 @@ import time
 
 import httpx
 
-from amc.sim import Simulator
 from amc.core.lifecycle import TERMINAL_STATUSES, TaskStatus
 from amc.core.times import from_rfc3339
+from amc.sim import Simulator
 
 LISTENING = re.compile(r"listening on http://([\d.]+):(\d+)")
 TOKENS = {"client": "bench-client-token-0000000", "host": "bench-host-token-00000000", "admin": "bench-admin-0000"}
@@ -58,14 +58,36 @@ AMC = [sys.executable, "-c", "from amc.cli import main; main()"]
 
 def start_server(tmp: Path) -> tuple[subprocess.Popen, str]:
     tokens = tmp / "tokens.json"
-    tokens.write_text(json.dumps([
-        {"token": TOKENS["client"], "role": "client", "tenant": "bench"},
-        {"token": TOKENS["host"], "role": "host", "host_id": "h1"},
-        {"token": TOKENS["admin"], "role": "admin"},
-    ]))
-    process = subprocess.Popen([*AMC, "serve", "--data", str(tmp / "data"), "--tokens", str(tokens), "--port", "0",
-                                "--store", "memory", "--min-lease-seconds", "1", "--log-level", "warning"],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    tokens.write_text(
+        json.dumps(
+            [
+                {"token": TOKENS["client"], "role": "client", "tenant": "bench"},
+                {"token": TOKENS["host"], "role": "host", "host_id": "h1"},
+                {"token": TOKENS["admin"], "role": "admin"},
+            ]
+        )
+    )
+    process = subprocess.Popen(
+        [
+            *AMC,
+            "serve",
+            "--data",
+            str(tmp / "data"),
+            "--tokens",
+            str(tokens),
+            "--port",
+            "0",
+            "--store",
+            "memory",
+            "--min-lease-seconds",
+            "1",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     for line in process.stdout:
         found = LISTENING.search(line)
         if found:
@@ -76,9 +98,30 @@ def start_server(tmp: Path) -> tuple[subprocess.Popen, str]:
 
 def start_agent(url: str, adb_port: int, lease: float, tmp: Path) -> subprocess.Popen:
     env = {**os.environ, "AMC_TOKEN": TOKENS["host"]}
-    return subprocess.Popen([*AMC, "host", "run", "--server", url, "--host-id", "h1", "--adb-port", str(adb_port),
-                             "--lease-seconds", str(lease), "--claim-wait", "5", "--scan-seconds", "1",
-                             "--artifacts", str(tmp / "artifacts"), "--log-level", "warning"], env=env)
+    return subprocess.Popen(
+        [
+            *AMC,
+            "host",
+            "run",
+            "--server",
+            url,
+            "--host-id",
+            "h1",
+            "--adb-port",
+            str(adb_port),
+            "--lease-seconds",
+            str(lease),
+            "--claim-wait",
+            "5",
+            "--scan-seconds",
+            "1",
+            "--artifacts",
+            str(tmp / "artifacts"),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+    )
 
 
 def wait_until(probe, timeout: float, what: str):
@@ -92,8 +135,9 @@ def wait_until(probe, timeout: float, what: str):
         time.sleep(0.005)
 
 
-def one_run(api: httpx.Client, sim: Simulator, plan: dict, interval: float, rng: random.Random,
-            measure: str) -> dict[str, float]:
+def one_run(
+    api: httpx.Client, sim: Simulator, plan: dict, interval: float, rng: random.Random, measure: str
+) -> dict[str, float]:
     seen = len(sim.log(SERIAL))
     response = api.post("/v1/tasks", json={"plan": plan})
     task_id = response.json()["id"]
@@ -101,8 +145,9 @@ def one_run(api: httpx.Client, sim: Simulator, plan: dict, interval: float, rng:
     time.sleep(rng.uniform(0, interval))
     cancelled_at = time.time()
     api.post(f"/v1/tasks/{task_id}/cancel", json={})
-    task = wait_until(lambda: (t := api.get(f"/v1/tasks/{task_id}").json())["status"] in TERMINAL_STATUSES and t,
-                      60, "the report")
+    task = wait_until(
+        lambda: (t := api.get(f"/v1/tasks/{task_id}").json())["status"] in TERMINAL_STATUSES and t, 60, "the report"
+    )
     assert task["status"] == TaskStatus.cancelled, task["status"]
     records = sim.log(SERIAL)[seen:]
     if measure == "end":  # the end of the last device activity  # noqa: SIM108 (each branch says what it measures)
@@ -120,11 +165,15 @@ def measure_lease(url: str, sim: Simulator, lease: float, runs: int, rng: random
     api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKENS['client']}"}, timeout=30)
     try:
         admin = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKENS['admin']}"})
-        wait_until(lambda: admin.get("/v1/hosts/h1").status_code == 200
-                   and admin.get("/v1/hosts/h1").json()["devices"], 30, "the agent's registration")
+        wait_until(
+            lambda: admin.get("/v1/hosts/h1").status_code == 200 and admin.get("/v1/hosts/h1").json()["devices"],
+            30,
+            "the agent's registration",
+        )
         long_plan = {"steps": [{"id": "long", "action": "shell", "args": {"command": "sleep 600"}}]}
-        short_plan = {"steps": [{"id": f"s{i}", "action": "shell", "args": {"command": "sleep 0.05"}}
-                                for i in range(1000)]}
+        short_plan = {
+            "steps": [{"id": f"s{i}", "action": "shell", "args": {"command": "sleep 0.05"}} for i in range(1000)]
+        }
         long = [one_run(api, sim, long_plan, interval, rng, "end") for _ in range(runs)]
         short = [one_run(api, sim, short_plan, interval, rng, "start") for _ in range(runs)]
     finally:
@@ -161,17 +210,23 @@ def main() -> None:
             server.send_signal(signal.SIGTERM)
             server.wait(30)
 
-    print(f"cancel-to-stop latency, {args.runs} runs per cell, seconds: median / max; "
-          "ratio = median / renewal interval")
-    print(f"{'lease':>5} {'interval':>8} | {'delivery':>13} | {'long step stop':>13} {'ratio':>5} | "
-          f"{'agent share':>13} | {'short steps stop':>13} {'ratio':>5}")
+    print(
+        f"cancel-to-stop latency, {args.runs} runs per cell, seconds: median / max; ratio = median / renewal interval"
+    )
+    print(
+        f"{'lease':>5} {'interval':>8} | {'delivery':>13} | {'long step stop':>13} {'ratio':>5} | "
+        f"{'agent share':>13} | {'short steps stop':>13} {'ratio':>5}"
+    )
     for r in results:
+
         def cell(key: str, r: dict = r) -> str:
             return f"{statistics.median(r[key]):.3f} / {max(r[key]):.3f}"
 
-        print(f"{r['lease_seconds']:>5g} {r['interval']:>8.3f} | {cell('delivery')} | {cell('long_step_stop')} "
-              f"{statistics.median(r['long_step_stop']) / r['interval']:>5.2f} | {cell('long_step_after_delivery')} | "
-              f"{cell('short_steps_stop')} {statistics.median(r['short_steps_stop']) / r['interval']:>5.2f}")
+        print(
+            f"{r['lease_seconds']:>5g} {r['interval']:>8.3f} | {cell('delivery')} | {cell('long_step_stop')} "
+            f"{statistics.median(r['long_step_stop']) / r['interval']:>5.2f} | {cell('long_step_after_delivery')} | "
+            f"{cell('short_steps_stop')} {statistics.median(r['short_steps_stop']) / r['interval']:>5.2f}"
+        )
     if args.json:
         print(json.dumps(results, indent=1))
 

@@ -68,9 +68,24 @@ def fast_path_available(env: dict[str, str]) -> dict[str, bool]:
 
 
 def start_server(data: Path, tokens: Path, store: str, env: dict[str, str]) -> tuple[subprocess.Popen, str, int]:
-    command = [sys.executable, "-c", "from amc.cli import main; main()", "serve", "--data", str(data),
-               "--tokens", str(tokens), "--port", "0", "--lease-seconds", "600", "--store", store,
-               "--log-level", "warning"]
+    command = [
+        sys.executable,
+        "-c",
+        "from amc.cli import main; main()",
+        "serve",
+        "--data",
+        str(data),
+        "--tokens",
+        str(tokens),
+        "--port",
+        "0",
+        "--lease-seconds",
+        "600",
+        "--store",
+        store,
+        "--log-level",
+        "warning",
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     for line in process.stdout:
         found = LISTENING.search(line)
@@ -90,8 +105,9 @@ def prepare(url: str, hosts: int) -> list[tuple[str, str, str]]:
             http.post("/v1/tasks", headers=admin, json={"plan": plan, "tenant": "bench"}).raise_for_status()
         for i in range(hosts):
             headers = {"Authorization": f"Bearer bench-host-{i}"}
-            http.put(f"/v1/hosts/h{i}", headers=headers,
-                     json={"devices": [{"serial": f"dev-{i}", "attributes": {}}]}).raise_for_status()
+            http.put(
+                f"/v1/hosts/h{i}", headers=headers, json={"devices": [{"serial": f"dev-{i}", "attributes": {}}]}
+            ).raise_for_status()
             claim = http.post(f"/v1/hosts/h{i}/claim", headers=headers, json={})
             claim.raise_for_status()
             lease = claim.json()
@@ -110,13 +126,16 @@ class Stats:
         self.server_cpu = self.client_cpu = 0.0
 
 
-async def renew_loop(host: str, port: int, token: str, path: str, body: str, stats: Stats, stop: asyncio.Event,
-                     interval: float | None):
+async def renew_loop(
+    host: str, port: int, token: str, path: str, body: str, stats: Stats, stop: asyncio.Event, interval: float | None
+):
     """Renew over one connection: back to back (`interval` None), or one renewal every
     `interval` seconds from a random phase, timed from when it was due, so a server that
     falls behind shows it in the latency (no coordinated omission)."""
-    request = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
-               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode()
+    request = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}"
+    ).encode()
     reader, writer = await asyncio.open_connection(host, port)
     clock = time.perf_counter
     due = clock() + (random.random() * interval if interval else 0)
@@ -141,8 +160,9 @@ async def renew_loop(host: str, port: int, token: str, path: str, body: str, sta
         writer.close()
 
 
-async def load(host: str, port: int, targets, warmup: float, seconds: float, server_pid: int,
-               rate: float | None) -> tuple[Stats, float]:
+async def load(
+    host: str, port: int, targets, warmup: float, seconds: float, server_pid: int, rate: float | None
+) -> tuple[Stats, float]:
     stats, stop = Stats(), asyncio.Event()
     interval = len(targets) / rate if rate else None
     tasks = [asyncio.create_task(renew_loop(host, port, *target, stats, stop, interval)) for target in targets]
@@ -170,10 +190,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--store", choices=["lmdb", "memory"], default="lmdb")
-    parser.add_argument("--rate", type=float, help="offered load in renewals/s, spread evenly over the hosts "
-                        "(default: closed loop, each host renews again as soon as it has its answer)")
-    parser.add_argument("--pythonpath", help="put this directory first on the server's PYTHONPATH (e.g. a "
-                        "`pip install --target DIR httptools uvloop`, which uvicorn then uses)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="offered load in renewals/s, spread evenly over the hosts "
+        "(default: closed loop, each host renews again as soon as it has its answer)",
+    )
+    parser.add_argument(
+        "--pythonpath",
+        help="put this directory first on the server's PYTHONPATH (e.g. a "
+        "`pip install --target DIR httptools uvloop`, which uvicorn then uses)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     args = parser.parse_args()
     env = server_env(args.pythonpath)
@@ -232,10 +259,14 @@ def main() -> None:
     print(f"lease renewals, {args.hosts} concurrent hosts, {mode}, {args.store} store, {result['seconds']} s measured")
     print(f"  {result['requests_per_second']} requests/s ({result['requests']} requests, {result['errors']} errors)")
     print(f"  latency p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, max {result['max_ms']} ms")
-    print(f"  CPU: server {result['server_cpu_share']} cores, client {result['client_cpu_share']} cores "
-          f"(of {result['cores']}); load average before the run {result['load_average_before']}")
-    print(f"  server CPU per renewal {result['server_cpu_us_per_request']} us "
-          f"(~{round(1e6 / max(result['server_cpu_us_per_request'], 1))}/s per fully used core)")
+    print(
+        f"  CPU: server {result['server_cpu_share']} cores, client {result['client_cpu_share']} cores "
+        f"(of {result['cores']}); load average before the run {result['load_average_before']}"
+    )
+    print(
+        f"  server CPU per renewal {result['server_cpu_us_per_request']} us "
+        f"(~{round(1e6 / max(result['server_cpu_us_per_request'], 1))}/s per fully used core)"
+    )
     print(f"  server: uvicorn with {result['server_http']} on {result['server_loop']}; client loop {client_loop}")
 
 

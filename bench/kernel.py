@@ -39,7 +39,9 @@ from amc.core.state import State
 
 HOSTS, DEVICES_PER_HOST = 100, 10
 LEASE_MS = 30_000
-PLAN = Plan(steps=(Step(id="open", action="launch", args={"package": "com.example"}), Step(id="shot", action="screenshot")))
+PLAN = Plan(
+    steps=(Step(id="open", action="launch", args={"package": "com.example"}), Step(id="shot", action="screenshot"))
+)
 MODELS = ("Pixel 7", "Pixel 8")
 
 
@@ -63,8 +65,17 @@ def workload(size: int) -> tuple[int, float, float]:
         run(RegisterHost(now=now, host_id=f"h{h}", devices=devices))
     for n in range(size):
         requirements = Requirements(attributes={"model": MODELS[n % 2]}) if n % 3 == 0 else Requirements()
-        run(SubmitTask(now=now, task_id=f"t{n}", tenant=f"tenant{n % 4}", plan=PLAN, requirements=requirements,
-                       priority=n % 3, max_attempts=3))
+        run(
+            SubmitTask(
+                now=now,
+                task_id=f"t{n}",
+                tenant=f"tenant{n % 4}",
+                plan=PLAN,
+                requirements=requirements,
+                priority=n % 3,
+                max_attempts=3,
+            )
+        )
         if n % 100 == 50:  # 1% cancelled while queued
             run(CancelTask(now=now, task_id=f"t{n}", tenant=f"tenant{n % 4}"))
     leases = 0
@@ -92,14 +103,20 @@ def workload(size: int) -> tuple[int, float, float]:
             for host, a in wave:
                 if a.task_id in silent:
                     continue
-                reply = run(RenewLease(now=now, host_id=host, task_id=a.task_id, attempt=a.attempt, lease_id=a.lease_id)).reply
+                reply = run(
+                    RenewLease(now=now, host_id=host, task_id=a.task_id, attempt=a.attempt, lease_id=a.lease_id)
+                ).reply
                 if reply is not None and reply.cancel_requested:
                     cancelled.add(a.task_id)
         for host, a in wave:
             if a.task_id in silent:
                 continue
             status = TaskStatus.cancelled if a.task_id in cancelled else TaskStatus.done
-            run(ReportResult(now=now, host_id=host, task_id=a.task_id, attempt=a.attempt, lease_id=a.lease_id, status=status))
+            run(
+                ReportResult(
+                    now=now, host_id=host, task_id=a.task_id, attempt=a.attempt, lease_id=a.lease_id, status=status
+                )
+            )
         now += LEASE_MS
         run(ExpireLeases(now=now))  # the silent ones expire and are requeued
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
@@ -116,7 +133,9 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     rates = {}
-    print(f"{'tasks':>10} {'commands':>12} {'wall s':>8} {'commands/s':>11} {'CPU s':>8} {'per CPU-s':>11} {'max RSS MiB':>12}")
+    print(
+        f"{'tasks':>10} {'commands':>12} {'wall s':>8} {'commands/s':>11} {'CPU s':>8} {'per CPU-s':>11} {'max RSS MiB':>12}"
+    )
     for size in sizes:
         runs = [workload(size) for _ in range(args.repeat if size < 1_000_000 else max(1, args.repeat // 2))]
         commands = runs[0][0]
@@ -124,8 +143,11 @@ def main() -> None:
         cpu = statistics.median(c for _, _, c in runs)
         rates[size] = commands / cpu
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"{size:>10,} {commands:>12,} {seconds:>8.2f} {commands / seconds:>11,.0f} {cpu:>8.2f} "
-              f"{rates[size]:>11,.0f} {rss:>12,.0f}", flush=True)
+        print(
+            f"{size:>10,} {commands:>12,} {seconds:>8.2f} {commands / seconds:>11,.0f} {cpu:>8.2f} "
+            f"{rates[size]:>11,.0f} {rss:>12,.0f}",
+            flush=True,
+        )
     smallest, largest = min(sizes), max(sizes)
     print(f"rate (per CPU-second) at {largest:,} tasks / at {smallest:,} tasks: {rates[largest] / rates[smallest]:.2f}")
 

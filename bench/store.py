@@ -46,7 +46,6 @@ from pathlib import Path
 import lmdb
 import orjson
 
-from amc.adapters.lmdb import codec
 from amc.adapters.lmdb import LmdbService, layout
 from amc.core.commands import ClaimTask, RegisterHost, RenewLease, ReportResult, StartAttempt, SubmitTask
 from amc.core.kernel import Assignment
@@ -54,7 +53,9 @@ from amc.core.lifecycle import TaskStatus
 from amc.core.records import DeviceSpec, Host, Plan, Step, Task
 from amc.service import MemoryService
 
-PLAN = Plan(steps=(Step(id="open", action="launch", args={"package": "com.example"}), Step(id="shot", action="screenshot")))
+PLAN = Plan(
+    steps=(Step(id="open", action="launch", args={"package": "com.example"}), Step(id="shot", action="screenshot"))
+)
 VALUE = os.urandom(200)
 
 
@@ -134,7 +135,9 @@ def durable(base: Path, callers: int, seconds: float, measure_process: bool = Fa
 
         async def main():
             # Warm up (file growth, first pages), then measure.
-            warm = await asyncio.gather(*(lifecycle_loop(service, -c - 1, time.perf_counter() + 0.3, []) for c in range(callers)))
+            warm = await asyncio.gather(
+                *(lifecycle_loop(service, -c - 1, time.perf_counter() + 0.3, []) for c in range(callers))
+            )
             batches.clear()
             started, cpu = time.perf_counter(), time.process_time()
             counts = await asyncio.gather(
@@ -147,7 +150,9 @@ def durable(base: Path, callers: int, seconds: float, measure_process: bool = Fa
         service.close()
         shutil.rmtree(path)
     latencies.sort()
-    extra = {"process_cpu": time.process_time() - process_started, "all_commands": all_commands} if measure_process else {}
+    extra = (
+        {"process_cpu": time.process_time() - process_started, "all_commands": all_commands} if measure_process else {}
+    )
     return {
         **extra,
         "rate": commands / elapsed,
@@ -243,7 +248,12 @@ def breakdown(base: Path, callers: int, seconds: float) -> dict:
 def plan_of(n: int, distinct: bool) -> Plan:
     if not distinct:
         return PLAN
-    return Plan(steps=(Step(id="open", action="launch", args={"package": f"com.example.n{n}"}), Step(id="shot", action="screenshot")))
+    return Plan(
+        steps=(
+            Step(id="open", action="launch", args={"package": f"com.example.n{n}"}),
+            Step(id="shot", action="screenshot"),
+        )
+    )
 
 
 def build_backlog(path: Path, tasks: int, devices: int, distinct_plans: bool = False) -> None:
@@ -251,23 +261,49 @@ def build_backlog(path: Path, tasks: int, devices: int, distinct_plans: bool = F
 
     async def main(service):
         hosts = devices // 10
-        await asyncio.gather(*(
-            service.execute(RegisterHost(now=0, host_id=f"h{h}", devices=tuple(DeviceSpec(serial=f"h{h}-d{d}") for d in range(10))))
-            for h in range(hosts)
-        ))
+        await asyncio.gather(
+            *(
+                service.execute(
+                    RegisterHost(
+                        now=0, host_id=f"h{h}", devices=tuple(DeviceSpec(serial=f"h{h}-d{d}") for d in range(10))
+                    )
+                )
+                for h in range(hosts)
+            )
+        )
         for start in range(0, tasks, 2_000):
-            await asyncio.gather(*(
-                service.execute(SubmitTask(now=0, task_id=f"t{n}", tenant=f"tenant{n % 4}", plan=plan_of(n, distinct_plans), priority=n % 3))
-                for n in range(start, min(tasks, start + 2_000))
-            ))
-        claims = await asyncio.gather(*(
-            service.execute(ClaimTask(now=0, host_id=f"h{h}", lease_id=f"L{h}-{d}", lease_ms=3_600_000))
-            for h in range(hosts) for d in range(10)
-        ))
-        await asyncio.gather(*(
-            service.execute(StartAttempt(now=0, host_id=f"h{i // 10}", task_id=c.reply.task_id, attempt=1, lease_id=c.reply.lease_id))
-            for i, c in enumerate(claims) if i % 2 == 0
-        ))
+            await asyncio.gather(
+                *(
+                    service.execute(
+                        SubmitTask(
+                            now=0,
+                            task_id=f"t{n}",
+                            tenant=f"tenant{n % 4}",
+                            plan=plan_of(n, distinct_plans),
+                            priority=n % 3,
+                        )
+                    )
+                    for n in range(start, min(tasks, start + 2_000))
+                )
+            )
+        claims = await asyncio.gather(
+            *(
+                service.execute(ClaimTask(now=0, host_id=f"h{h}", lease_id=f"L{h}-{d}", lease_ms=3_600_000))
+                for h in range(hosts)
+                for d in range(10)
+            )
+        )
+        await asyncio.gather(
+            *(
+                service.execute(
+                    StartAttempt(
+                        now=0, host_id=f"h{i // 10}", task_id=c.reply.task_id, attempt=1, lease_id=c.reply.lease_id
+                    )
+                )
+                for i, c in enumerate(claims)
+                if i % 2 == 0
+            )
+        )
 
     with LmdbService.open(path) as service:
         asyncio.run(main(service))
@@ -369,11 +405,17 @@ def compare(args, base: Path) -> None:
     use_codec("generated")
     for c in callers if args.repeat else ():
         if c == callers[0]:
-            print(f"{'callers':>7} {'codec':>10} {'commands/s':>11} {'CPU us/cmd':>11} {'batch':>6} {'p50 ms':>7}   (medians of {args.repeat})")
+            print(
+                f"{'callers':>7} {'codec':>10} {'commands/s':>11} {'CPU us/cmd':>11} {'batch':>6} {'p50 ms':>7}   (medians of {args.repeat})"
+            )
         for m in modes:
             med = {k: statistics.median(r[k] for r in runs[m, c]) for k in runs[m, c][0]}
-            print(f"{c:>7} {m:>10} {med['rate']:>11,.0f} {med['cpu_us']:>11.0f} {med['batch']:>6.1f} {med['p50']:>7.2f}")
-        ratio_cpu = statistics.median(a["cpu_us"] / b["cpu_us"] for a, b in zip(runs["generated", c], runs["cattrs", c]))
+            print(
+                f"{c:>7} {m:>10} {med['rate']:>11,.0f} {med['cpu_us']:>11.0f} {med['batch']:>6.1f} {med['p50']:>7.2f}"
+            )
+        ratio_cpu = statistics.median(
+            a["cpu_us"] / b["cpu_us"] for a, b in zip(runs["generated", c], runs["cattrs", c])
+        )
         ratio_rate = statistics.median(a["rate"] / b["rate"] for a, b in zip(runs["generated", c], runs["cattrs", c]))
         print(f"{c:>7} generated/cattrs, paired runs: CPU per command x{ratio_cpu:.2f}, commands/s x{ratio_rate:.2f}")
     if args.startup_tasks:
@@ -389,14 +431,18 @@ def compare(args, base: Path) -> None:
                         use_codec(m)
                         started, cpu = time.perf_counter(), time.process_time()
                         with LmdbService.open(path) as service:
-                            service.execute_sync(ClaimTask(now=0, host_id="h0", lease_id=f"probe-{m}-{len(times[m])}", lease_ms=1_000))
+                            service.execute_sync(
+                                ClaimTask(now=0, host_id="h0", lease_id=f"probe-{m}-{len(times[m])}", lease_ms=1_000)
+                            )
                             times[m].append((time.perf_counter() - started, time.process_time() - cpu))
                 use_codec("generated")
                 plans = "every task its own plan" if distinct else "one plan for all"
                 for m in modes:
                     wall = statistics.median(w for w, _ in times[m])
                     cpu = statistics.median(u for _, u in times[m])
-                    print(f"start-up, {args.startup_tasks:,} tasks ({plans}), {m:>9}: {wall:.2f} s wall, {cpu:.2f} s CPU (median of 3; built in {built:.0f} s)")
+                    print(
+                        f"start-up, {args.startup_tasks:,} tasks ({plans}), {m:>9}: {wall:.2f} s wall, {cpu:.2f} s CPU (median of 3; built in {built:.0f} s)"
+                    )
             finally:
                 shutil.rmtree(path)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -413,8 +459,10 @@ def print_breakdown(base: Path, callers: int, seconds: float, runs: int) -> None
     print(f"  {total:>7.1f}  100%  in all (the fsync wait, off the CPU: {us['commit_wall']:.1f} µs per command)")
     store_work = us["stamp_events"] + us["records"] + us["puts"] + us["commit_cpu"]
     rest = total - store_work
-    print(f"  without the store's own work ({store_work:.1f} µs) a command would still cost {rest:.1f} µs of CPU "
-          f"in one interpreter: at most {1e6 / rest:,.0f} commands/s")
+    print(
+        f"  without the store's own work ({store_work:.1f} µs) a command would still cost {rest:.1f} µs of CPU "
+        f"in one interpreter: at most {1e6 / rest:,.0f} commands/s"
+    )
 
 
 def main() -> None:
@@ -451,17 +499,21 @@ def run(args, base: Path) -> None:
     print(f"raw LMDB, fsync per commit, 1 put per commit:    {one:>9,.0f} commits/s")
     print(f"raw LMDB, fsync per commit, 100 puts per commit: {hundred:>9,.0f} puts/s ({hundred / 100:,.0f} commits/s)")
     print()
-    print(f"{'callers':>7} {'commands/s':>11} {'commits/s':>10} {'batch':>6} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'/ raw 1-put commits':>20} {'/ raw 100-put puts':>19} {'CPU us/cmd':>11} "
-          f"{'in memory/s':>12} {'its CPU us':>11}")
+    print(
+        f"{'callers':>7} {'commands/s':>11} {'commits/s':>10} {'batch':>6} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'/ raw 1-put commits':>20} {'/ raw 100-put puts':>19} {'CPU us/cmd':>11} "
+        f"{'in memory/s':>12} {'its CPU us':>11}"
+    )
     for c in callers:
         runs = durable_runs[c]
         median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         memory = statistics.median(r for r, _ in memory_runs[c])
         memory_cpu = statistics.median(u for _, u in memory_runs[c])
-        print(f"{c:>7} {median['rate']:>11,.0f} {median['commits']:>10,.0f} {median['batch']:>6.1f} "
-              f"{median['p50']:>7.2f} {median['p99']:>7.2f} {median['rate'] / one:>20.2f} {median['rate'] / hundred:>19.2f} "
-              f"{median['cpu_us']:>11.0f} {memory:>12,.0f} {memory_cpu:>11.0f}")
+        print(
+            f"{c:>7} {median['rate']:>11,.0f} {median['commits']:>10,.0f} {median['batch']:>6.1f} "
+            f"{median['p50']:>7.2f} {median['p99']:>7.2f} {median['rate'] / one:>20.2f} {median['rate'] / hundred:>19.2f} "
+            f"{median['cpu_us']:>11.0f} {memory:>12,.0f} {memory_cpu:>11.0f}"
+        )
     if args.breakdown_runs:
         print_breakdown(base, max(callers), args.seconds, args.breakdown_runs)
     if args.startup_tasks:
@@ -469,9 +521,11 @@ def run(args, base: Path) -> None:
         for distinct in (False, True):
             s = startup(base, args.startup_tasks, opens=3, distinct_plans=distinct)
             plans = "every task its own plan" if distinct else "one plan for all"
-            print(f"start-up with {args.startup_tasks:,} unfinished tasks ({plans}): {s['seconds']:.2f} s to the "
-                  f"first command ({s['cpu']:.2f} s of CPU; median of 3; building the store took {s['build']:.0f} s); "
-                  f"{s['bytes_per_task']:,.0f} bytes per task in use, {s['file_bytes_per_task']:,.0f} of data file")
+            print(
+                f"start-up with {args.startup_tasks:,} unfinished tasks ({plans}): {s['seconds']:.2f} s to the "
+                f"first command ({s['cpu']:.2f} s of CPU; median of 3; building the store took {s['build']:.0f} s); "
+                f"{s['bytes_per_task']:,.0f} bytes per task in use, {s['file_bytes_per_task']:,.0f} of data file"
+            )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -28,8 +28,14 @@ LAYERS: dict[str, set[str]] = {
     "amc.agent": {"amc.core", "amc.adapters.adb"},
     "amc.conformance": {"amc.core"},
     "amc.cli": {
-        "amc.core", "amc.service", "amc.adapters.lmdb", "amc.adapters.http", "amc.adapters.adb",
-        "amc.agent", "amc.sim", "amc.conformance",
+        "amc.core",
+        "amc.service",
+        "amc.adapters.lmdb",
+        "amc.adapters.http",
+        "amc.adapters.adb",
+        "amc.agent",
+        "amc.sim",
+        "amc.conformance",
     },
     "amc.__main__": {"amc.cli"},
     "amc": set(),
@@ -156,10 +162,13 @@ def test_no_import_goes_round():
     assert cycles(parts) == [], "parts that import each other, directly or round a circle"
 
 
-@pytest.mark.parametrize("edges, expected", [
-    ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
-    ({"a": {"b"}, "b": set()}, []),
-])
+@pytest.mark.parametrize(
+    "edges, expected",
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+        ({"a": {"b"}, "b": set()}, []),
+    ],
+)
 def test_cycles_finds_circles(edges, expected):
     assert cycles(edges) == expected
 

@@ -19,8 +19,11 @@ def test_embedding_example_runs(capsys):
 def runnable_snippets(text: str) -> list[str]:
     """The python blocks of a markdown text that hold code (not only comments and blank lines)."""
     blocks = re.findall(r"^```python[ \t]*\n(.*?)^```", text, re.S | re.M)
-    return [block for block in blocks if any(line.strip() and not line.strip().startswith("#")
-                                             for line in block.splitlines())]
+    return [
+        block
+        for block in blocks
+        if any(line.strip() and not line.strip().startswith("#") for line in block.splitlines())
+    ]
 
 
 @pytest.mark.parametrize("doc", ["docs/embedding.md", "README.md"])

@@ -145,9 +145,13 @@ def broken_links(path: Path, root: Path) -> list[str]:
         if not linked.is_relative_to(root.resolve()):
             problems.append(f"{target}: outside the repository")
             continue
-        if anchor and linked.is_file() and linked.suffix == ".md":
-            if anchor not in anchors(linked.read_text(encoding="utf-8")):
-                problems.append(f"{target}: {linked.name} has no heading or anchor #{anchor}")
+        if (
+            anchor
+            and linked.is_file()
+            and linked.suffix == ".md"
+            and anchor not in anchors(linked.read_text(encoding="utf-8"))
+        ):
+            problems.append(f"{target}: {linked.name} has no heading or anchor #{anchor}")
     return problems
 
 
@@ -207,8 +211,16 @@ def test_markdown_file_names_mentioned_anywhere_resolve():
 def test_the_scan_covers_code_help_text_and_docs():
     # A guard against a scan that silently reads nothing.
     scanned = {str(p.relative_to(ROOT)) for p in mentioning_files(ROOT)}
-    for expected in ("README.md", "amc/cli/serve.py", "tools/mutation_check.py", "bench/kernel.py",
-                     "specs/protocol.md", "specs/design.md", "docs/conformance.md", "Makefile"):
+    for expected in (
+        "README.md",
+        "amc/cli/serve.py",
+        "tools/mutation_check.py",
+        "bench/kernel.py",
+        "specs/protocol.md",
+        "specs/design.md",
+        "docs/conformance.md",
+        "Makefile",
+    ):
         assert expected in scanned
 
 

@@ -61,101 +61,141 @@ class MutantNotFound(Exception):
 
 
 MUTANTS: dict[str, list[Edit]] = {
-    "expiry-with-pending-cancel-requeues": [Edit(
-        "amc.core.lifecycle", "TaskLifecycle",
-        """
+    "expiry-with-pending-cancel-requeues": [
+        Edit(
+            "amc.core.lifecycle",
+            "TaskLifecycle",
+            """
         _.assigned.to(_.cancelled, cond="cancellation_pending")
         | _.assigned.to(_.queued, cond="attempts_left")
         """,
-        '''_.assigned.to(_.queued, cond="attempts_left")''',
-    )],
-    "cancel-of-done-task-succeeds": [Edit(
-        "amc.core.kernel", "_cancel",
-        '''if task.status == TaskStatus.cancelled or task.cancellation_pending:''',
-        '''if task.status in (TaskStatus.cancelled, TaskStatus.done) or task.cancellation_pending:''',
-    )],
-    "stale-attempt-report-accepted": [Edit(
-        "amc.core.kernel", "_report",
-        """
+            """_.assigned.to(_.queued, cond="attempts_left")""",
+        )
+    ],
+    "cancel-of-done-task-succeeds": [
+        Edit(
+            "amc.core.kernel",
+            "_cancel",
+            """if task.status == TaskStatus.cancelled or task.cancellation_pending:""",
+            """if task.status in (TaskStatus.cancelled, TaskStatus.done) or task.cancellation_pending:""",
+        )
+    ],
+    "stale-attempt-report-accepted": [
+        Edit(
+            "amc.core.kernel",
+            "_report",
+            """
         refusal = check_ownership(task, attempt, c)
         if refusal is not None:
             return refusal
         """,
-        """
+            """
         refusal = check_ownership(task, attempt, c)
         if refusal is not None and refusal.rejection.code is not Code.lease_replaced:
             return refusal
         """,
-    )],
+        )
+    ],
     "renewal-at-expiry-succeeds": [
         # Both layers: the lease check itself, and the expiry that runs before every command.
-        Edit("amc.core.decisions", "check_live",
-             '''if attempt.outcome == AttemptState.expired or now >= attempt.lease_expires_at:''',
-             '''if attempt.outcome == AttemptState.expired or now > attempt.lease_expires_at:'''),
-        Edit("amc.core.kernel", "expire_due",
-             '''if (next_expiry := state.leases.next_expiry()) is None or next_expiry > now:''',
-             '''if (next_expiry := state.leases.next_expiry()) is None or next_expiry >= now:'''),
-        Edit("amc.core.state", "LeaseIndex.due",
-             '''if entry[0] > now:''',
-             '''if entry[0] >= now:'''),
+        Edit(
+            "amc.core.decisions",
+            "check_live",
+            """if attempt.outcome == AttemptState.expired or now >= attempt.lease_expires_at:""",
+            """if attempt.outcome == AttemptState.expired or now > attempt.lease_expires_at:""",
+        ),
+        Edit(
+            "amc.core.kernel",
+            "expire_due",
+            """if (next_expiry := state.leases.next_expiry()) is None or next_expiry > now:""",
+            """if (next_expiry := state.leases.next_expiry()) is None or next_expiry >= now:""",
+        ),
+        Edit("amc.core.state", "LeaseIndex.due", """if entry[0] > now:""", """if entry[0] >= now:"""),
     ],
-    "queued-cancel-allows-later-attempt": [Edit(
-        "amc.core.kernel", "_apply_ended",
-        '''was_queued = task.status == TaskStatus.queued''',
-        '''was_queued = False''',
-    )],
-    "repeated-cancel-records-second-request": [Edit(
-        "amc.core.kernel", "_cancel",
-        """
+    "queued-cancel-allows-later-attempt": [
+        Edit(
+            "amc.core.kernel",
+            "_apply_ended",
+            """was_queued = task.status == TaskStatus.queued""",
+            """was_queued = False""",
+        )
+    ],
+    "repeated-cancel-records-second-request": [
+        Edit(
+            "amc.core.kernel",
+            "_cancel",
+            """
         if task.status == TaskStatus.cancelled or task.cancellation_pending:
             return Decision(reply=CancelAccepted(task.id, pending=task.cancellation_pending))
         """,
-        """
+            """
         if task.status == TaskStatus.cancelled:
             return Decision(reply=CancelAccepted(task.id, pending=task.cancellation_pending))
         """,
-    )],
-    "renewal-drops-cancel-requested": [Edit(
-        "amc.core.kernel", "_grant",
-        '''cancel_requested=pending,''',
-        '''cancel_requested=False,''',
-    )],
+        )
+    ],
+    "renewal-drops-cancel-requested": [
+        Edit(
+            "amc.core.kernel",
+            "_grant",
+            """cancel_requested=pending,""",
+            """cancel_requested=False,""",
+        )
+    ],
     "claim-ignores-priority": [
         # Both ways into the queue: one task at a time, and a start-up's backlog in bulk.
         Edit("amc.core.state", "ClaimQueue.push", "(-task.priority, task.seq, task.id)", "(0, task.seq, task.id)"),
         Edit("amc.core.state", "ClaimQueue.of", "(-task.priority, task.seq, task.id)", "(0, task.seq, task.id)"),
     ],
-    "agent-reports-cancelled-on-lease-loss": [Edit(
-        "amc.core.execution", "Execution.report",
-        '''elif self.stop is StopReason.cancelled:''',
-        '''elif self.stop in (StopReason.cancelled, StopReason.lease_lost):''',
-    )],
+    "agent-reports-cancelled-on-lease-loss": [
+        Edit(
+            "amc.core.execution",
+            "Execution.report",
+            """elif self.stop is StopReason.cancelled:""",
+            """elif self.stop in (StopReason.cancelled, StopReason.lease_lost):""",
+        )
+    ],
     # Part B
-    "requeue-forgets-the-pause": [Edit(
-        "amc.core.kernel", "_apply_requeued",
-        '''if task.claimable:''',
-        '''if task.status == TaskStatus.queued:''',
-    )],
-    "skip-recalls-started-steps": [Edit(
-        "amc.core.steering", "apply_edit",
-        '''skipped = {step_id for step_id in ids if index[step_id] >= boundary}''',
-        '''skipped = set(ids)''',
-    )],
-    "renewal-redelivers-acknowledged-messages": [Edit(
-        "amc.core.messages", "carried_messages",
-        '''elif m.state == MessageState.delivered and m.attempt == number:''',
-        '''elif m.state in (MessageState.delivered, MessageState.admitted) and m.attempt == number:''',
-    )],
-    "follow-ups-dropped-when-done": [Edit(
-        "amc.core.messages", "settle_messages",
-        '''if follow_ups and status == TaskStatus.done:''',
-        '''if follow_ups and status == "never":''',
-    )],
-    "agent-applies-a-redelivered-message-again": [Edit(
-        "amc.core.execution", "Execution.lease_granted",
-        '''if message.id not in self._taken:''',
-        '''if True:''',
-    )],
+    "requeue-forgets-the-pause": [
+        Edit(
+            "amc.core.kernel",
+            "_apply_requeued",
+            """if task.claimable:""",
+            """if task.status == TaskStatus.queued:""",
+        )
+    ],
+    "skip-recalls-started-steps": [
+        Edit(
+            "amc.core.steering",
+            "apply_edit",
+            """skipped = {step_id for step_id in ids if index[step_id] >= boundary}""",
+            """skipped = set(ids)""",
+        )
+    ],
+    "renewal-redelivers-acknowledged-messages": [
+        Edit(
+            "amc.core.messages",
+            "carried_messages",
+            """elif m.state == MessageState.delivered and m.attempt == number:""",
+            """elif m.state in (MessageState.delivered, MessageState.admitted) and m.attempt == number:""",
+        )
+    ],
+    "follow-ups-dropped-when-done": [
+        Edit(
+            "amc.core.messages",
+            "settle_messages",
+            """if follow_ups and status == TaskStatus.done:""",
+            """if follow_ups and status == "never":""",
+        )
+    ],
+    "agent-applies-a-redelivered-message-again": [
+        Edit(
+            "amc.core.execution",
+            "Execution.lease_granted",
+            """if message.id not in self._taken:""",
+            """if True:""",
+        )
+    ],
 }
 
 
@@ -183,8 +223,14 @@ def find_definition(tree: ast.Module, qualname: str) -> ast.AST:
     scope: list[ast.stmt] = tree.body
     node: ast.AST | None = None
     for part in qualname.split("."):
-        node = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                     and n.name == part), None)
+        node = next(
+            (
+                n
+                for n in scope
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == part
+            ),
+            None,
+        )
         if node is None:
             raise MutantNotFound(f"no function or class {qualname!r}")
         scope = node.body
@@ -220,7 +266,7 @@ def apply_edit(text: str, edit: Edit) -> str:
     match = matches[0]
     line_start = text.rfind("\n", 0, match.start()) + 1
     indent = re.match(r"[ \t]*", text[line_start:]).group()
-    mutated = text[: match.start()] + reindented(edit.replace, indent) + text[match.end():]
+    mutated = text[: match.start()] + reindented(edit.replace, indent) + text[match.end() :]
     try:
         changed = ast.dump(parse(mutated)) != ast.dump(parse(text))
     except SyntaxError as error:
@@ -255,16 +301,23 @@ def scratch_copy(files: dict[str, str], label: str, dest: Path | None = None) ->
     yet, left in place). Put the copy first on PYTHONPATH to run anything against it.
     """
     with contextlib.ExitStack() as stack:
-        copy = dest if dest is not None else Path(stack.enter_context(
-            tempfile.TemporaryDirectory(prefix=f"amc-mutant-{label}-"))) / "repo"
+        copy = (
+            dest
+            if dest is not None
+            else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"amc-mutant-{label}-"))) / "repo"
+        )
         ignored = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".hypothesis", ".amc")
         shutil.copytree(ROOT, copy, ignore=ignored)
         for path, text in files.items():
             (copy / path).write_text(text)
         if any(path.endswith("lifecycle.py") for path in files):
             # Keep the rendered diagrams in step, so that only behaviour differs.
-            subprocess.run([sys.executable, "-m", "amc", "model", "render", "--out", "specs/lifecycles"],
-                           cwd=copy, capture_output=True, env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
+            subprocess.run(
+                [sys.executable, "-m", "amc", "model", "render", "--out", "specs/lifecycles"],
+                cwd=copy,
+                capture_output=True,
+                env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"},
+            )
         yield copy
 
 
@@ -280,9 +333,22 @@ def failing_tests(copy: Path, pytest_args: list[str]) -> list[str]:
     """The model tests that fail in `copy`; a crash or a hang is reported as one."""
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "pytest", "tests/model", "-q", "-p", "no:cacheprovider", "--no-header", "-rf",
-             *pytest_args],
-            cwd=copy, capture_output=True, text=True, env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"},
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "tests/model",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--no-header",
+                "-rf",
+                *pytest_args,
+            ],
+            cwd=copy,
+            capture_output=True,
+            text=True,
+            env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"},
             timeout=MUTANT_TIMEOUT,
         )
     except subprocess.TimeoutExpired:
@@ -318,8 +384,18 @@ def check_named(names: list[str], pytest_args: list[str], jobs: int) -> int:
 KINDS = ("comparison", "boolean", "statement", "constant")
 
 # A comparison moves across its boundary (< and <=, > and >=) or is negated.
-FLIPPED = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-           ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+FLIPPED = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
 REMOVABLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Raise, ast.If, ast.For, ast.Continue, ast.Break)
 
 
@@ -335,8 +411,14 @@ class Site(NamedTuple):
 
 def _is_docstring(node: ast.AST, parent: ast.AST | None) -> bool:
     body = getattr(parent, "body", None)
-    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-            and isinstance(body, list) and body and body[0] is node)
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        and isinstance(body, list)
+        and body
+        and body[0] is node
+    )
 
 
 def _candidates(tree: ast.Module) -> Iterator[tuple[str, ast.AST, str, int]]:
@@ -362,9 +444,11 @@ def _candidates(tree: ast.Module) -> Iterator[tuple[str, ast.AST, str, int]]:
             for slot, op in enumerate(node.ops):
                 if type(op) in FLIPPED:
                     yield "comparison", node, function, slot
-        elif isinstance(node, ast.BoolOp) or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)):
-            yield "boolean", node, function, 0
-        elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        elif (
+            isinstance(node, ast.BoolOp)
+            or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not))
+            or (isinstance(node, ast.Constant) and isinstance(node.value, bool))
+        ):
             yield "boolean", node, function, 0
         elif isinstance(node, ast.Constant) and type(node.value) is int:
             yield "constant", node, function, 0
@@ -481,8 +565,9 @@ def main() -> int:
     parser.add_argument("--only", choices=sorted(MUTANTS), help="run this named mutant only")
     parser.add_argument("--sample", type=int, metavar="N", help="score N sampled mutants instead of the named ones")
     parser.add_argument("--seed", type=int, default=13, help="the sample's seed (default 13)")
-    parser.add_argument("--kinds", default=",".join(KINDS),
-                        help=f"the sample's operator kinds (default {','.join(KINDS)})")
+    parser.add_argument(
+        "--kinds", default=",".join(KINDS), help=f"the sample's operator kinds (default {','.join(KINDS)})"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()

@@ -60,8 +60,15 @@ class Acknowledger:
         label: names the attempt in logs.
     """
 
-    def __init__(self, server: ControlPlane, assignment: ClaimedAttempt, execution: Execution,
-                 changed: Callable[[], None], backoff: tuple[float, float], label: str):
+    def __init__(
+        self,
+        server: ControlPlane,
+        assignment: ClaimedAttempt,
+        execution: Execution,
+        changed: Callable[[], None],
+        backoff: tuple[float, float],
+        label: str,
+    ):
         self._server = server
         self._assignment = assignment
         self._execution = execution
@@ -116,16 +123,27 @@ class Acknowledger:
             except Rejected as error:
                 record.answer, record.code = error.status, error.code
                 if error.status in LEASE_REFUSALS and error.code.startswith("lease_"):
-                    log.warning("%s: acknowledgement %s %s refused (%s): the lease is lost",
-                                self._label, ack.message_id, ack.state, error)
+                    log.warning(
+                        "%s: acknowledgement %s %s refused (%s): the lease is lost",
+                        self._label,
+                        ack.message_id,
+                        ack.state,
+                        error,
+                    )
                     self._execution.lease_refused(error.code)
                     self._changed()
                 else:
                     log.error("%s: acknowledgement %s %s refused (%s)", self._label, ack.message_id, ack.state, error)
                 return
             except Uncertain as error:
-                log.warning("%s: acknowledgement %s %s got no answer (%s); retrying in %.2g s",
-                            self._label, ack.message_id, ack.state, error, delay)
+                log.warning(
+                    "%s: acknowledgement %s %s got no answer (%s); retrying in %.2g s",
+                    self._label,
+                    ack.message_id,
+                    ack.state,
+                    error,
+                    delay,
+                )
             else:
                 record.answer = 200
                 log.info("%s: message %s %s%s", self._label, ack.message_id, ack.state, _where(ack))

@@ -1,5 +1,5 @@
 """The Host Agent's side of the wire: register, claim, start, renew, acknowledge messages and
-report (PROTOCOL.md Parts A and B).
+report (specs/protocol.md Parts A and B).
 
 Every call ends in exactly one of three ways, because the agent's rules depend on which:
 
@@ -54,8 +54,15 @@ class ControlPlane:
         transport: an httpx transport to use instead of a TCP one (tests).
     """
 
-    def __init__(self, server: str, token: str, host_id: str, *, timeout: float = 10.0,
-                 transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self,
+        server: str,
+        token: str,
+        host_id: str,
+        *,
+        timeout: float = 10.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ):
         self.host_id = host_id
         self.timeout = timeout
         # httpx writes headers and body in separate sends; with Nagle's algorithm on, the
@@ -87,16 +94,25 @@ class ControlPlane:
         body: dict[str, Any] = {"devices": [serial], "wait_seconds": wait_seconds}
         if lease_seconds is not None:
             body["lease_seconds"] = lease_seconds
-        return await self._call("POST", f"/v1/hosts/{self.host_id}/claim", orjson.dumps(body),
-                                deadline=wait_seconds + self.timeout)
+        return await self._call(
+            "POST", f"/v1/hosts/{self.host_id}/claim", orjson.dumps(body), deadline=wait_seconds + self.timeout
+        )
 
     async def start(self, task_id: str, attempt: int, lease_id: str, *, deadline: float) -> dict:
-        return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/start",
-                                orjson.dumps({"lease_id": lease_id}), deadline=deadline)
+        return await self._call(
+            "POST",
+            f"/v1/tasks/{task_id}/attempts/{attempt}/start",
+            orjson.dumps({"lease_id": lease_id}),
+            deadline=deadline,
+        )
 
     async def renew(self, task_id: str, attempt: int, lease_id: str, *, deadline: float) -> dict:
-        return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/renew",
-                                orjson.dumps({"lease_id": lease_id}), deadline=deadline)
+        return await self._call(
+            "POST",
+            f"/v1/tasks/{task_id}/attempts/{attempt}/renew",
+            orjson.dumps({"lease_id": lease_id}),
+            deadline=deadline,
+        )
 
     async def acknowledge(self, task_id: str, attempt: int, message_id: str, body: bytes) -> dict:
         """Acknowledge a message; `body` is sent byte for byte (a retry must be identical)."""
@@ -108,8 +124,9 @@ class ControlPlane:
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    async def _call(self, method: str, path: str, content: bytes | None = None, *,
-                    deadline: float | None = None) -> Any:
+    async def _call(
+        self, method: str, path: str, content: bytes | None = None, *, deadline: float | None = None
+    ) -> Any:
         try:
             async with asyncio.timeout(self.timeout if deadline is None else max(deadline, 0.001)):
                 response = await self._http.request(method, path, content=content)

@@ -24,9 +24,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
-from collections.abc import Callable
 
 from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.executor import AdbExecutor
@@ -102,8 +102,13 @@ class HostAgent:
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=256, thread_name_prefix="amc-adb")
         self.server = ControlPlane(config.server, config.token, config.host_id, timeout=config.request_timeout)
         registry = Registry(self.adb, self.server, self.blocking)
-        log.info("host %s: serving %s with the adb server at %s:%d", config.host_id, config.server,
-                 config.adb_host, config.adb_port)
+        log.info(
+            "host %s: serving %s with the adb server at %s:%d",
+            config.host_id,
+            config.server,
+            config.adb_host,
+            config.adb_port,
+        )
         try:
             while not self.stopping:
                 registered = await registry.refresh()

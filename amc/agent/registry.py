@@ -16,8 +16,8 @@ and retried: attempts under way may still finish.
 from __future__ import annotations
 
 import logging
-from typing import Protocol, TypeVar
 from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
 
 from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.discovery import DeviceInfo, list_serials, read_attributes
@@ -49,8 +49,7 @@ class Registry:
         timeout: deadline of each adb call during a scan.
     """
 
-    def __init__(self, adb: BoundedClient, server: ControlPlane,
-                 blocking: Blocking, *, timeout: float = 10.0):
+    def __init__(self, adb: BoundedClient, server: ControlPlane, blocking: Blocking, *, timeout: float = 10.0):
         self._adb = adb
         self._server = server
         self._blocking = blocking
@@ -100,8 +99,11 @@ class Registry:
             self._complain("server", f"registration got no answer ({error}); retrying at the next scan")
             return self.registered
         self._complain("server", None)
-        log.info("registered %d device(s): %s", len(devices),
-                 ", ".join(f"{d.serial} ({d.attributes.get('model', '?')})" for d in devices) or "none")
+        log.info(
+            "registered %d device(s): %s",
+            len(devices),
+            ", ".join(f"{d.serial} ({d.attributes.get('model', '?')})" for d in devices) or "none",
+        )
         self.registered = devices
         return devices
 

@@ -50,8 +50,16 @@ class Renewer:
         last_grant: local monotonic time when the latest granted request (the start) was sent.
     """
 
-    def __init__(self, server: ControlPlane, assignment: ClaimedAttempt, execution: Execution,
-                 clock: ServerClock, changed: Callable[[], None], *, last_grant: float):
+    def __init__(
+        self,
+        server: ControlPlane,
+        assignment: ClaimedAttempt,
+        execution: Execution,
+        clock: ServerClock,
+        changed: Callable[[], None],
+        *,
+        last_grant: float,
+    ):
         self._server = server
         self._assignment = assignment
         self._execution = execution
@@ -87,8 +95,9 @@ class Renewer:
         a = self._assignment
         sent = time.monotonic()
         try:
-            data = await self._server.renew(a.task_id, a.attempt, a.lease_id,
-                                            deadline=self._clock.seconds_until(self._execution.lease_expires_at))
+            data = await self._server.renew(
+                a.task_id, a.attempt, a.lease_id, deadline=self._clock.seconds_until(self._execution.lease_expires_at)
+            )
             grant = parse_grant(data)
         except Rejected as error:
             if error.status in LEASE_REFUSALS:
@@ -104,8 +113,7 @@ class Renewer:
             self._due = time.monotonic() + self.retry_delay
             return
         self._clock.observe(grant.lease_expires_at - a.lease_ms, sent)
-        self._execution.lease_granted(self._clock.now(), grant.lease_expires_at, grant.cancel_requested,
-                                      grant.messages)
+        self._execution.lease_granted(self._clock.now(), grant.lease_expires_at, grant.cancel_requested, grant.messages)
         self.renewals += 1
         if grant.cancel_requested and not self._cancel_seen:
             self._cancel_seen = True

@@ -34,7 +34,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from amc.adapters.adb.errors import DeviceUnavailable, Interrupted, ActionRefused, StepFailed
+from amc.adapters.adb.errors import ActionRefused, DeviceUnavailable, Interrupted, StepFailed
 from amc.adapters.adb.executor import ActionResult, AdbExecutor
 from amc.core.execution import Execution, Pause
 from amc.core.records import Plan, Step
@@ -60,9 +60,17 @@ class TaskRunner:
         label: names the attempt in logs.
     """
 
-    def __init__(self, execution: Execution, executor: AdbExecutor, clock: ServerClock,
-                 pool: concurrent.futures.Executor, stop_signal: asyncio.Event, wake: asyncio.Event,
-                 on_boundary: Callable[[], None], label: str):
+    def __init__(
+        self,
+        execution: Execution,
+        executor: AdbExecutor,
+        clock: ServerClock,
+        pool: concurrent.futures.Executor,
+        stop_signal: asyncio.Event,
+        wake: asyncio.Event,
+        on_boundary: Callable[[], None],
+        label: str,
+    ):
         self.execution = execution
         self.executor = executor
         self.clock = clock
@@ -88,8 +96,13 @@ class TaskRunner:
             log.debug("%s: step %s (%s) starts", self.label, step.id, step.action)
             await self._run_step(step)
             outcome = self.execution.outcomes[step.id]
-            log.info("%s: step %s %s%s", self.label, step.id, outcome.status,
-                     f" ({outcome.reason})" if outcome.reason else "")
+            log.info(
+                "%s: step %s %s%s",
+                self.label,
+                step.id,
+                outcome.status,
+                f" ({outcome.reason})" if outcome.reason else "",
+            )
             self.after_step(step)
 
     def after_step(self, step: Step) -> None:
@@ -100,8 +113,12 @@ class TaskRunner:
         pause = self.execution.pauses[-1]
         if pause is not self._pause_logged:
             self._pause_logged = pause
-            log.info("%s: paused by message %s before %s", self.label, pause.message_id,
-                     f"step {pause.before_step}" if pause.before_step else "the report")
+            log.info(
+                "%s: paused by message %s before %s",
+                self.label,
+                pause.message_id,
+                f"step {pause.before_step}" if pause.before_step else "the report",
+            )
         timeout = max(0.0, self.clock.seconds_until(self.execution.lease_expires_at))
         try:
             await asyncio.wait_for(self.wake.wait(), timeout)
@@ -164,7 +181,7 @@ class WorkflowRunner(TaskRunner):
         self._announced = 0
 
     def after_step(self, step: Step) -> None:
-        for stage in self.execution.checkpoints[self._announced:]:
+        for stage in self.execution.checkpoints[self._announced :]:
             log.info("%s: checkpoint: stage %s completed", self.label, stage)
         self._announced = len(self.execution.checkpoints)
 

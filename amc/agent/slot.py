@@ -58,7 +58,8 @@ class DeviceSlot:
         while not self.retired:
             began = time.monotonic()
             self._claim = asyncio.create_task(
-                server.claim(self.serial, config.claim_wait_seconds, config.lease_seconds))
+                server.claim(self.serial, config.claim_wait_seconds, config.lease_seconds)
+            )
             try:
                 data = await self._claim
             except asyncio.CancelledError:
@@ -67,8 +68,13 @@ class DeviceSlot:
                 continue  # the claim was called off by retire(); the loop condition decides
             except (Uncertain, Rejected) as error:
                 # Logged when the trouble starts; while the server stays away, quietly.
-                log.log(logging.DEBUG if failing else logging.WARNING, "%s: claim failed (%s); retrying every %g s",
-                        self.serial, error, RETRY_SECONDS)
+                log.log(
+                    logging.DEBUG if failing else logging.WARNING,
+                    "%s: claim failed (%s); retrying every %g s",
+                    self.serial,
+                    error,
+                    RETRY_SECONDS,
+                )
                 failing = True
                 await asyncio.sleep(RETRY_SECONDS)
                 continue
@@ -90,15 +96,17 @@ class DeviceSlot:
             try:
                 await self._run(assignment, received)
             except Exception:  # a bug of ours: the device must not stop claiming because of it
-                log.exception("%s: attempt %s/%s failed unexpectedly", self.serial, assignment.task_id,
-                              assignment.attempt)
+                log.exception(
+                    "%s: attempt %s/%s failed unexpectedly", self.serial, assignment.task_id, assignment.attempt
+                )
         log.debug("%s: slot retired", self.serial)
 
     async def _run(self, assignment: ClaimedAttempt, received: float) -> None:
         host = self.host
         assert host.server is not None and host.pool is not None, "slots run only while the host runs"
-        attempt = AttemptRun(assignment, received, host.server, host.executor_for(assignment), host.pool,
-                          host.config.report_backoff)
+        attempt = AttemptRun(
+            assignment, received, host.server, host.executor_for(assignment), host.pool, host.config.report_backoff
+        )
         self.attempt = attempt
         if host.stopping:  # the claim was answered just as the host began to stop
             attempt.stop(*host.STOP)

@@ -6,7 +6,7 @@ read leniently here: a step with an action this agent does not know still become
 and fails when it runs (a truthful `failed` outcome) instead of sinking the whole attempt.
 
 The result body is built once, as bytes, and those exact bytes are what every retry
-sends: PROTOCOL.md answers an identical repeat with the recorded outcome and a different
+sends: specs/protocol.md answers an identical repeat with the recorded outcome and a different
 one with 409 `result_conflict`. It is also fitted to the server's limits (1 MiB body,
 64 KiB metadata, 64 Ki characters per output, 1 Ki per reason): outputs keep their tail,
 where errors usually are.
@@ -74,9 +74,11 @@ def parse_assignment(data: dict[str, Any]) -> ClaimedAttempt:
 
 
 def parse_grant(data: dict[str, Any]) -> Grant:
-    return Grant(lease_expires_at=from_rfc3339(data["lease_expires_at"]),
-                 cancel_requested=bool(data.get("cancel_requested", False)),
-                 messages=tuple(parse_message(m) for m in data.get("messages") or ()))
+    return Grant(
+        lease_expires_at=from_rfc3339(data["lease_expires_at"]),
+        cancel_requested=bool(data.get("cancel_requested", False)),
+        messages=tuple(parse_message(m) for m in data.get("messages") or ()),
+    )
 
 
 # The message fields `parse_message` leaves at their defaults, and why; every other field is
@@ -96,10 +98,15 @@ def parse_message(data: dict[str, Any]) -> Message:
     payload = data.get("data")
     if payload is not None and not isinstance(payload, dict):
         raise ValueError(f"message {data.get('id')!r}: data is not an object")
-    return Message(id=str(data["id"]), intent=str(data["intent"]), text=data.get("text"), data=payload,
-                   state=MessageState(data.get("state", MessageState.delivered)),
-                   created_at=from_rfc3339(data["created_at"]),
-                   attempt=data.get("attempt"))
+    return Message(
+        id=str(data["id"]),
+        intent=str(data["intent"]),
+        text=data.get("text"),
+        data=payload,
+        state=MessageState(data.get("state", MessageState.delivered)),
+        created_at=from_rfc3339(data["created_at"]),
+        attempt=data.get("attempt"),
+    )
 
 
 def acknowledgement_body(lease_id: str, ack: Acknowledgement) -> bytes:
@@ -121,8 +128,9 @@ def parse_plan(data: dict[str, Any]) -> Plan:
 def _steps(raw: list[dict[str, Any]]) -> tuple[Step, ...]:
     if not isinstance(raw, list) or not raw:
         raise ValueError("a plan needs a non-empty list of steps")
-    return tuple(Step(id=str(step["id"]), action=str(step["action"]), args=dict(step.get("args") or {}))
-                 for step in raw)
+    return tuple(
+        Step(id=str(step["id"]), action=str(step["action"]), args=dict(step.get("args") or {})) for step in raw
+    )
 
 
 # -- the result --------------------------------------------------------------------------
@@ -137,8 +145,14 @@ def result_body(lease_id: str, report: FinalReport, artifacts: dict[str, str]) -
             # A plan of hundreds of screenshots: the paths do not fit; say where they are.
             metadata["artifacts"] = {"count": len(artifacts), "first": next(iter(artifacts.values()))}
     for budget in OUTPUT_BUDGETS:
-        body = orjson.dumps({"lease_id": lease_id, "status": report.status, "metadata": metadata,
-                             "steps": [step_view(step, budget) for step in report.steps]})
+        body = orjson.dumps(
+            {
+                "lease_id": lease_id,
+                "status": report.status,
+                "metadata": metadata,
+                "steps": [step_view(step, budget) for step in report.steps],
+            }
+        )
         if len(body) <= MAX_BODY_BYTES:
             return body
     return body  # a thousand steps with long reasons: let the server say 413 (definite)
@@ -156,6 +170,6 @@ def step_view(step: StepOutcome, output_budget: int = OUTPUT_BUDGETS[0]) -> dict
     if step.output:
         output = step.output
         if len(output) > output_budget:
-            output = TRUNCATED + output[len(output) - output_budget:] if output_budget else TRUNCATED.strip()
+            output = TRUNCATED + output[len(output) - output_budget :] if output_budget else TRUNCATED.strip()
         view["output"] = output
     return view

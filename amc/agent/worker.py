@@ -77,9 +77,15 @@ class AttemptRun:
         backoff: first and longest pause between report retries, in seconds.
     """
 
-    def __init__(self, assignment: ClaimedAttempt, received_at: float, server: ControlPlane,
-                 executor: AdbExecutor, pool: concurrent.futures.Executor,
-                 backoff: tuple[float, float] = (0.1, 5.0)):
+    def __init__(
+        self,
+        assignment: ClaimedAttempt,
+        received_at: float,
+        server: ControlPlane,
+        executor: AdbExecutor,
+        pool: concurrent.futures.Executor,
+        backoff: tuple[float, float] = (0.1, 5.0),
+    ):
         self.assignment = assignment
         self.server = server
         self.executor = executor
@@ -105,27 +111,44 @@ class AttemptRun:
         self.changed()
 
     async def run(self) -> AttemptRecord:
-        log.info("%s: assigned (%d step(s), lease %.3g s)", self.label, len(self.execution.outline),
-                 self.assignment.lease_ms / 1000)
+        log.info(
+            "%s: assigned (%d step(s), lease %.3g s)",
+            self.label,
+            len(self.execution.outline),
+            self.assignment.lease_ms / 1000,
+        )
         started = await self._start()
         renewer = None
         background = []
         if started is not None:
-            renewer = Renewer(self.server, self.assignment, self.execution, self.clock, self.changed,
-                              last_grant=started)
+            renewer = Renewer(
+                self.server, self.assignment, self.execution, self.clock, self.changed, last_grant=started
+            )
             background.append(asyncio.create_task(renewer.run(), name=f"renew {self.label}"))
             background.append(asyncio.create_task(self.acks.run(), name=f"acknowledge {self.label}"))
             for task in background:
                 task.add_done_callback(self._helper_ended)
         try:
-            runner = runner_for(self.assignment.plan)(self.execution, self.executor, self.clock, self.pool,
-                                                      self.stop_signal, self.wake, self.acks.collect, self.label)
+            runner = runner_for(self.assignment.plan)(
+                self.execution,
+                self.executor,
+                self.clock,
+                self.pool,
+                self.stop_signal,
+                self.wake,
+                self.acks.collect,
+                self.label,
+            )
             await runner.run()
             report = self.execution.report()
             body = result_body(self.assignment.lease_id, report, runner.artifacts)
-            record = AttemptRecord(task_id=self.assignment.task_id, attempt=self.assignment.attempt,
-                                   device=self.assignment.device, body=orjson.loads(body),
-                                   acknowledgements=self.acks.sent)
+            record = AttemptRecord(
+                task_id=self.assignment.task_id,
+                attempt=self.assignment.attempt,
+                device=self.assignment.device,
+                body=orjson.loads(body),
+                acknowledgements=self.acks.sent,
+            )
             if started is not None:
                 await self.acks.flush()
             await self._report(body, record)
@@ -150,8 +173,9 @@ class AttemptRun:
         while True:
             sent = time.monotonic()
             try:
-                data = await self.server.start(a.task_id, a.attempt, a.lease_id,
-                                               deadline=self.clock.seconds_until(execution.lease_expires_at))
+                data = await self.server.start(
+                    a.task_id, a.attempt, a.lease_id, deadline=self.clock.seconds_until(execution.lease_expires_at)
+                )
                 grant = parse_grant(data)
             except Rejected as error:
                 if error.status in LEASE_REFUSALS:
@@ -164,8 +188,9 @@ class AttemptRun:
                 log.warning("%s: start got no answer (%s); trying again", self.label, error)
             else:
                 self.clock.observe(grant.lease_expires_at - a.lease_ms, sent)
-                execution.lease_granted(self.clock.now(), grant.lease_expires_at, grant.cancel_requested,
-                                        grant.messages)
+                execution.lease_granted(
+                    self.clock.now(), grant.lease_expires_at, grant.cancel_requested, grant.messages
+                )
                 self.changed()
                 if grant.cancel_requested:
                     log.info("%s: cancellation requested before the first step", self.label)
@@ -193,15 +218,21 @@ class AttemptRun:
             except Rejected as error:
                 record.answer, record.code = error.status, error.code
                 if error.status in LEASE_REFUSALS:
-                    log.warning("%s: report %s refused (%s): the attempt is over for this host",
-                                self.label, record.status, error)
+                    log.warning(
+                        "%s: report %s refused (%s): the attempt is over for this host",
+                        self.label,
+                        record.status,
+                        error,
+                    )
                 else:
-                    log.error("%s: report %s refused (%s); not retrying an identical body",
-                              self.label, record.status, error)
+                    log.error(
+                        "%s: report %s refused (%s); not retrying an identical body", self.label, record.status, error
+                    )
                 return
             except Uncertain as error:
-                log.warning("%s: report %s got no answer (%s); retrying in %.2g s",
-                            self.label, record.status, error, delay)
+                log.warning(
+                    "%s: report %s got no answer (%s); retrying in %.2g s", self.label, record.status, error, delay
+                )
             else:
                 record.answer = 200
                 log.info("%s: reported %s", self.label, record.status)

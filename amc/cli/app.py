@@ -22,9 +22,9 @@ import functools
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
-from collections.abc import Callable
 
 import click
 
@@ -44,9 +44,11 @@ class Exit(enum.IntEnum):
     INVALID = 7  # 400 or 413: the request itself is malformed (a bad plan, a bad option value)
 
 
-EXIT_HELP = ("Exit codes: 0 ok; 1 the answer is no (a watched task did not end done); 2 usage; "
-             "3 server unreachable; 4 token refused (401/403); 5 not found (404); "
-             "6 conflict (409, with its code); 7 invalid request (400/413).")
+EXIT_HELP = (
+    "Exit codes: 0 ok; 1 the answer is no (a watched task did not end done); 2 usage; "
+    "3 server unreachable; 4 token refused (401/403); 5 not found (404); "
+    "6 conflict (409, with its code); 7 invalid request (400/413)."
+)
 
 
 def make_console(stderr: bool = False):
@@ -75,8 +77,6 @@ def exit_code(error: ApiError) -> Exit:
     return Exit.FAILED
 
 
-
-
 class Application:
     """Output and connection for one invocation of a caller command.
 
@@ -87,8 +87,9 @@ class Application:
         data: the local data directory whose server record and tokens file are the fallbacks.
     """
 
-    def __init__(self, *, as_json: bool = False, url: str | None = None, token: str | None = None,
-                 data: Path = Path(".amc")):
+    def __init__(
+        self, *, as_json: bool = False, url: str | None = None, token: str | None = None, data: Path = Path(".amc")
+    ):
         self.as_json = as_json
         self._url = url
         self.data = data
@@ -113,8 +114,10 @@ class Application:
                 try:
                     token = local_token(self.data)
                 except ApiError as error:
-                    self.abort(f"no token: pass --token or set AMC_TOKEN ({error.message}; "
-                               f"`amc up` writes one there)", Exit.UNAUTHORIZED)
+                    self.abort(
+                        f"no token: pass --token or set AMC_TOKEN ({error.message}; `amc up` writes one there)",
+                        Exit.UNAUTHORIZED,
+                    )
             self._client = ApiClient(self.url, token)
         return self._client
 
@@ -170,11 +173,15 @@ class Application:
             if self._token:
                 return f" (the server at {self.url} does not know the token of --token or AMC_TOKEN)"
             if local is None:
-                return (f" (the server at {self.url} does not know the token of {self.data}/tokens.json, and no "
-                        f"server of {self.data} is running: no {self.data}/{SERVER_FILE}; set --url or AMC_URL)")
+                return (
+                    f" (the server at {self.url} does not know the token of {self.data}/tokens.json, and no "
+                    f"server of {self.data} is running: no {self.data}/{SERVER_FILE}; set --url or AMC_URL)"
+                )
             if local != self.url:
-                return (f" (the server at {self.url} does not know the token of {self.data}/tokens.json: "
-                        f"that is not the server of {self.data}, which runs at {local})")
+                return (
+                    f" (the server at {self.url} does not know the token of {self.data}/tokens.json: "
+                    f"that is not the server of {self.data}, which runs at {local})"
+                )
             return f" (the token in {self.data}/tokens.json was revoked? `amc tokens list --data {self.data}`)"
         return ""
 
@@ -190,15 +197,29 @@ def caller_command(function: Callable) -> Callable:
     """
 
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (for scripts) instead of tables.")
-    @click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=Path(".amc"),
-                  show_default=True, envvar="AMC_DATA", show_envvar=True,
-                  help="Local data directory whose tokens.json supplies the token when none is given.")
-    @click.option("--token", envvar="AMC_TOKEN", show_envvar=True,
-                  help="Bearer token (client or admin). Default: the client token of DATA/tokens.json. "
-                       "Prefer the environment variable: arguments are visible to other users.")
-    @click.option("--url", envvar="AMC_URL", show_envvar=True,
-                  help=f"Base URL of the control plane. Default: the server running on DATA (DATA/{SERVER_FILE}, "
-                       f"written by amc up and amc serve), else {DEFAULT_URL}.")
+    @click.option(
+        "--data",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path(".amc"),
+        show_default=True,
+        envvar="AMC_DATA",
+        show_envvar=True,
+        help="Local data directory whose tokens.json supplies the token when none is given.",
+    )
+    @click.option(
+        "--token",
+        envvar="AMC_TOKEN",
+        show_envvar=True,
+        help="Bearer token (client or admin). Default: the client token of DATA/tokens.json. "
+        "Prefer the environment variable: arguments are visible to other users.",
+    )
+    @click.option(
+        "--url",
+        envvar="AMC_URL",
+        show_envvar=True,
+        help=f"Base URL of the control plane. Default: the server running on DATA (DATA/{SERVER_FILE}, "
+        f"written by amc up and amc serve), else {DEFAULT_URL}.",
+    )
     @click.pass_context
     @functools.wraps(function)
     def wrapper(ctx: click.Context, /, as_json: bool, data: Path, token: str | None, url: str | None, **kwargs):

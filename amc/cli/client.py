@@ -1,4 +1,4 @@
-"""A small synchronous client for the caller's side of the protocol (PROTOCOL.md Parts A and B).
+"""A small synchronous client for the caller's side of the protocol (specs/protocol.md Parts A and B).
 
 The CLI's commands, `amc up` and `amc demo` reach the server only through this module.
 Every call returns the decoded JSON or raises exactly one `ApiError`:
@@ -63,8 +63,7 @@ class ApiClient:
         import httpx  # here, not at the top: `amc --help` imports this module and should stay instant
 
         self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout,
-                                  headers={"Authorization": f"Bearer {token}"})
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers={"Authorization": f"Bearer {token}"})
 
     def close(self) -> None:
         self._http.close()
@@ -156,8 +155,11 @@ class ApiClient:
         try:
             return response.status_code, response.json()
         except ValueError:
-            raise Refused(response.status_code, "not_amc",
-                          f"the server at {self.url} answered something that is not JSON; is it an amc server?") from None
+            raise Refused(
+                response.status_code,
+                "not_amc",
+                f"the server at {self.url} answered something that is not JSON; is it an amc server?",
+            ) from None
 
 
 def _segment(value: str) -> str:
@@ -181,15 +183,18 @@ def _refusal(response: httpx.Response) -> Refused:
         problem = None
     if isinstance(problem, dict) and isinstance(problem.get("code"), str):
         return Refused(response.status_code, problem["code"], str(problem.get("detail") or problem.get("title") or ""))
-    return Refused(response.status_code, f"http_{response.status_code}",
-                   f"{response.reason_phrase or 'error'} (not a problem document; is this an amc server?)")
+    return Refused(
+        response.status_code,
+        f"http_{response.status_code}",
+        f"{response.reason_phrase or 'error'} (not a problem document; is this an amc server?)",
+    )
 
 
 # -- the local tokens file ------------------------------------------------------------------
 
 
 def read_tokens_file(path: Path) -> list[dict]:
-    """The entries of a tokens file (PROTOCOL.md format); ApiError if it cannot be read."""
+    """The entries of a tokens file (specs/protocol.md format); ApiError if it cannot be read."""
     try:
         entries = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

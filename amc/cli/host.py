@@ -24,33 +24,94 @@ host.add_command(list_hosts)
 
 
 @host.command()
-@click.option("--server", required=True, envvar="AMC_URL", show_envvar=True,
-              help="Base URL of the control plane, e.g. http://127.0.0.1:8000.")
-@click.option("--token", required=True, envvar="AMC_HOST_TOKEN", show_envvar=True,
-              help="The host's bearer token (role host). Prefer the environment variable: "
-                   "arguments are visible to other users of this machine.")
-@click.option("--host-id", required=True, envvar="AMC_HOST_ID", show_envvar=True,
-              help="The host id the token is bound to.")
-@click.option("--adb-host", default="127.0.0.1", show_default=True, envvar="AMC_ADB_HOST", show_envvar=True,
-              help="Address of the adb server.")
-@click.option("--adb-port", type=click.IntRange(1, 65535), default=5037, show_default=True,
-              envvar="AMC_ADB_PORT", show_envvar=True, help="Port of the adb server.")
-@click.option("--policy", "policy_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              envvar="AMC_POLICY", show_envvar=True,
-              help="Action policy file (JSON; see amc.adapters.adb.policy). Default: allow everything.")
-@click.option("--artifacts", type=click.Path(file_okay=False, path_type=Path), default=Path("artifacts"),
-              show_default=True, envvar="AMC_ARTIFACTS", show_envvar=True,
-              help="Where screenshots are written, under TASK_ID/ATTEMPT/.")
-@click.option("--lease-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Lease length to ask for in claims (default: the server's).")
-@click.option("--claim-wait", type=click.FloatRange(0, 30), default=20.0, show_default=True,
-              help="Seconds one claim long-polls the server.")
-@click.option("--scan-seconds", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
-              help="How often adb is asked which devices are attached.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
-              show_default=True)
-def run(server, token, host_id, adb_host, adb_port, policy_file, artifacts, lease_seconds, claim_wait,
-        scan_seconds, log_level) -> None:
+@click.option(
+    "--server",
+    required=True,
+    envvar="AMC_URL",
+    show_envvar=True,
+    help="Base URL of the control plane, e.g. http://127.0.0.1:8000.",
+)
+@click.option(
+    "--token",
+    required=True,
+    envvar="AMC_HOST_TOKEN",
+    show_envvar=True,
+    help="The host's bearer token (role host). Prefer the environment variable: "
+    "arguments are visible to other users of this machine.",
+)
+@click.option(
+    "--host-id", required=True, envvar="AMC_HOST_ID", show_envvar=True, help="The host id the token is bound to."
+)
+@click.option(
+    "--adb-host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="AMC_ADB_HOST",
+    show_envvar=True,
+    help="Address of the adb server.",
+)
+@click.option(
+    "--adb-port",
+    type=click.IntRange(1, 65535),
+    default=5037,
+    show_default=True,
+    envvar="AMC_ADB_PORT",
+    show_envvar=True,
+    help="Port of the adb server.",
+)
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    envvar="AMC_POLICY",
+    show_envvar=True,
+    help="Action policy file (JSON; see amc.adapters.adb.policy). Default: allow everything.",
+)
+@click.option(
+    "--artifacts",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("artifacts"),
+    show_default=True,
+    envvar="AMC_ARTIFACTS",
+    show_envvar=True,
+    help="Where screenshots are written, under TASK_ID/ATTEMPT/.",
+)
+@click.option(
+    "--lease-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Lease length to ask for in claims (default: the server's).",
+)
+@click.option(
+    "--claim-wait",
+    type=click.FloatRange(0, 30),
+    default=20.0,
+    show_default=True,
+    help="Seconds one claim long-polls the server.",
+)
+@click.option(
+    "--scan-seconds",
+    type=click.FloatRange(min=0.05),
+    default=5.0,
+    show_default=True,
+    help="How often adb is asked which devices are attached.",
+)
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+)
+def run(
+    server,
+    token,
+    host_id,
+    adb_host,
+    adb_port,
+    policy_file,
+    artifacts,
+    lease_seconds,
+    claim_wait,
+    scan_seconds,
+    log_level,
+) -> None:
     """Register the attached devices, claim and run tasks on them until SIGTERM or Ctrl-C.
 
     The first SIGTERM (or Ctrl-C) stops claiming, lets running attempts stop at their next
@@ -63,8 +124,9 @@ def run(server, token, host_id, adb_host, adb_port, policy_file, artifacts, leas
     from amc.agent.host import HostAgent
     from amc.agent.registry import RegistrationRefused
 
-    logging.basicConfig(stream=sys.stderr, level=log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr, level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     policy = None
     if policy_file is not None:
@@ -72,9 +134,17 @@ def run(server, token, host_id, adb_host, adb_port, policy_file, artifacts, leas
             policy = ActionPolicy.load(policy_file)
         except (PolicyError, OSError, ValueError) as error:
             raise click.ClickException(f"--policy {policy_file}: {error}") from None
-    config = AgentConfig(server=server, token=token, host_id=host_id, adb_host=adb_host, adb_port=adb_port,
-                         artifacts_dir=artifacts, lease_seconds=lease_seconds, claim_wait_seconds=claim_wait,
-                         scan_seconds=scan_seconds)
+    config = AgentConfig(
+        server=server,
+        token=token,
+        host_id=host_id,
+        adb_host=adb_host,
+        adb_port=adb_port,
+        artifacts_dir=artifacts,
+        lease_seconds=lease_seconds,
+        claim_wait_seconds=claim_wait,
+        scan_seconds=scan_seconds,
+    )
     agent = HostAgent(config, policy=policy)
 
     async def main() -> None:
@@ -95,4 +165,3 @@ def run(server, token, host_id, adb_host, adb_port, policy_file, artifacts, leas
         raise click.ClickException(
             f"the server refused host {host_id!r}: {error} (check --token and --host-id)"
         ) from error
-

@@ -14,8 +14,13 @@ def model() -> None:
 
 
 @model.command()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("specs/lifecycles"),
-              show_default=True, help="Where to write the diagrams and tables.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("specs/lifecycles"),
+    show_default=True,
+    help="Where to write the diagrams and tables.",
+)
 def render(out: Path) -> None:
     """Render the lifecycle diagrams and transition tables from their declarations."""
     from amc.core.render import rendered
@@ -32,11 +37,16 @@ def render(out: Path) -> None:
 @click.option("--max-attempts", default=2, show_default=True, help="max_attempts of every task.")
 @click.option("--lease-ticks", default=2, show_default=True, help="Clock steps a lease lasts.")
 @click.option("--churn/--no-churn", default=False, show_default=True, help="Let devices leave and return.")
-@click.option("--messages", default=0, show_default=True,
-              help="Part B: messages (pause, resume, steer, follow-up) that may be sent to each task.")
+@click.option(
+    "--messages",
+    default=0,
+    show_default=True,
+    help="Part B: messages (pause, resume, steer, follow-up) that may be sent to each task.",
+)
 @click.option("--max-states", default=2_000_000, show_default=True, help="Stop after this many states.")
-def check(hosts: int, tasks: int, max_attempts: int, lease_ticks: int, churn: bool, messages: int,
-          max_states: int) -> None:
+def check(
+    hosts: int, tasks: int, max_attempts: int, lease_ticks: int, churn: bool, messages: int, max_states: int
+) -> None:
     """Explore every command sequence in a small scope and check every invariant.
 
     Exits 1 with the shortest trace when an invariant is violated, 2 when --max-states
@@ -46,8 +56,15 @@ def check(hosts: int, tasks: int, max_attempts: int, lease_ticks: int, churn: bo
 
     from amc.core.explorer import Scope, explore
 
-    scope = Scope(hosts=hosts, tasks=tasks, max_attempts=max_attempts, lease_ticks=lease_ticks,
-                  churn=churn, messages=messages, max_states=max_states)
+    scope = Scope(
+        hosts=hosts,
+        tasks=tasks,
+        max_attempts=max_attempts,
+        lease_ticks=lease_ticks,
+        churn=churn,
+        messages=messages,
+        max_states=max_states,
+    )
     click.echo(f"exploring {scope}", err=True)
     started = time.monotonic()
     shown = [started]

@@ -49,7 +49,9 @@ def _tokens(data: Path, tokens_file: Path | None):
     try:
         if tokens_file is None and not path.exists():
             tokens_files.write_initial(path)
-            click.echo(f"amc serve: wrote a tokens file (one admin, one client of tenant 'default', one host 'h1') to {path}")
+            click.echo(
+                f"amc serve: wrote a tokens file (one admin, one client of tenant 'default', one host 'h1') to {path}"
+            )
         tokens = TokenFile(path)
     except TokenFileError as error:
         raise click.ClickException(str(error)) from None
@@ -59,33 +61,97 @@ def _tokens(data: Path, tokens_file: Path | None):
 
 
 @click.command()
-@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=Path(".amc"), show_default=True,
-              envvar="AMC_DATA", show_envvar=True, help="Data directory: the store and, without --tokens, tokens.json.")
-@click.option("--host", default="127.0.0.1", show_default=True, envvar="AMC_HOST", show_envvar=True,
-              help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, envvar="AMC_PORT",
-              show_envvar=True, help="Port to listen on (0: any free port; the port is printed).")
-@click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              envvar="AMC_TOKENS", show_envvar=True,
-              help="Tokens file (JSON list, see specs/protocol.md). Default: DATA/tokens.json, written on the first "
-                   "start. Re-read when it changes (`amc tokens add|revoke`), no restart needed.")
-@click.option("--lease-seconds", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
-              help="Lease length of a claim that asks for none.")
-@click.option("--min-lease-seconds", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
-              help="Shortest lease a claim may ask for.")
-@click.option("--max-lease-seconds", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
-              help="Longest lease a claim may ask for.")
-@click.option("--clock", type=click.Choice(["system", "manual"]), default="system", show_default=True,
-              help="manual: time moves only through POST /v1/admin/clock (tests, conformance runs).")
-@click.option("--store", type=click.Choice(["auto", "lmdb", "memory"]), default="auto", show_default=True,
-              help="auto: the LMDB store in DATA; memory: nothing is durable (benchmarks, demos).")
-@click.option("--access-log/--no-access-log", default=False, show_default=True,
-              help="Log every request line (never headers, so never tokens).")
-@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info",
-              show_default=True)
-def serve(data, host, port, tokens_file, lease_seconds, min_lease_seconds, max_lease_seconds, clock,
-          store, access_log, log_level) -> None:
-    """Serve the HTTP control plane (PROTOCOL.md) until SIGTERM or Ctrl-C."""
+@click.option(
+    "--data",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".amc"),
+    show_default=True,
+    envvar="AMC_DATA",
+    show_envvar=True,
+    help="Data directory: the store and, without --tokens, tokens.json.",
+)
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, envvar="AMC_HOST", show_envvar=True, help="Address to listen on."
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8000,
+    show_default=True,
+    envvar="AMC_PORT",
+    show_envvar=True,
+    help="Port to listen on (0: any free port; the port is printed).",
+)
+@click.option(
+    "--tokens",
+    "tokens_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    envvar="AMC_TOKENS",
+    show_envvar=True,
+    help="Tokens file (JSON list, see specs/protocol.md). Default: DATA/tokens.json, written on the first "
+    "start. Re-read when it changes (`amc tokens add|revoke`), no restart needed.",
+)
+@click.option(
+    "--lease-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Lease length of a claim that asks for none.",
+)
+@click.option(
+    "--min-lease-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Shortest lease a claim may ask for.",
+)
+@click.option(
+    "--max-lease-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="Longest lease a claim may ask for.",
+)
+@click.option(
+    "--clock",
+    type=click.Choice(["system", "manual"]),
+    default="system",
+    show_default=True,
+    help="manual: time moves only through POST /v1/admin/clock (tests, conformance runs).",
+)
+@click.option(
+    "--store",
+    type=click.Choice(["auto", "lmdb", "memory"]),
+    default="auto",
+    show_default=True,
+    help="auto: the LMDB store in DATA; memory: nothing is durable (benchmarks, demos).",
+)
+@click.option(
+    "--access-log/--no-access-log",
+    default=False,
+    show_default=True,
+    help="Log every request line (never headers, so never tokens).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    default="info",
+    show_default=True,
+)
+def serve(
+    data,
+    host,
+    port,
+    tokens_file,
+    lease_seconds,
+    min_lease_seconds,
+    max_lease_seconds,
+    clock,
+    store,
+    access_log,
+    log_level,
+) -> None:
+    """Serve the HTTP control plane (specs/protocol.md) until SIGTERM or Ctrl-C."""
     from amc.adapters.http.app import create_app
     from amc.adapters.http.metrics import Metrics
     from amc.adapters.http.server import AmcServer, config, listen_socket

@@ -10,12 +10,27 @@ import click
 
 
 @click.command()
-@click.option("--devices", "count", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="How many simulated devices to serve.")
-@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
-              help="The adb server (smart-socket) port for ppadb; 0 picks a free one.")
-@click.option("--device-base-port", type=click.IntRange(1, 65535), default=None,
-              help="Device i's adbd port is this plus i (for `adb connect`); default: free ports.")
+@click.option(
+    "--devices",
+    "count",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="How many simulated devices to serve.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="The adb server (smart-socket) port for ppadb; 0 picks a free one.",
+)
+@click.option(
+    "--device-base-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Device i's adbd port is this plus i (for `adb connect`); default: free ports.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to bind.")
 def sim(count: int, port: int, device_base_port: int | None, host: str) -> None:
     """Serve simulated devices to ppadb (the server port) and to a real adb server

@@ -34,8 +34,8 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from amc.cli.client import ApiClient, ApiError, Refused
 
@@ -72,8 +72,14 @@ class Child:
             command = [sys.executable, "-c", _LAUNCHER, str(os.getpid()), *args]
         else:
             command = [sys.executable, "-m", "amc", *args]
-        self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self._sink = sink
         self._pump = threading.Thread(target=self._read, name=f"amc-stack-{name}", daemon=True)
         self._pump.start()
@@ -178,15 +184,23 @@ class Stack:
 
     # -- starting ------------------------------------------------------------------------
 
-    def start_server(self, data: Path, *, host: str = "127.0.0.1", port: int = 0, tokens: Path | None = None,
-                     lease_seconds: float | None = None, log_level: str = "warning", timeout: float = 30.0) -> str:
+    def start_server(
+        self,
+        data: Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tokens: Path | None = None,
+        lease_seconds: float | None = None,
+        log_level: str = "warning",
+        timeout: float = 30.0,
+    ) -> str:
         """Start `amc serve` on `data`; its base URL once it answers /v1/health."""
         args = ["serve", "--data", str(data), "--host", host, "--port", str(port), "--log-level", log_level]
         if tokens is not None:
             args += ["--tokens", str(tokens)]
         if lease_seconds is not None:
-            args += ["--lease-seconds", f"{lease_seconds:g}",
-                     "--min-lease-seconds", f"{min(1.0, lease_seconds):g}"]
+            args += ["--lease-seconds", f"{lease_seconds:g}", "--min-lease-seconds", f"{min(1.0, lease_seconds):g}"]
         self.server = Child("server", args, env=child_env(), sink=self.sink)
         self.url = self.server.wait_for_line(_LISTENING, timeout).group(1)
         return self.url
@@ -199,14 +213,41 @@ class Stack:
         self.simulators.append(simulator)
         return simulator
 
-    def start_agent(self, host_id: str, token: str, *, adb_port: int, adb_host: str = "127.0.0.1",
-                    artifacts: Path, lease_seconds: float | None = None, claim_wait: float = 5.0,
-                    scan_seconds: float = 1.0, log_level: str = "info") -> Child:
+    def start_agent(
+        self,
+        host_id: str,
+        token: str,
+        *,
+        adb_port: int,
+        adb_host: str = "127.0.0.1",
+        artifacts: Path,
+        lease_seconds: float | None = None,
+        claim_wait: float = 5.0,
+        scan_seconds: float = 1.0,
+        log_level: str = "info",
+    ) -> Child:
         """Start `amc host run` for `host_id` (the token goes in the environment)."""
         assert self.url is not None, "start the server first"
-        args = ["host", "run", "--server", self.url, "--host-id", host_id, "--adb-host", adb_host,
-                "--adb-port", str(adb_port), "--artifacts", str(artifacts), "--claim-wait", f"{claim_wait:g}",
-                "--scan-seconds", f"{scan_seconds:g}", "--log-level", log_level]
+        args = [
+            "host",
+            "run",
+            "--server",
+            self.url,
+            "--host-id",
+            host_id,
+            "--adb-host",
+            adb_host,
+            "--adb-port",
+            str(adb_port),
+            "--artifacts",
+            str(artifacts),
+            "--claim-wait",
+            f"{claim_wait:g}",
+            "--scan-seconds",
+            f"{scan_seconds:g}",
+            "--log-level",
+            log_level,
+        ]
         if lease_seconds is not None:
             args += ["--lease-seconds", f"{lease_seconds:g}"]
         agent = Child(host_id, args, env=child_env(AMC_HOST_TOKEN=token), sink=self.sink)
@@ -228,8 +269,9 @@ class Stack:
             except ApiError as error:
                 raise StackError(f"cannot read host {host_id}: {error.message}") from None
             if agent is not None and not agent.alive:
-                raise StackError(f"the Host Agent {host_id} exited (status {agent.process.returncode}): "
-                                 f"{agent.last_words()}")
+                raise StackError(
+                    f"the Host Agent {host_id} exited (status {agent.process.returncode}): {agent.last_words()}"
+                )
             if time.monotonic() > deadline:
                 why = agent.last_words() if agent is not None else "no agent"
                 raise StackError(f"host {host_id} did not register {devices} device(s) within {timeout:g} s: {why}")
@@ -238,8 +280,7 @@ class Stack:
     def check(self) -> None:
         """StackError if the server died (agents may be stopped on purpose)."""
         if self.server is not None and not self.server.alive:
-            raise StackError(f"the server exited (status {self.server.process.returncode}): "
-                             f"{self.server.last_words()}")
+            raise StackError(f"the server exited (status {self.server.process.returncode}): {self.server.last_words()}")
 
     # -- stopping ------------------------------------------------------------------------
 

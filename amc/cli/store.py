@@ -52,7 +52,9 @@ def verify(data: Path) -> None:
         raise SystemExit(2) from None
     summary = f"{report.events} events, {report.tasks} tasks, {report.hosts} hosts"
     if report.ok:
-        click.echo(f"OK: {path}: {summary}; the replayed log equals the records, the indexes agree, the invariants hold")
+        click.echo(
+            f"OK: {path}: {summary}; the replayed log equals the records, the indexes agree, the invariants hold"
+        )
         return
     for difference in report.differences:
         click.echo(difference)
@@ -64,8 +66,7 @@ def verify(data: Path) -> None:
 @_DATA
 def info(data: Path) -> None:
     """Print the store's schema version, counts, size and clock."""
-    from amc.adapters.lmdb import StoreError
-    from amc.adapters.lmdb import layout
+    from amc.adapters.lmdb import StoreError, layout
     from amc.adapters.lmdb.store import Store
     from amc.core.times import to_rfc3339
 

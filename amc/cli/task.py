@@ -1,5 +1,5 @@
 """`amc task`: submit, inspect, cancel, steer, pause and follow tasks (the caller's endpoints
-of PROTOCOL.md, Parts A and B).
+of specs/protocol.md, Parts A and B).
 
 Each command is one request or a short loop of them; what a status or a refusal means is
 the server's to say, so the commands print its answer (for people, or with --json as the
@@ -61,8 +61,11 @@ def read_submission(source: str, app: Application) -> dict:
         return data
     if isinstance(data, dict) and ("steps" in data or "stages" in data):
         return {"plan": data}
-    app.abort(f'{where} holds neither a plan ({{"steps": [...]}} or {{"stages": [...]}}) '
-              f'nor a submission ({{"plan": ..., "priority": ...}})', Exit.INVALID)
+    app.abort(
+        f'{where} holds neither a plan ({{"steps": [...]}} or {{"stages": [...]}}) '
+        f'nor a submission ({{"plan": ..., "priority": ...}})',
+        Exit.INVALID,
+    )
 
 
 @task.command()
@@ -70,15 +73,23 @@ def read_submission(source: str, app: Application) -> dict:
 @click.option("--priority", type=click.IntRange(-1000, 1000), help="Higher runs first (default 0).")
 @click.option("--max-attempts", type=click.IntRange(1, 100), help="Attempts before a lapsing task fails (default 3).")
 @click.option("--serial", help="Run only on the device with this serial.")
-@click.option("--attr", "attributes", multiple=True, metavar="KEY=VALUE",
-              help="Run only on a device with this attribute (model, manufacturer, sdk, screen_size); repeatable.")
+@click.option(
+    "--attr",
+    "attributes",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Run only on a device with this attribute (model, manufacturer, sdk, screen_size); repeatable.",
+)
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label to attach; repeatable.")
-@click.option("--idempotency-key", help="Makes the submission safe to retry: the same key and body return the same task.")
+@click.option(
+    "--idempotency-key", help="Makes the submission safe to retry: the same key and body return the same task."
+)
 @click.option("--tenant", help="The tenant to submit to (admin tokens only).")
 @click.option("--watch", "follow", is_flag=True, help="Follow the task until it ends, as `amc task watch` does.")
 @caller_command
-def submit(app: Application, file, priority, max_attempts, serial, attributes, labels, idempotency_key,
-           tenant, follow) -> None:
+def submit(
+    app: Application, file, priority, max_attempts, serial, attributes, labels, idempotency_key, tenant, follow
+) -> None:
     """Submit the plan in FILE (or stdin for '-').
 
     FILE holds a plan, {"steps": [{"id": "open", "action": "launch", "args":
@@ -86,8 +97,12 @@ def submit(app: Application, file, priority, max_attempts, serial, attributes, l
     "priority": 5, ...}; the options override the submission's members.
     """
     body = read_submission(file, app)
-    overrides = {"priority": priority, "max_attempts": max_attempts, "idempotency_key": idempotency_key,
-                 "tenant": tenant}
+    overrides = {
+        "priority": priority,
+        "max_attempts": max_attempts,
+        "idempotency_key": idempotency_key,
+        "tenant": tenant,
+    }
     body.update({key: value for key, value in overrides.items() if value is not None})
     if serial or attributes:
         requirements = dict(body.get("requirements") or {})
@@ -101,18 +116,26 @@ def submit(app: Application, file, priority, max_attempts, serial, attributes, l
     found, created = app.client.submit(body)
     if follow:
         if not app.as_json:
-            app.display(f"Submitted [bold]{found['id']}[/bold]." if created else
-                        f"Already submitted with this idempotency key: [bold]{found['id']}[/bold].")
+            app.display(
+                f"Submitted [bold]{found['id']}[/bold]."
+                if created
+                else f"Already submitted with this idempotency key: [bold]{found['id']}[/bold]."
+            )
         _watch(app, found["id"], interval=0.5, timeout=None)
         return
     from rich.markup import escape
 
     from amc.cli.views import plan_summary, requirement_text
 
-    app.display_result(found, lambda: (
-        f"Submitted [bold]{found['id']}[/bold]: {found['status']}, {escape(plan_summary(found['plan']))}; "
-        f"runs on {escape(requirement_text(found))}." if created else
-        f"Already submitted with this idempotency key: [bold]{found['id']}[/bold] ({found['status']})."))
+    app.display_result(
+        found,
+        lambda: (
+            f"Submitted [bold]{found['id']}[/bold]: {found['status']}, {escape(plan_summary(found['plan']))}; "
+            f"runs on {escape(requirement_text(found))}."
+            if created
+            else f"Already submitted with this idempotency key: [bold]{found['id']}[/bold] ({found['status']})."
+        ),
+    )
     app.display_info(f"Follow it with: amc task watch {found['id']}")
 
 
@@ -138,8 +161,13 @@ def show(app: Application, task_id: str) -> None:
 
 @task.command(name="list")
 @click.option("--status", type=click.Choice(tuple(TaskStatus)), help="Only tasks with this status.")
-@click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True,
-              help="At most this many tasks (oldest first).")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 100_000),
+    default=100,
+    show_default=True,
+    help="At most this many tasks (oldest first).",
+)
 @click.option("--after", metavar="CURSOR", help="Continue after a previous listing (its `next`).")
 @caller_command
 def list_tasks(app: Application, status: str | None, limit: int, after: str | None) -> None:
@@ -190,8 +218,10 @@ def cancel(app: Application, task_id: str, reason: str | None) -> None:
     if app.as_json:
         app.display_json(found)
     elif pending:
-        app.display(f"Cancellation of [bold]{found['id']}[/bold] requested: attempt {found['attempt']} on "
-                    f"{escape(where(found))} stops at its next step boundary.")
+        app.display(
+            f"Cancellation of [bold]{found['id']}[/bold] requested: attempt {found['attempt']} on "
+            f"{escape(where(found))} stops at its next step boundary."
+        )
         app.display_info(f"Follow it with: amc task watch {found['id']}")
     else:
         result = found.get("result") or {}
@@ -229,13 +259,22 @@ def read_steps(value: str, option: str, app: Application) -> list:
         return data["steps"]
     if isinstance(data, list):
         return data
-    app.abort(f'{option} holds neither a list of steps ([{{"id": ..., "action": ..., "args": ...}}]) '
-              f'nor a plan ({{"steps": [...]}}); nothing was sent', Exit.INVALID)
+    app.abort(
+        f'{option} holds neither a list of steps ([{{"id": ..., "action": ..., "args": ...}}]) '
+        f'nor a plan ({{"steps": [...]}}); nothing was sent',
+        Exit.INVALID,
+    )
 
 
-def steer_edit(app: Application, skips: tuple[str, ...], insert_after: str | None, insert_first: bool,
-               steps: str | None, replace_remaining: str | None) -> dict | None:
-    """The one structured edit the steer options ask for (PROTOCOL.md Part B), or None for words only."""
+def steer_edit(
+    app: Application,
+    skips: tuple[str, ...],
+    insert_after: str | None,
+    insert_first: bool,
+    steps: str | None,
+    replace_remaining: str | None,
+) -> dict | None:
+    """The one structured edit the steer options ask for (specs/protocol.md Part B), or None for words only."""
     inserting = insert_after is not None or insert_first
     if insert_after is not None and insert_first:
         app.abort("--insert-after and --insert-first: give one of them", Exit.USAGE)
@@ -243,8 +282,15 @@ def steer_edit(app: Application, skips: tuple[str, ...], insert_after: str | Non
         app.abort("--steps needs --insert-after STEP or --insert-first (or use --replace-remaining)", Exit.USAGE)
     if inserting and steps is None:
         app.abort("--insert-after and --insert-first need --steps", Exit.USAGE)
-    chosen = [name for name, given in (("--skip", bool(skips)), ("--insert-after/--insert-first", inserting),
-                                       ("--replace-remaining", replace_remaining is not None)) if given]
+    chosen = [
+        name
+        for name, given in (
+            ("--skip", bool(skips)),
+            ("--insert-after/--insert-first", inserting),
+            ("--replace-remaining", replace_remaining is not None),
+        )
+        if given
+    ]
     if len(chosen) > 1:
         app.abort(f"one edit per steer, not {' and '.join(chosen)}: send one steer for each", Exit.USAGE)
     if skips:
@@ -262,20 +308,42 @@ def steer_edit(app: Application, skips: tuple[str, ...], insert_after: str | Non
 
 @task.command()
 @click.argument("task_id", metavar="ID")
-@click.option("--skip", "skips", multiple=True, metavar="STEP[,STEP...]",
-              help="Do not run these steps (each reported not_started, reason steered); repeatable.")
+@click.option(
+    "--skip",
+    "skips",
+    multiple=True,
+    metavar="STEP[,STEP...]",
+    help="Do not run these steps (each reported not_started, reason steered); repeatable.",
+)
 @click.option("--insert-after", metavar="STEP", help="Insert the --steps after this step.")
 @click.option("--insert-first", is_flag=True, help="Insert the --steps at the next step boundary, so they run next.")
-@click.option("--steps", metavar="JSON|@FILE",
-              help='The steps to insert: a JSON list [{"id", "action", "args"}, ...] or a plan {"steps": [...]}, '
-                   "inline or @FILE (@- for stdin).")
-@click.option("--replace-remaining", metavar="JSON|@FILE",
-              help="Replace every step that has not started with these steps (same forms as --steps).")
-@click.option("--text", help="Guidance in words, for an agent planner. The scripted runners cannot apply words "
-                             "alone and reject such a steer.")
+@click.option(
+    "--steps",
+    metavar="JSON|@FILE",
+    help='The steps to insert: a JSON list [{"id", "action", "args"}, ...] or a plan {"steps": [...]}, '
+    "inline or @FILE (@- for stdin).",
+)
+@click.option(
+    "--replace-remaining",
+    metavar="JSON|@FILE",
+    help="Replace every step that has not started with these steps (same forms as --steps).",
+)
+@click.option(
+    "--text",
+    help="Guidance in words, for an agent planner. The scripted runners cannot apply words "
+    "alone and reject such a steer.",
+)
 @caller_command
-def steer(app: Application, task_id: str, skips: tuple[str, ...], insert_after: str | None, insert_first: bool,
-          steps: str | None, replace_remaining: str | None, text: str | None) -> None:
+def steer(
+    app: Application,
+    task_id: str,
+    skips: tuple[str, ...],
+    insert_after: str | None,
+    insert_first: bool,
+    steps: str | None,
+    replace_remaining: str | None,
+    text: str | None,
+) -> None:
     """Correct a task's plan while it runs: one edit (skip, insert, replace the rest), words, or both.
 
     The task's host applies the correction at its next step boundary, before any step it
@@ -295,12 +363,18 @@ def steer(app: Application, task_id: str, skips: tuple[str, ...], insert_after: 
 
     data = steer_edit(app, skips, insert_after, insert_first, steps, replace_remaining)
     if data is None and not text:
-        app.abort("say what to change: --skip, --insert-after/--insert-first with --steps, --replace-remaining, "
-                  "or --text", Exit.USAGE)
+        app.abort(
+            "say what to change: --skip, --insert-after/--insert-first with --steps, --replace-remaining, or --text",
+            Exit.USAGE,
+        )
     message = app.client.post_message(task_id, "steer", text, data)
-    app.display_result(message, lambda: (
-        f"Steer [bold]{message['id']}[/bold] posted to [bold]{escape(task_id)}[/bold] ({message['state']}): "
-        f"{escape(asked_text(message))}. Its host applies it at its next step boundary."))
+    app.display_result(
+        message,
+        lambda: (
+            f"Steer [bold]{message['id']}[/bold] posted to [bold]{escape(task_id)}[/bold] ({message['state']}): "
+            f"{escape(asked_text(message))}. Its host applies it at its next step boundary."
+        ),
+    )
     app.display_info(f"Follow it with: amc task messages {task_id}")
 
 
@@ -335,8 +409,10 @@ def _pause_or_resume(app: Application, task_id: str, intent: str, text: str | No
     if message["state"] == MessageState.completed:  # the task was queued: the server applied it in the request
         said = f"{task_name} is queued, so the server applied it at once: {escape(message.get('detail') or '')}."
     elif intent == "pause":
-        said = (f"{task_name}'s host starts no new step from its next step boundary on, and keeps the lease; "
-                f"`amc task resume {escape(task_id)}` lets it go on.")
+        said = (
+            f"{task_name}'s host starts no new step from its next step boundary on, and keeps the lease; "
+            f"`amc task resume {escape(task_id)}` lets it go on."
+        )
     else:
         said = f"{task_name}'s host goes on from where it paused, from its next lease renewal."
     app.display_result(message, lambda: f"{intent.capitalize()} [bold]{message['id']}[/bold]: {said}")
@@ -345,9 +421,12 @@ def _pause_or_resume(app: Application, task_id: str, intent: str, text: str | No
 @task.command(name="follow-up")
 @click.argument("task_id", metavar="ID")
 @click.option("--text", help="What to do next, in words.")
-@click.option("--steps", metavar="JSON|@FILE",
-              help='Steps for the later turn: a JSON list [{"id", "action", "args"}, ...] or a plan '
-                   '{"steps": [...]}, inline or @FILE (@- for stdin).')
+@click.option(
+    "--steps",
+    metavar="JSON|@FILE",
+    help='Steps for the later turn: a JSON list [{"id", "action", "args"}, ...] or a plan '
+    '{"steps": [...]}, inline or @FILE (@- for stdin).',
+)
 @caller_command
 def follow_up(app: Application, task_id: str, text: str | None, steps: str | None) -> None:
     """Ask for a later turn: work that runs after the task, as a successor task.
@@ -371,8 +450,9 @@ def follow_up(app: Application, task_id: str, text: str | None, steps: str | Non
     else:
         said = f"it waits on {task_name}; when that ends done, its follow-ups become one successor task."
     app.display_result(message, lambda: f"Follow-up [bold]{message['id']}[/bold]: {said}")
-    app.display_info(f"Follow it with: amc task watch {successor}" if successor
-                     else f"See it with: amc task messages {task_id}")
+    app.display_info(
+        f"Follow it with: amc task watch {successor}" if successor else f"See it with: amc task messages {task_id}"
+    )
 
 
 @task.command(name="messages")
@@ -401,10 +481,18 @@ def list_messages(app: Application, task_id: str) -> None:
 
 @task.command()
 @click.argument("task_id", metavar="ID")
-@click.option("--interval", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
-              help="Seconds between two looks at the task.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
-              help="Give up (exit 1) if the task has not ended after this many seconds.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.05, 60),
+    default=0.5,
+    show_default=True,
+    help="Seconds between two looks at the task.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Give up (exit 1) if the task has not ended after this many seconds.",
+)
 @caller_command
 def watch(app: Application, task_id: str, interval: float, timeout: float | None) -> None:
     """Follow a task until it ends, printing its events as they happen.
@@ -455,7 +543,10 @@ def _watch(app: Application, task_id: str, interval: float, timeout: float | Non
         result = found.get("result") or {}
         if result.get("steps"):
             app.display(steps_table(result["steps"]))
-        app.display(f"[bold]{task_id}[/bold] ended [bold]{found['status']}[/bold] ({result.get('reason')})"
-                    + (f" on {escape(where(found))}" if found.get("attempts") else "") + ".")
+        app.display(
+            f"[bold]{task_id}[/bold] ended [bold]{found['status']}[/bold] ({result.get('reason')})"
+            + (f" on {escape(where(found))}" if found.get("attempts") else "")
+            + "."
+        )
     if found["status"] != TaskStatus.done:
         raise click.exceptions.Exit(Exit.FAILED)

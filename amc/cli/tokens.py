@@ -17,11 +17,22 @@ from amc.cli.app import Exit
 
 def _file_options(function):
     function = click.option(
-        "--tokens", "tokens_file", type=click.Path(dir_okay=False, path_type=Path), envvar="AMC_TOKENS",
-        show_envvar=True, help="The tokens file. Default: DATA/tokens.json.")(function)
+        "--tokens",
+        "tokens_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar="AMC_TOKENS",
+        show_envvar=True,
+        help="The tokens file. Default: DATA/tokens.json.",
+    )(function)
     return click.option(
-        "--data", type=click.Path(file_okay=False, path_type=Path), default=Path(".amc"), show_default=True,
-        envvar="AMC_DATA", show_envvar=True, help="Data directory of the server whose tokens these are.")(function)
+        "--data",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path(".amc"),
+        show_default=True,
+        envvar="AMC_DATA",
+        show_envvar=True,
+        help="Data directory of the server whose tokens these are.",
+    )(function)
 
 
 def _path(data: Path, tokens_file: Path | None) -> Path:
@@ -41,13 +52,19 @@ def tokens() -> None:
 
 
 @tokens.command()
-@click.option("--role", type=click.Choice(["client", "host", "admin"]), required=True,
-              help="client: submits and reads its tenant's tasks; host: runs a Host Agent; admin: everything.")
+@click.option(
+    "--role",
+    type=click.Choice(["client", "host", "admin"]),
+    required=True,
+    help="client: submits and reads its tenant's tasks; host: runs a Host Agent; admin: everything.",
+)
 @click.option("--tenant", help="The tenant of a client token (required with --role client).")
 @click.option("--host-id", help="The host a host token stands for (required with --role host).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new entry as one JSON document.")
 @_file_options
-def add(role: str, tenant: str | None, host_id: str | None, as_json: bool, data: Path, tokens_file: Path | None) -> None:
+def add(
+    role: str, tenant: str | None, host_id: str | None, as_json: bool, data: Path, tokens_file: Path | None
+) -> None:
     """Add a token and print it, once: it is not shown again.
 
     \b
@@ -61,8 +78,11 @@ def add(role: str, tenant: str | None, host_id: str | None, as_json: bool, data:
     needs = {"client": ("--tenant", tenant), "host": ("--host-id", host_id)}.get(role)
     if needs is not None and not needs[1]:
         raise click.UsageError(f"--role {role} needs {needs[0]}")
-    extra = [flag for flag, value, wanted in (("--tenant", tenant, "client"), ("--host-id", host_id, "host"))
-             if value is not None and role != wanted]
+    extra = [
+        flag
+        for flag, value, wanted in (("--tenant", tenant, "client"), ("--host-id", host_id, "host"))
+        if value is not None and role != wanted
+    ]
     if extra:
         raise click.UsageError(f"--role {role} takes no {' or '.join(extra)}")
     path = _path(data, tokens_file)
@@ -103,7 +123,13 @@ def list_tokens(as_json: bool, data: Path, tokens_file: Path | None) -> None:
     for column in ("ID", "ROLE", "SCOPE"):
         table.add_column(column, no_wrap=True)
     for item in described:
-        scope = f"tenant {item['tenant']}" if "tenant" in item else f"host {item['host_id']}" if "host_id" in item else "all"
+        scope = (
+            f"tenant {item['tenant']}"
+            if "tenant" in item
+            else f"host {item['host_id']}"
+            if "host_id" in item
+            else "all"
+        )
         table.add_row(item["id"], item["role"], scope)
     make_console().print(table)
 
@@ -125,5 +151,7 @@ def revoke(token_id: str, as_json: bool, data: Path, tokens_file: Path | None) -
     if as_json:
         click.echo(json.dumps(gone, indent=2))
     else:
-        click.echo(f"Revoked {gone['role']} token {gone['id']} from {path}; a running server stops accepting it "
-                   "within two seconds.")
+        click.echo(
+            f"Revoked {gone['role']} token {gone['id']} from {path}; a running server stops accepting it "
+            "within two seconds."
+        )

@@ -15,27 +15,83 @@ import click
 
 
 @click.command()
-@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=Path(".amc"), show_default=True,
-              envvar="AMC_DATA", show_envvar=True, help="Data directory of the server: the store and tokens.json.")
+@click.option(
+    "--data",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".amc"),
+    show_default=True,
+    envvar="AMC_DATA",
+    show_envvar=True,
+    help="Data directory of the server: the store and tokens.json.",
+)
 @click.option("--host", "listen", default="127.0.0.1", show_default=True, help="Address the server listens on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
-              help="Port the server listens on (0: any free port).")
-@click.option("--devices", "mode", type=click.Choice(["auto", "real", "sim"]), default="auto", show_default=True,
-              help="auto: the devices adb sees, or simulated ones when it sees none.")
-@click.option("--sim-devices", type=click.IntRange(1, 64), default=4, show_default=True,
-              help="How many simulated devices to run when simulating.")
-@click.option("--adb-host", default="127.0.0.1", show_default=True, envvar="AMC_ADB_HOST", show_envvar=True,
-              help="Address of the adb server that sees real devices.")
-@click.option("--adb-port", type=click.IntRange(1, 65535), default=5037, show_default=True,
-              envvar="AMC_ADB_PORT", show_envvar=True, help="Port of that adb server.")
-@click.option("--artifacts", type=click.Path(file_okay=False, path_type=Path), default=Path("artifacts"),
-              show_default=True, help="Where the Host Agent writes screenshots.")
-@click.option("--lease-seconds", type=click.FloatRange(min=1), default=6.0, show_default=True,
-              help="Lease length of the server. Short, so a running task hears of its cancellation within "
-                   "a third of it (amc serve's default is 30).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8000,
+    show_default=True,
+    help="Port the server listens on (0: any free port).",
+)
+@click.option(
+    "--devices",
+    "mode",
+    type=click.Choice(["auto", "real", "sim"]),
+    default="auto",
+    show_default=True,
+    help="auto: the devices adb sees, or simulated ones when it sees none.",
+)
+@click.option(
+    "--sim-devices",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="How many simulated devices to run when simulating.",
+)
+@click.option(
+    "--adb-host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="AMC_ADB_HOST",
+    show_envvar=True,
+    help="Address of the adb server that sees real devices.",
+)
+@click.option(
+    "--adb-port",
+    type=click.IntRange(1, 65535),
+    default=5037,
+    show_default=True,
+    envvar="AMC_ADB_PORT",
+    show_envvar=True,
+    help="Port of that adb server.",
+)
+@click.option(
+    "--artifacts",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("artifacts"),
+    show_default=True,
+    help="Where the Host Agent writes screenshots.",
+)
+@click.option(
+    "--lease-seconds",
+    type=click.FloatRange(min=1),
+    default=6.0,
+    show_default=True,
+    help="Lease length of the server. Short, so a running task hears of its cancellation within "
+    "a third of it (amc serve's default is 30).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Show the server's and the agent's info logs.")
-def up(data: Path, listen: str, port: int, mode: str, sim_devices: int, adb_host: str, adb_port: int,
-       artifacts: Path, lease_seconds: float, verbose: bool) -> None:
+def up(
+    data: Path,
+    listen: str,
+    port: int,
+    mode: str,
+    sim_devices: int,
+    adb_host: str,
+    adb_port: int,
+    artifacts: Path,
+    lease_seconds: float,
+    verbose: bool,
+) -> None:
     """Run a local amc: the server, a Host Agent and devices, until Ctrl-C.
 
     Uses the real devices an adb server sees, or simulated ones when it sees none. Prints
@@ -52,8 +108,10 @@ def up(data: Path, listen: str, port: int, mode: str, sim_devices: int, adb_host
     if mode != "sim":
         serials = attached_devices(adb_host, adb_port)
         if mode == "real" and not serials:
-            raise click.ClickException(f"--devices real: the adb server at {adb_host}:{adb_port} "
-                                       + ("sees no device" if serials == [] else "is not running"))
+            raise click.ClickException(
+                f"--devices real: the adb server at {adb_host}:{adb_port} "
+                + ("sees no device" if serials == [] else "is not running")
+            )
     simulate = not serials
 
     stop = threading.Event()
@@ -72,8 +130,9 @@ def up(data: Path, listen: str, port: int, mode: str, sim_devices: int, adb_host
     stack = Stack(sink)
     try:
         try:
-            url = stack.start_server(data, host=listen, port=port, lease_seconds=lease_seconds,
-                                     log_level="info" if verbose else "warning")
+            url = stack.start_server(
+                data, host=listen, port=port, lease_seconds=lease_seconds, log_level="info" if verbose else "warning"
+            )
             tokens_path = data / "tokens.json"
             entries = read_tokens_file(tokens_path)
             host_entry = token_for(entries, "host")
@@ -88,8 +147,14 @@ def up(data: Path, listen: str, port: int, mode: str, sim_devices: int, adb_host
             else:
                 agent_adb = (adb_host, adb_port)
                 expected = 1
-            stack.start_agent(host_id, host_entry["token"], adb_host=agent_adb[0], adb_port=agent_adb[1],
-                              artifacts=artifacts, log_level="info" if verbose else "warning")
+            stack.start_agent(
+                host_id,
+                host_entry["token"],
+                adb_host=agent_adb[0],
+                adb_port=agent_adb[1],
+                artifacts=artifacts,
+                log_level="info" if verbose else "warning",
+            )
             with ApiClient(url, caller["token"]) as client:
                 registered = stack.wait_registered(client, host_id, expected)
         except (StackError, ApiError) as error:
@@ -125,10 +190,14 @@ Ctrl-C stops everything.""")
                 raise click.ClickException(str(error)) from None
             for name, agent in stack.agents.items():
                 if not agent.alive:
-                    raise click.ClickException(f"the Host Agent {name} exited (status {agent.process.returncode}): "
-                                               f"{agent.last_words()}")
-        click.echo("amc up: stopping (the agents let running attempts stop at a step boundary and report; "
-                   "Ctrl-C again to kill)", err=True)
+                    raise click.ClickException(
+                        f"the Host Agent {name} exited (status {agent.process.returncode}): {agent.last_words()}"
+                    )
+        click.echo(
+            "amc up: stopping (the agents let running attempts stop at a step boundary and report; "
+            "Ctrl-C again to kill)",
+            err=True,
+        )
     finally:
         try:
             stack.stop()

@@ -17,12 +17,19 @@ from rich.text import Text
 from amc.core.lifecycle import MessageState, StepStatus, TaskStatus
 
 STATUS_STYLE: dict[str, str] = {
-    TaskStatus.queued: "cyan", TaskStatus.assigned: "blue", TaskStatus.dispatched: "bold blue",
-    TaskStatus.done: "green", TaskStatus.failed: "red", TaskStatus.cancelled: "yellow",
+    TaskStatus.queued: "cyan",
+    TaskStatus.assigned: "blue",
+    TaskStatus.dispatched: "bold blue",
+    TaskStatus.done: "green",
+    TaskStatus.failed: "red",
+    TaskStatus.cancelled: "yellow",
 }
 STEP_STYLE: dict[str, str] = {
-    StepStatus.completed: "green", StepStatus.failed: "red", StepStatus.interrupted: "magenta",
-    StepStatus.not_started: "dim", StepStatus.refused: "red",
+    StepStatus.completed: "green",
+    StepStatus.failed: "red",
+    StepStatus.interrupted: "magenta",
+    StepStatus.not_started: "dim",
+    StepStatus.refused: "red",
 }
 
 
@@ -89,8 +96,17 @@ def tasks_table(tasks: list[dict]) -> Table:
     for column in ("ID", "STATUS", "ATTEMPT", "WHERE", "PRIORITY", "CREATED", "UPDATED", "LABELS"):
         table.add_column(column, no_wrap=column in ("ID", "STATUS", "WHERE"))
     for task in tasks:
-        _row(table, task["id"], task_status_text(task), str(task.get("attempt") or "-"), where(task),
-                      str(task["priority"]), when(task["created_at"]), when(task["updated_at"]), _pairs(task["labels"]))
+        _row(
+            table,
+            task["id"],
+            task_status_text(task),
+            str(task.get("attempt") or "-"),
+            where(task),
+            str(task["priority"]),
+            when(task["created_at"]),
+            when(task["updated_at"]),
+            _pairs(task["labels"]),
+        )
     return table
 
 
@@ -157,10 +173,16 @@ def attempts_table(attempts: list[dict]) -> Table:
         table.add_column(column, no_wrap=True)
     for attempt in attempts:
         outcome = attempt.get("outcome")
-        _row(table, str(attempt["number"]), f"{attempt['host_id']}/{attempt['device']}",
-                      when(attempt["assigned_at"]), when(attempt.get("dispatched_at")),
-                      when(attempt.get("ended_at")), str(attempt.get("renewals", 0)),
-                      Text(outcome or "active", style=STATUS_STYLE.get(outcome or "", "bold blue")))
+        _row(
+            table,
+            str(attempt["number"]),
+            f"{attempt['host_id']}/{attempt['device']}",
+            when(attempt["assigned_at"]),
+            when(attempt.get("dispatched_at")),
+            when(attempt.get("ended_at")),
+            str(attempt.get("renewals", 0)),
+            Text(outcome or "active", style=STATUS_STYLE.get(outcome or "", "bold blue")),
+        )
     return table
 
 
@@ -169,16 +191,26 @@ def steps_table(steps: list[dict]) -> Table:
     for column in ("STEP", "OUTCOME", "REASON", "STARTED", "ENDED"):
         table.add_column(column, no_wrap=column != "REASON")
     for step in steps:
-        _row(table, step["id"], Text(step["status"], style=STEP_STYLE.get(step["status"], "")),
-                      step.get("reason") or "", when(step.get("started_at")), when(step.get("ended_at")))
+        _row(
+            table,
+            step["id"],
+            Text(step["status"], style=STEP_STYLE.get(step["status"], "")),
+            step.get("reason") or "",
+            when(step.get("started_at")),
+            when(step.get("ended_at")),
+        )
     return table
 
 
 # -- messages ---------------------------------------------------------------------------------
 
 MESSAGE_STYLE: dict[str, str] = {
-    MessageState.queued: "cyan", MessageState.delivered: "blue", MessageState.admitted: "bold blue",
-    MessageState.completed: "green", MessageState.rejected: "red", MessageState.not_admitted: "yellow",
+    MessageState.queued: "cyan",
+    MessageState.delivered: "blue",
+    MessageState.admitted: "bold blue",
+    MessageState.completed: "green",
+    MessageState.rejected: "red",
+    MessageState.not_admitted: "yellow",
 }
 
 
@@ -250,8 +282,12 @@ def message_state_text(state: str) -> Text:
 
 def message_times(message: dict) -> str:
     """One line per state the message reached, with its time: ``posted 01:45:12.345``."""
-    times = (("posted", message.get("created_at")), ("delivered", message.get("delivered_at")),
-             ("admitted", message.get("admitted_at")), ("completed", message.get("completed_at")))
+    times = (
+        ("posted", message.get("created_at")),
+        ("delivered", message.get("delivered_at")),
+        ("admitted", message.get("admitted_at")),
+        ("completed", message.get("completed_at")),
+    )
     return "\n".join(f"{label:<9} {when(at)}" for label, at in times if at)
 
 
@@ -261,9 +297,16 @@ def messages_table(messages: list[dict]) -> Table:
         wraps = column in ("INTENT", "BOUNDARY", "DETAIL")
         table.add_column(column, no_wrap=not wraps, overflow="fold")  # never cut an id short
     for message in messages:
-        _row(table, message["id"], request_text(message), message_state_text(message["state"]),
-             str(message.get("attempt") or "-"), boundary_text(message.get("boundary")), message_times(message),
-             message_note(message))
+        _row(
+            table,
+            message["id"],
+            request_text(message),
+            message_state_text(message["state"]),
+            str(message.get("attempt") or "-"),
+            boundary_text(message.get("boundary")),
+            message_times(message),
+            message_note(message),
+        )
     return table
 
 
@@ -308,8 +351,10 @@ def event_text(event: dict) -> str:
         case "message_posted":
             return f"{data.get('intent')} message {data.get('message_id')} posted"
         case "message_delivered":
-            return f"message{'s' if len(data.get('message_ids') or []) != 1 else ''} " \
-                   f"{', '.join(data.get('message_ids') or [])} delivered to attempt {attempt}'s host"
+            return (
+                f"message{'s' if len(data.get('message_ids') or []) != 1 else ''} "
+                f"{', '.join(data.get('message_ids') or [])} delivered to attempt {attempt}'s host"
+            )
         case "message_acknowledged":
             return _acknowledged_text(data)
         case "follow_ups_collected":
@@ -354,7 +399,13 @@ def hosts_table(hosts: list[dict]) -> Table:
                 continue
             reservation = device.get("reservation")
             running = f"{reservation['task_id']} #{reservation['attempt']}" if reservation else "-"
-            _row(table, host["id"] if first else "", device["serial"], device["attributes"].get("model", "-"),
-                          Text("yes", style="green") if device["online"] else Text("no", style="red"),
-                          running, when(host["updated_at"], date=True) if first else "")
+            _row(
+                table,
+                host["id"] if first else "",
+                device["serial"],
+                device["attributes"].get("model", "-"),
+                Text("yes", style="green") if device["online"] else Text("no", style="red"),
+                running,
+                when(host["updated_at"], date=True) if first else "",
+            )
     return table

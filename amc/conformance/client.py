@@ -1,6 +1,6 @@
 """The only way the conformance scenarios reach a server: a small HTTP client.
 
-Nothing here knows how a server is built; it speaks PROTOCOL.md over real sockets and
+Nothing here knows how a server is built; it speaks specs/protocol.md over real sockets and
 nothing else, so the same scenarios run against any implementation. Every helper takes
 ``expect=``: a status (``200``, ``204``) or a status and a problem code
 (``(409, "lease_foreign")``). A response that differs fails the test with the request and
@@ -40,7 +40,7 @@ _UNSET: Any = object()
 # Time on the wire
 
 WIRE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 def ms(text: str) -> int:
@@ -141,8 +141,17 @@ class Caller:
 
     # -- raw --------------------------------------------------------------------------
 
-    def send(self, method: str, path: str, body: Any = _UNSET, *, content: bytes | None = None,
-             params: dict | None = None, headers: dict | None = None, timeout: float | None = None) -> httpx.Response:
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: Any = _UNSET,
+        *,
+        content: bytes | None = None,
+        params: dict | None = None,
+        headers: dict | None = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
         """One request, unchecked."""
         sent = dict(headers or {})
         if self.token is not None:
@@ -239,8 +248,17 @@ class Caller:
     def renew(self, task_id: str, attempt: int, lease_id: Any, *, expect: Expect = 200) -> dict:
         return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/renew", _lease_body(lease_id), expect=expect)
 
-    def report(self, task_id: str, attempt: int, lease_id: str, status: str, *, expect: Expect = 200,
-               metadata: Any = _UNSET, steps: Any = _UNSET) -> dict:
+    def report(
+        self,
+        task_id: str,
+        attempt: int,
+        lease_id: str,
+        status: str,
+        *,
+        expect: Expect = 200,
+        metadata: Any = _UNSET,
+        steps: Any = _UNSET,
+    ) -> dict:
         body: dict[str, Any] = {"lease_id": lease_id, "status": status}
         if metadata is not _UNSET:
             body["metadata"] = metadata
@@ -250,8 +268,16 @@ class Caller:
 
     # -- messages (Part B) --------------------------------------------------------------
 
-    def post_message(self, task_id: str, intent: str | None = None, *, text: Any = _UNSET, data: Any = _UNSET,
-                     expect: Expect = 201, body: Any = _UNSET) -> dict:
+    def post_message(
+        self,
+        task_id: str,
+        intent: str | None = None,
+        *,
+        text: Any = _UNSET,
+        data: Any = _UNSET,
+        expect: Expect = 201,
+        body: Any = _UNSET,
+    ) -> dict:
         """Send an intent to a task; `body` replaces the one built from the arguments."""
         if body is _UNSET:
             body = {"intent": intent}
@@ -275,12 +301,12 @@ class Caller:
         assert found, f"{self.name}: the messages of {task_id} hold no {message_id}: {ids(listed)}"
         return found[0]
 
-    def acknowledge(self, task_id: str, attempt: int, message_id: str, lease_id: Any, state: str, *,
-                    expect: Expect = 200, **body) -> dict:
+    def acknowledge(
+        self, task_id: str, attempt: int, message_id: str, lease_id: Any, state: str, *, expect: Expect = 200, **body
+    ) -> dict:
         """The host's acknowledgement of a message; `body` adds `boundary` and `detail`."""
         sent = {**_lease_body(lease_id), "state": state, **body}
-        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/messages/{message_id}", sent,
-                         expect=expect)
+        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/messages/{message_id}", sent, expect=expect)
 
     # -- admin ------------------------------------------------------------------------
 
@@ -306,7 +332,7 @@ def _code(document: Any) -> str | None:
 
 
 def check_problem(response: httpx.Response, status: int, code: str | None) -> dict:
-    """The problem document of `response`, checked for the shape PROTOCOL.md gives it."""
+    """The problem document of `response`, checked for the shape specs/protocol.md gives it."""
     kind = response.headers.get("content-type", "")
     assert kind.startswith("application/problem+json"), f"a {status} must be application/problem+json, got {kind!r}"
     problem = response.json()
@@ -376,38 +402,69 @@ class Host:
         )
 
     def start(self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None) -> dict:
-        answer = self.caller.start(lease.task_id, attempt or lease.attempt,
-                                   lease.lease_id if lease_id is _UNSET else lease_id, expect=expect)
+        answer = self.caller.start(
+            lease.task_id, attempt or lease.attempt, lease.lease_id if lease_id is _UNSET else lease_id, expect=expect
+        )
         if expect == 200:
             lease.extended(answer)
         return answer
 
     def renew(self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None) -> dict:
-        answer = self.caller.renew(lease.task_id, attempt or lease.attempt,
-                                   lease.lease_id if lease_id is _UNSET else lease_id, expect=expect)
+        answer = self.caller.renew(
+            lease.task_id, attempt or lease.attempt, lease.lease_id if lease_id is _UNSET else lease_id, expect=expect
+        )
         if expect == 200:
             lease.extended(answer)
         return answer
 
-    def report(self, lease: Lease, status: str, *, expect: Expect = 200, lease_id: Any = _UNSET,
-               attempt: int | None = None, **body) -> dict:
-        return self.caller.report(lease.task_id, attempt or lease.attempt,
-                                  lease.lease_id if lease_id is _UNSET else lease_id, status, expect=expect, **body)
+    def report(
+        self,
+        lease: Lease,
+        status: str,
+        *,
+        expect: Expect = 200,
+        lease_id: Any = _UNSET,
+        attempt: int | None = None,
+        **body,
+    ) -> dict:
+        return self.caller.report(
+            lease.task_id,
+            attempt or lease.attempt,
+            lease.lease_id if lease_id is _UNSET else lease_id,
+            status,
+            expect=expect,
+            **body,
+        )
 
     def read_task(self, task_id: str, *, expect: Expect = 200) -> dict:
         return self.caller.get_task(task_id, expect=expect)
 
-    def acknowledge(self, lease: Lease, message_id: str, state: str, *, expect: Expect = 200,
-                    lease_id: Any = _UNSET, attempt: int | None = None, **body) -> dict:
-        return self.caller.acknowledge(lease.task_id, attempt or lease.attempt, message_id,
-                                       lease.lease_id if lease_id is _UNSET else lease_id, state,
-                                       expect=expect, **body)
+    def acknowledge(
+        self,
+        lease: Lease,
+        message_id: str,
+        state: str,
+        *,
+        expect: Expect = 200,
+        lease_id: Any = _UNSET,
+        attempt: int | None = None,
+        **body,
+    ) -> dict:
+        return self.caller.acknowledge(
+            lease.task_id,
+            attempt or lease.attempt,
+            message_id,
+            lease.lease_id if lease_id is _UNSET else lease_id,
+            state,
+            expect=expect,
+            **body,
+        )
 
-    def admit(self, lease: Lease, message_id: str, before_step: str | None, *, expect: Expect = 200,
-              **options) -> dict:
+    def admit(self, lease: Lease, message_id: str, before_step: str | None, *, expect: Expect = 200, **options) -> dict:
         """Acknowledge `admitted` at the boundary before `before_step` (None: after the last step)."""
-        return self.acknowledge(lease, message_id, "admitted", boundary={"before_step": before_step},
-                                expect=expect, **options)
+        return self.acknowledge(
+            lease, message_id, "admitted", boundary={"before_step": before_step}, expect=expect, **options
+        )
 
 
 def plan_of(*step_ids: str) -> dict:
@@ -430,9 +487,23 @@ def not_started(*step_ids: str, reason: str = "steered") -> list[dict]:
     return [{"id": s, "status": "not_started", "reason": reason} for s in step_ids]
 
 
-# The members of a message (PROTOCOL.md Part B), as every message endpoint shows it.
-MESSAGE_MEMBERS = frozenset({"id", "intent", "text", "data", "state", "created_at", "attempt", "delivered_at",
-                             "admitted_at", "completed_at", "boundary", "detail"})
+# The members of a message (specs/protocol.md Part B), as every message endpoint shows it.
+MESSAGE_MEMBERS = frozenset(
+    {
+        "id",
+        "intent",
+        "text",
+        "data",
+        "state",
+        "created_at",
+        "attempt",
+        "delivered_at",
+        "admitted_at",
+        "completed_at",
+        "boundary",
+        "detail",
+    }
+)
 
 
 def ids(messages: list[dict]) -> list[str]:

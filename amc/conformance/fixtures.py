@@ -36,7 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
     plugin.register(config)
     url, tokens = plugin.option(config, "--target-url"), plugin.option(config, "--tokens")
     if url and not tokens:
-        raise pytest.UsageError("--target-url needs --tokens FILE (the PROTOCOL.md tokens file of that server)")
+        raise pytest.UsageError("--target-url needs --tokens FILE (the specs/protocol.md tokens file of that server)")
     if url and tokens:  # (a URL without tokens was refused just above)
         try:
             Tokens.load(tokens)
@@ -51,8 +51,9 @@ def pytest_configure(config: pytest.Config) -> None:
 class Target:
     """Where the server is, who may call it, and (if anyone can) how to restart it."""
 
-    def __init__(self, url: str, tokens: Tokens, *, managed: ManagedServer | None = None,
-                 restart_command: str | None = None):
+    def __init__(
+        self, url: str, tokens: Tokens, *, managed: ManagedServer | None = None, restart_command: str | None = None
+    ):
         self.url = url
         self.tokens = tokens
         self.managed = managed
@@ -172,11 +173,16 @@ def clock(target, connection, pytestconfig):
     answer = admin.send("POST", "/v1/admin/clock", {"advance_seconds": 0.001})
     report = pytestconfig.pluginmanager.get_plugin(plugin.PLUGIN_NAME)
     if answer.status_code == 200:
-        report.run.update(clock="manual", clock_detail="POST /v1/admin/clock moves time; scenarios run at exact instants")
+        report.run.update(
+            clock="manual", clock_detail="POST /v1/admin/clock moves time; scenarios run at exact instants"
+        )
         return Clock(admin, True, ms(answer.json()["now"]))
     if answer.status_code == 404:
-        report.run.update(clock="real time", clock_detail=f"no manual clock (404); expiry scenarios claim "
-                                                         f"{REAL_TIME_LEASE:g} s leases and wait them out")
+        report.run.update(
+            clock="real time",
+            clock_detail=f"no manual clock (404); expiry scenarios claim "
+            f"{REAL_TIME_LEASE:g} s leases and wait them out",
+        )
         return Clock(admin, False, None)
     pytest.fail(f"POST /v1/admin/clock answered {answer.status_code}: expected 200 (manual clock) or 404 (none)")
 
@@ -207,7 +213,9 @@ class Scene:
         self.h2 = Host(connection.caller(tokens.host_2, f"host {tokens.host_2_id}"), tokens.host_2_id)
         self.spare = None
         if tokens.spare_host and tokens.spare_host_id:  # (given together)
-            self.spare = Host(connection.caller(tokens.spare_host, f"host {tokens.spare_host_id}"), tokens.spare_host_id)
+            self.spare = Host(
+                connection.caller(tokens.spare_host, f"host {tokens.spare_host_id}"), tokens.spare_host_id
+            )
         self.connection = connection
 
     # -- names that are this test's own -------------------------------------------------
@@ -220,8 +228,10 @@ class Scene:
         return {"serial": self.serial(name), "attributes": {RUN_ATTRIBUTE: self.tag, **attributes}}
 
     def requirements(self, serial: str | None = None, **attributes: str) -> dict:
-        return {"serial": None if serial is None else self.serial(serial),
-                "attributes": {RUN_ATTRIBUTE: self.tag, **attributes}}
+        return {
+            "serial": None if serial is None else self.serial(serial),
+            "attributes": {RUN_ATTRIBUTE: self.tag, **attributes},
+        }
 
     def key(self, name: str) -> str:
         """An idempotency key unique to this test."""
@@ -233,14 +243,29 @@ class Scene:
 
     # -- givens -------------------------------------------------------------------------
 
-    def submit(self, client: Caller | None = None, *, serial: str | None = None, attributes: dict | None = None,
-               expect=201, **fields) -> dict:
+    def submit(
+        self,
+        client: Caller | None = None,
+        *,
+        serial: str | None = None,
+        attributes: dict | None = None,
+        expect=201,
+        **fields,
+    ) -> dict:
         """Submit a task that only this test's devices match."""
         fields.setdefault("requirements", self.requirements(serial, **(attributes or {})))
         return (client or self.acme).submit_task(expect=expect, **fields)
 
-    def running(self, host: Host | None = None, *, start: bool = True, device: str = "emulator-5554",
-                lease_seconds: float | None = None, client: Caller | None = None, **fields) -> tuple[dict, Lease]:
+    def running(
+        self,
+        host: Host | None = None,
+        *,
+        start: bool = True,
+        device: str = "emulator-5554",
+        lease_seconds: float | None = None,
+        client: Caller | None = None,
+        **fields,
+    ) -> tuple[dict, Lease]:
         """Given a task `dispatched` (or `assigned`, start=False) as attempt 1 on `host`/`device`.
 
         Registers `host` with that one device, submits the task, claims and starts it.
@@ -287,4 +312,3 @@ def h1(scene):
 @pytest.fixture
 def h2(scene):
     return scene.h2
-

@@ -4,7 +4,7 @@ Options (each also read from an environment variable, so a CI job can set them o
 
     --target-url URL          the server under test (AMC_CONFORMANCE_URL); default: start
                               our own `amc serve` for the run
-    --tokens FILE             the PROTOCOL.md tokens file for that server
+    --tokens FILE             the specs/protocol.md tokens file for that server
                               (AMC_CONFORMANCE_TOKENS): two client tenants, two hosts, an admin
     --conformance-report FILE where to write the JSON report (AMC_CONFORMANCE_REPORT);
                               default: amc-conformance-report.json in the temp directory
@@ -46,7 +46,7 @@ NOT_APPLICABLE = "a duty of the Host Agent, not a rule a server can be checked f
 # Requirements that only a Host Agent's behaviour can meet (which calls crossed an admission
 # boundary, what a policy refusal is reported as): the server only records what it is told.
 AGENT_ONLY = frozenset({"BOUNDARY/s1", "BOUNDARY/s3"})
-LATER = "phase later (PROTOCOL.md Part B): specified, not checked by this version of the suite"
+LATER = "phase later (specs/protocol.md Part B): specified, not checked by this version of the suite"
 
 OPTIONS = [
     ("--target-url", "AMC_CONFORMANCE_URL", "URL of the server under test (default: start our own amc serve)"),
@@ -174,8 +174,11 @@ class ConformanceReport:
             row: dict[str, Any] = {"id": ident, "title": titles.get(ident, "(not in the requirement catalogue)")}
             nodeids = list(dict.fromkeys(tests_of.get(ident, [])))
             tests = [
-                {"test": nodeid, "doc": self.doc_of.get(nodeid, ""),
-                 **self.results.get(nodeid, {"outcome": "not run", "why": "deselected or not run"})}
+                {
+                    "test": nodeid,
+                    "doc": self.doc_of.get(nodeid, ""),
+                    **self.results.get(nodeid, {"outcome": "not run", "why": "deselected or not run"}),
+                }
                 for nodeid in nodeids
             ]
             if parent(ident).startswith("AGENT-") or ident in AGENT_ONLY:
@@ -191,8 +194,11 @@ class ConformanceReport:
     def other_checks(self) -> list[dict[str, Any]]:
         """Tests that carry no requirement id (conventions, the differential run)."""
         return [
-            {"test": nodeid, "doc": self.doc_of.get(nodeid, ""),
-             **self.results.get(nodeid, {"outcome": "not run", "why": "deselected or not run"})}
+            {
+                "test": nodeid,
+                "doc": self.doc_of.get(nodeid, ""),
+                **self.results.get(nodeid, {"outcome": "not run", "why": "deselected or not run"}),
+            }
             for nodeid, ids in self.ids_of.items()
             if not ids
         ]
@@ -203,7 +209,7 @@ class ConformanceReport:
         for row in rows:
             counts[row["status"]] = counts.get(row["status"], 0) + 1
         return {
-            "suite": "amc conformance (PROTOCOL.md Parts A and B)",
+            "suite": "amc conformance (specs/protocol.md Parts A and B)",
             **self.run,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             "duration_seconds": round(time.time() - self.started, 1),

@@ -1,6 +1,6 @@
 """The server under test: a URL and its tokens, or our own `amc serve` started for the run.
 
-`Tokens` reads a PROTOCOL.md tokens file and finds the five callers the suite needs (two
+`Tokens` reads a specs/protocol.md tokens file and finds the five callers the suite needs (two
 client tenants, two hosts, an admin), saying clearly which role is missing. An extra host
 token, when the file has one, serves the scenarios about a host that never registered.
 
@@ -53,7 +53,7 @@ class Tokens:
         except ValueError as error:
             raise TokensError(f"tokens file {path}: not JSON ({error})") from None
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-            raise TokensError(f"tokens file {path}: expected a JSON list of objects (PROTOCOL.md, Roles)")
+            raise TokensError(f"tokens file {path}: expected a JSON list of objects (specs/protocol.md, Roles)")
         clients: dict[str, str] = {}  # tenant -> token
         hosts: dict[str, str] = {}  # host id -> token
         admins: list[str] = []
@@ -78,16 +78,27 @@ class Tokens:
             missing.append("an admin token (found none)")
         if missing:
             raise TokensError(
-                f"tokens file {path} lacks what the conformance suite needs: " + "; ".join(missing)
+                f"tokens file {path} lacks what the conformance suite needs: "
+                + "; ".join(missing)
                 + '. Example entries: {"token": "...", "role": "client", "tenant": "acme"}, '
                 '{"token": "...", "role": "host", "host_id": "h1"}, {"token": "...", "role": "admin"}'
             )
         (tenant_a, client_a), (tenant_b, client_b) = list(clients.items())[:2]
         (host_1_id, host_1), (host_2_id, host_2), *spare = list(hosts.items())
         spare_id, spare_token = spare[0] if spare else (None, None)
-        return cls(client_a=client_a, tenant_a=tenant_a, client_b=client_b, tenant_b=tenant_b,
-                   host_1=host_1, host_1_id=host_1_id, host_2=host_2, host_2_id=host_2_id, admin=admins[0],
-                   spare_host=spare_token, spare_host_id=spare_id)
+        return cls(
+            client_a=client_a,
+            tenant_a=tenant_a,
+            client_b=client_b,
+            tenant_b=tenant_b,
+            host_1=host_1,
+            host_1_id=host_1_id,
+            host_2=host_2,
+            host_2_id=host_2_id,
+            admin=admins[0],
+            spare_host=spare_token,
+            spare_host_id=spare_id,
+        )
 
 
 def write_tokens(path: Path) -> Path:
@@ -123,8 +134,16 @@ class ManagedServer:
 
     LISTENING = re.compile(r"listening on (http://\S+)")
 
-    def __init__(self, workdir: Path, *, clock: str = "manual", pythonpath: str | Path | None = None,
-                 lease_seconds: float = 30, min_lease_seconds: float = 1, max_lease_seconds: float = 600):
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        clock: str = "manual",
+        pythonpath: str | Path | None = None,
+        lease_seconds: float = 30,
+        min_lease_seconds: float = 1,
+        max_lease_seconds: float = 600,
+    ):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data = self.workdir / "data"
@@ -132,8 +151,14 @@ class ManagedServer:
         self.log_path = self.workdir / "server.log"
         self.clock = clock
         self.pythonpath = None if pythonpath is None else str(pythonpath)
-        self.options = ["--lease-seconds", f"{lease_seconds:g}", "--min-lease-seconds", f"{min_lease_seconds:g}",
-                        "--max-lease-seconds", f"{max_lease_seconds:g}"]
+        self.options = [
+            "--lease-seconds",
+            f"{lease_seconds:g}",
+            "--min-lease-seconds",
+            f"{min_lease_seconds:g}",
+            "--max-lease-seconds",
+            f"{max_lease_seconds:g}",
+        ]
         self.port = 0
         self.url: str | None = None
         self.process: subprocess.Popen | None = None
@@ -142,14 +167,31 @@ class ManagedServer:
         env = dict(os.environ)
         if self.pythonpath:
             env["PYTHONPATH"] = self.pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-        command = [sys.executable, "-m", "amc", "serve", "--data", str(self.data), "--host", "127.0.0.1",
-                   "--port", str(self.port), "--tokens", str(self.tokens_path), "--clock", self.clock,
-                   "--log-level", "warning", *self.options]
+        command = [
+            sys.executable,
+            "-m",
+            "amc",
+            "serve",
+            "--data",
+            str(self.data),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--tokens",
+            str(self.tokens_path),
+            "--clock",
+            self.clock,
+            "--log-level",
+            "warning",
+            *self.options,
+        ]
         log = self.log_path.open("a")
         log.write(f"\n$ {' '.join(command)}\n")
         log.flush()
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir, start_new_session=True
+        )
         log.close()
         deadline = time.monotonic() + timeout
         while self.url is None or self.port == 0:

@@ -84,7 +84,7 @@ class ReportResult:
 
 @attrs.frozen(kw_only=True)
 class PostMessage:
-    """A steer, follow-up, pause or resume sent to a task (PROTOCOL.md Part B)."""
+    """A steer, follow-up, pause or resume sent to a task (specs/protocol.md Part B)."""
 
     now: int
     task_id: str

@@ -2,7 +2,7 @@
 
 `decide` answers a command with a `Decision`: a `Rejection` (the protocol's error code; the
 state is untouched) or the events the command causes and a reply. The checks below are the
-protocol's order of lease checks (PROTOCOL.md Part A: foreign, unknown, replaced, ended,
+protocol's order of lease checks (specs/protocol.md Part A: foreign, unknown, replaced, ended,
 expired) and tenant visibility, used by the task, lease and message deciders alike.
 """
 
@@ -133,7 +133,6 @@ def visible_task(state: State, task_id: str, tenant: str | None) -> Task | None:
     return task
 
 
-
 def find_attempt(state: State, c: LeaseCommand) -> tuple[Task, Attempt] | Decision:
     """The task and attempt a lease command names, or a not_found decision."""
     task = state.tasks.get(c.task_id)
@@ -144,9 +143,8 @@ def find_attempt(state: State, c: LeaseCommand) -> tuple[Task, Attempt] | Decisi
     return task, task.attempts[c.attempt - 1]
 
 
-
 def check_ownership(task: Task, attempt: Attempt, c: LeaseCommand) -> Decision | None:
-    """Lease checks 1-3 (PROTOCOL.md): foreign, unknown, replaced."""
+    """Lease checks 1-3 (specs/protocol.md): foreign, unknown, replaced."""
     if attempt.host_id != c.host_id:
         return reject(Code.lease_foreign, f"attempt {attempt.number} belongs to another host")
     if attempt.lease_id != c.lease_id:
@@ -154,7 +152,6 @@ def check_ownership(task: Task, attempt: Attempt, c: LeaseCommand) -> Decision |
     if attempt.number != len(task.attempts):
         return reject(Code.lease_replaced, f"attempt {attempt.number} was replaced by a newer attempt")
     return None
-
 
 
 def check_live(attempt: Attempt, now: int) -> Decision | None:
@@ -166,7 +163,6 @@ def check_live(attempt: Attempt, now: int) -> Decision | None:
     return None
 
 
-
 def live_attempt(state: State, c: LeaseCommand) -> tuple[Task, Attempt] | Decision:
     """The attempt a lease command names, if it passes every lease check."""
     found = find_attempt(state, c)
@@ -175,4 +171,3 @@ def live_attempt(state: State, c: LeaseCommand) -> tuple[Task, Attempt] | Decisi
     task, attempt = found
     refusal = check_ownership(task, attempt, c) or check_live(attempt, c.now)
     return refusal if refusal is not None else (task, attempt)
-

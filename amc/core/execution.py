@@ -6,7 +6,7 @@ step's end) and asks it what to do next (run this step, wait, interrupt the runn
 stop, report this, send these acknowledgements). Keeping these decisions here means they
 are tested like the kernel, by example and by Hypothesis.
 
-Stopping (seed 001 and PROTOCOL.md "Host Agent duties"):
+Stopping (seed 001 and specs/protocol.md "Host Agent duties"):
 
 - A start or renewal response with ``cancel_requested: true`` is a stop request for
   reason ``cancelled``. A 409 on renewal, or reaching ``lease_expires_at`` without a
@@ -19,7 +19,7 @@ Stopping (seed 001 and PROTOCOL.md "Host Agent duties"):
   recorded ``interrupted`` unless it finished first: never ``completed`` if it did not
   complete, and never ``cancelled``.
 
-Messages (PROTOCOL.md Part B). Start and renewal responses carry every message of the
+Messages (specs/protocol.md Part B). Start and renewal responses carry every message of the
 attempt the server has not seen acknowledged, so the same message may arrive many times:
 it is recognised by id and taken once. A message taken waits in `pending` until the next
 step boundary (`next_step`): nothing changes under a running step. There, in arrival order:
@@ -147,8 +147,9 @@ class Execution:
 
     # -- what the runtime observed --------------------------------------------------------
 
-    def lease_granted(self, now: int, lease_expires_at: int, cancel_requested: bool,
-                      messages: Iterable[Message] = ()) -> None:
+    def lease_granted(
+        self, now: int, lease_expires_at: int, cancel_requested: bool, messages: Iterable[Message] = ()
+    ) -> None:
         """A start or renewal response arrived, carrying `messages`."""
         if now >= self.lease_expires_at:
             self.request_stop(StopReason.lease_lost, "the lease expired before the renewal answered")
@@ -225,8 +226,11 @@ class Execution:
                 self._acknowledge(message.id, MessageState.rejected, detail=why_not)
         elif message.intent == "pause":
             if self.paused:
-                self._acknowledge(message.id, MessageState.rejected,
-                                  detail=f"the run is already paused by message {self.pauses[-1].message_id}")
+                self._acknowledge(
+                    message.id,
+                    MessageState.rejected,
+                    detail=f"the run is already paused by message {self.pauses[-1].message_id}",
+                )
             else:
                 self.pauses.append(Pause(message_id=message.id, before_step=boundary.before_step))
                 self._acknowledge(message.id, MessageState.admitted, boundary=boundary)
@@ -240,8 +244,9 @@ class Execution:
                 self._acknowledge(message.id, MessageState.completed)
                 self._acknowledge(pause.message_id, MessageState.completed)
         else:
-            self._acknowledge(message.id, MessageState.rejected,
-                              detail=f"a host does not apply {message.intent} messages")
+            self._acknowledge(
+                message.id, MessageState.rejected, detail=f"a host does not apply {message.intent} messages"
+            )
 
     def _steer(self, message: Message, index: int) -> str | None:
         """Apply a steer's edit at outline index `index`; None, or why it cannot be applied."""
@@ -262,8 +267,9 @@ class Execution:
         self._steers.append(message.id)
         return None
 
-    def _acknowledge(self, message_id: str, state: MessageState, boundary: Boundary | None = None,
-                     detail: str | None = None) -> None:
+    def _acknowledge(
+        self, message_id: str, state: MessageState, boundary: Boundary | None = None, detail: str | None = None
+    ) -> None:
         self.outbox.append(Acknowledgement(message_id=message_id, state=state, boundary=boundary, detail=detail))
 
     # -- steps ------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ renewal counts). Two states with one fingerprint have the same futures up to tim
 from __future__ import annotations
 
 from collections import deque
-from itertools import permutations
 from collections.abc import Callable, Iterator
+from itertools import permutations
 from typing import TypedDict
 
 import attrs
@@ -106,12 +106,17 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
         task_id = f"t{n}"
         if task_id not in state.tasks:
             plan = TWO_STEPS if scope.messages else PLAN
-            yield f"submit {task_id}", SubmitTask(now=now, task_id=task_id, tenant="acme", plan=plan,
-                                                  max_attempts=scope.max_attempts)
+            yield (
+                f"submit {task_id}",
+                SubmitTask(now=now, task_id=task_id, tenant="acme", plan=plan, max_attempts=scope.max_attempts),
+            )
             break  # tasks are submitted in order: their order matters only through `seq`
     for host, serial in _hosts(scope):
         known = state.hosts.get(host)
-        yield f"claim {host}", ClaimTask(now=now, host_id=host, lease_id="pending", lease_ms=scope.lease_ticks * scope.tick_ms)
+        yield (
+            f"claim {host}",
+            ClaimTask(now=now, host_id=host, lease_id="pending", lease_ms=scope.lease_ticks * scope.tick_ms),
+        )
         if known is not None and not scope.churn:
             continue
         online = known is not None and any(d.serial == serial and d.online for d in known.devices)
@@ -123,10 +128,14 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
         if scope.messages and task.follow_up_of is None and len(task.messages) < scope.messages:
             message_id = f"{task.id}m{len(task.messages) + 1}"
             for intent, data in MESSAGES:
-                yield f"{intent} {task.id}", PostMessage(now=now, task_id=task.id, tenant=None, message_id=message_id,
-                                                         intent=intent, data=data)
+                yield (
+                    f"{intent} {task.id}",
+                    PostMessage(now=now, task_id=task.id, tenant=None, message_id=message_id, intent=intent, data=data),
+                )
         for attempt in task.attempts:
-            lease = _Lease(now=now, host_id=attempt.host_id, task_id=task.id, attempt=attempt.number, lease_id=attempt.lease_id)
+            lease = _Lease(
+                now=now, host_id=attempt.host_id, task_id=task.id, attempt=attempt.number, lease_id=attempt.lease_id
+            )
             tag = f"{task.id}#{attempt.number}"
             yield f"start {tag}", StartAttempt(**lease)
             yield f"renew {tag}", RenewLease(**lease)
@@ -141,7 +150,8 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
 def _steps_of(task: Task, number: int) -> tuple[StepOutcome, ...]:
     """Every step of the attempt's plan completed, but those a correction removed."""
     return tuple(
-        StepOutcome(id=e.step.id, status=StepStatus.not_started, reason=STEERED) if e.removed_by
+        StepOutcome(id=e.step.id, status=StepStatus.not_started, reason=STEERED)
+        if e.removed_by
         else StepOutcome(id=e.step.id, status=StepStatus.completed)
         for e in attempt_outline(task, number)
     )
@@ -155,8 +165,10 @@ def _acknowledgements(task: Task, number: int, lease: _Lease, tag: str) -> Itera
             continue
         ack = _Acknowledgement(**lease, message_id=m.id)
         for before in boundaries:
-            yield f"admit {m.id} before {before} {tag}", AcknowledgeMessage(
-                **ack, state=MessageState.admitted, boundary=Boundary(before_step=before))
+            yield (
+                f"admit {m.id} before {before} {tag}",
+                AcknowledgeMessage(**ack, state=MessageState.admitted, boundary=Boundary(before_step=before)),
+            )
         yield f"complete {m.id} {tag}", AcknowledgeMessage(**ack, state=MessageState.completed)
         yield f"reject {m.id} {tag}", AcknowledgeMessage(**ack, state=MessageState.rejected, detail="cannot")
 
@@ -180,8 +192,12 @@ def _fingerprint(state: State, now: int, rename: dict[str, str]) -> Fingerprint:
             t.id,
             t.status,
             tuple(
-                (host(a.host_id), a.outcome, a.dispatched_at is not None,
-                 max(a.lease_expires_at - now, 0) if a.active else None)
+                (
+                    host(a.host_id),
+                    a.outcome,
+                    a.dispatched_at is not None,
+                    max(a.lease_expires_at - now, 0) if a.active else None,
+                )
                 for a in t.attempts
             ),
             None if t.cancellation is None else (t.cancellation.state, t.cancellation.delivered_at is not None),
@@ -192,10 +208,15 @@ def _fingerprint(state: State, now: int, rename: dict[str, str]) -> Fingerprint:
         )
         for t in sorted(state.tasks.values(), key=lambda t: t.id)
     )
-    hosts = tuple(sorted(
-        (host(h.id), tuple((d.online, d.reservation and (d.reservation.task_id, d.reservation.attempt)) for d in h.devices))
-        for h in state.hosts.values()
-    ))
+    hosts = tuple(
+        sorted(
+            (
+                host(h.id),
+                tuple((d.online, d.reservation and (d.reservation.task_id, d.reservation.attempt)) for d in h.devices),
+            )
+            for h in state.hosts.values()
+        )
+    )
     return tasks, hosts
 
 

@@ -1,4 +1,4 @@
-"""The per-task history of PROTOCOL.md: which events a task's history shows, and how.
+"""The per-task history of specs/protocol.md: which events a task's history shows, and how.
 
 Events are the kernel's; history entries are what a caller reads. Renewals and repeated
 starts change the attempt (its `renewals` count and expiry) but are not listed one by one,
@@ -72,8 +72,13 @@ def history_data(event: Event) -> dict[str, JSON]:
             return {"attempt": event.attempt, "message_ids": list(event.message_ids)}
         case MessageAcknowledged():
             boundary = None if event.boundary is None else {"before_step": event.boundary.before_step}
-            return {"attempt": event.attempt, "message_id": event.message_id, "state": event.state,
-                    "boundary": boundary, "detail": event.detail}
+            return {
+                "attempt": event.attempt,
+                "message_id": event.message_id,
+                "state": event.state,
+                "boundary": boundary,
+                "detail": event.detail,
+            }
         case MessageApplied():
             return {"message_id": event.message_id, "state": MessageState.completed, "by": "server"}
         case FollowUpsCollected():

@@ -1,4 +1,4 @@
-"""The invariants of DESIGN.md, as one function the model tests call after every step.
+"""The invariants of specs/design.md, as one function the model tests call after every step.
 
 `violations(state)` checks what a single state must satisfy; given the `previous` state
 (and the time `now` of the step between them) it also checks the rules about change:
@@ -91,8 +91,10 @@ def _task_violations(task: Task) -> list[str]:
     ):
         found.append(f"I6: task {task.id} is {task.status} with cancellation {task.cancellation.state}")
     # 6. only a host's report can overtake a pending cancellation; an expiry never drops it
-    if task.cancellation is not None and task.cancellation.state == CancellationState.unfulfilled and (
-        task.result is None or task.result.reason != "reported"
+    if (
+        task.cancellation is not None
+        and task.cancellation.state == CancellationState.unfulfilled
+        and (task.result is None or task.result.reason != "reported")
     ):
         found.append(f"I6: task {task.id}'s cancellation went unfulfilled without a report ({task.result})")
     # 3. terminal tasks have a result, others have none
@@ -204,9 +206,7 @@ def _change_violations(before: Task, after: Task) -> list[str]:
     if [m.id for m in after.messages[: len(before.messages)]] != [m.id for m in before.messages]:
         found.append(f"I10: messages of task {before.id} were lost or reordered")
     for old, new in zip(before.messages, after.messages):
-        if MESSAGE_RANK.get(new.state, -1) < MESSAGE_RANK[old.state] or (
-            MESSAGE_RANK[old.state] == 3 and old != new
-        ):
+        if MESSAGE_RANK.get(new.state, -1) < MESSAGE_RANK[old.state] or (MESSAGE_RANK[old.state] == 3 and old != new):
             found.append(f"I10: message {before.id}/{old.id} went from {old.state} to {new.state}")
         if (old.intent, old.text, old.data, old.created_at) != (new.intent, new.text, new.data, new.created_at):
             found.append(f"I10: message {before.id}/{old.id} was rewritten")

@@ -28,7 +28,6 @@ from typing import Any
 import attrs
 
 from amc.core import lifecycle, messages, steering
-from amc.core.lifecycle import AttemptState, CancellationState, StepStatus, TaskStatus
 from amc.core.commands import (
     AcknowledgeMessage,
     CancelTask,
@@ -83,6 +82,7 @@ from amc.core.events import (
     TaskRequeued,
     TaskSubmitted,
 )
+from amc.core.lifecycle import AttemptState, CancellationState, StepStatus, TaskStatus
 from amc.core.records import (
     Attempt,
     Cancellation,
@@ -96,7 +96,6 @@ from amc.core.records import (
     replace,
 )
 from amc.core.state import State
-
 
 # ---------------------------------------------------------------------------------------
 # decide
@@ -169,9 +168,7 @@ def _cancel(state: State, c: CancelTask) -> Decision:
         events += messages.settle_messages(state, task, c.now, TaskStatus.cancelled)
         return Decision(events=events, reply=CancelAccepted(task.id, pending=False))
     assert task.current is not None  # not queued and not ended: an attempt holds it
-    request = CancellationRequested(
-        at=c.now, task_id=task.id, attempt=task.current.number, reason=c.reason
-    )
+    request = CancellationRequested(at=c.now, task_id=task.id, attempt=task.current.number, reason=c.reason)
     return Decision(events=(request,), reply=CancelAccepted(task.id, pending=True))
 
 
@@ -188,11 +185,7 @@ def _claim(state: State, c: ClaimTask) -> Decision:
     if host is None:
         return Decision(reply=NoAssignment())
     wanted = None if c.devices is None else set(c.devices)
-    free = [
-        d
-        for d in host.devices
-        if d.online and d.reservation is None and (wanted is None or d.serial in wanted)
-    ]
+    free = [d for d in host.devices if d.online and d.reservation is None and (wanted is None or d.serial in wanted)]
     best = state.queue.best(free)
     if best is None:
         return Decision(reply=NoAssignment())
@@ -232,13 +225,9 @@ def _start(state: State, c: StartAttempt) -> Decision:
     status = lifecycle.target(lifecycle.TASK, task.status, "start")
     assert status is not None  # a live attempt can always start
     if attempt.dispatched_at is None:
-        extended: Event = AttemptStarted(
-            at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at
-        )
+        extended: Event = AttemptStarted(at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at)
     else:
-        extended = LeaseExtended(
-            at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at
-        )
+        extended = LeaseExtended(at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at)
     return _grant(task, attempt, c.now, status, expires_at, extended)
 
 
@@ -336,8 +325,11 @@ def _steps_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> s
     for i, outcome in enumerate(steps):
         steered = outcome.status == StepStatus.not_started and outcome.reason == steering.STEERED
         if steered != (outcome.id in removed):
-            was, should = ("removed", "not_started with reason steered") if outcome.id in removed else (
-                "not removed", "its own outcome")
+            was, should = (
+                ("removed", "not_started with reason steered")
+                if outcome.id in removed
+                else ("not removed", "its own outcome")
+            )
             return f"steps[{i}]: step {outcome.id!r} was {was} by a correction; report {should}"
     return None
 
@@ -364,9 +356,7 @@ def _expire(state: State, now: int) -> Decision:
             events.extend(messages.requeue_messages(task, number, expires_at))
         else:
             reason = "lease_expired_with_cancellation" if status == TaskStatus.cancelled else "attempts_exhausted"
-            events.append(
-                TaskEnded(at=expires_at, task_id=task_id, status=status, reason=reason, attempt=number)
-            )
+            events.append(TaskEnded(at=expires_at, task_id=task_id, status=status, reason=reason, attempt=number))
             events.extend(messages.settle_messages(state, task, expires_at, status))
     return Decision(events=tuple(events), reply=LeasesExpired(count=_count_expired(events)))
 
@@ -472,9 +462,7 @@ def _apply_registered(state: State, e: HostRegistered) -> None:
     ]
     # A reserved device that disappeared stays, offline, until its attempt ends.
     devices += [
-        replace(d, online=False)
-        for d in old_devices.values()
-        if d.serial not in listed and d.reservation is not None
+        replace(d, online=False) for d in old_devices.values() if d.serial not in listed and d.reservation is not None
     ]
     devices.sort(key=lambda d: d.serial)
     state.put_host(Host(id=e.host_id, updated_at=e.at, devices=tuple(devices)))
@@ -523,9 +511,7 @@ def _apply_ended(state: State, e: TaskEnded) -> None:
 
 def _update_attempt(state: State, task: Task, at: int, status: TaskStatus | None = None, **changes: Any) -> Task:
     attempt = replace(task.attempts[-1], **changes)
-    task = replace(
-        task, attempts=task.attempts[:-1] + (attempt,), status=status or task.status, updated_at=at
-    )
+    task = replace(task, attempts=task.attempts[:-1] + (attempt,), status=status or task.status, updated_at=at)
     state.put_task(task)
     return task
 

@@ -53,8 +53,8 @@ so a guard has one meaning in both worlds.
 from __future__ import annotations
 
 import enum
-from typing import TypeVar
 from collections.abc import Mapping
+from typing import TypeVar
 
 from statemachine import StateMachine
 from statemachine.states import States
@@ -157,9 +157,7 @@ class TaskLifecycle(_Guarded):
     start = _.assigned.to(_.dispatched) | _.dispatched.to.itself(internal=True)
     renew = _.assigned.to.itself(internal=True) | _.dispatched.to.itself(internal=True)
     request_cancel = (
-        _.queued.to(_.cancelled)
-        | _.assigned.to.itself(internal=True)
-        | _.dispatched.to.itself(internal=True)
+        _.queued.to(_.cancelled) | _.assigned.to.itself(internal=True) | _.dispatched.to.itself(internal=True)
     )
     report_done = _.assigned.to(_.done) | _.dispatched.to(_.done)
     report_failed = _.assigned.to(_.failed) | _.dispatched.to(_.failed)
@@ -234,13 +232,9 @@ def transition_table(machine: type[StateMachine], states: type[S]) -> Table[S]:
     table: dict[tuple[str, str], list[Move[S]]] = {}
     for state in machine.states:
         for transition in state.transitions:
-            guards = tuple(
-                (spec.attr_name, bool(spec.expected_value)) for spec in transition.cond
-            )
+            guards = tuple((spec.attr_name, bool(spec.expected_value)) for spec in transition.cond)
             for event in transition.events:
-                table.setdefault((state.value, str(event)), []).append(
-                    (guards, states(transition.target.value))
-                )
+                table.setdefault((state.value, str(event)), []).append((guards, states(transition.target.value)))
     return {key: tuple(moves) for key, moves in table.items()}
 
 

@@ -1,4 +1,4 @@
-"""Messages to a task (PROTOCOL.md Part B): steer, follow-up, pause and resume.
+"""Messages to a task (specs/protocol.md Part B): steer, follow-up, pause and resume.
 
 A message is posted (`queued`), carried to the attempt's host by start and renewal
 responses (`delivered`), and acknowledged by that host at a step boundary (`admitted`,
@@ -20,7 +20,6 @@ from typing import Any
 import attrs
 
 from amc.core import lifecycle, steering
-from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.commands import AcknowledgeMessage, PostMessage
 from amc.core.decisions import (
     AcknowledgementRecorded,
@@ -43,6 +42,7 @@ from amc.core.events import (
     MessagesNotAdmitted,
     TaskSubmitted,
 )
+from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.records import Attempt, FollowUp, Message, Plan, Step, Task, replace
 from amc.core.state import State
 
@@ -111,8 +111,9 @@ def acknowledge(state: State, c: AcknowledgeMessage) -> Decision:
     if c.state not in ACKNOWLEDGEMENTS:
         return reject(Code.invalid_request, f"state: must be one of {', '.join(ACKNOWLEDGEMENTS)}")
     if c.state == MessageState.admitted and c.boundary is None:
-        return reject(Code.invalid_request,
-                      'boundary: an admitted message names its boundary, {"before_step": step id or null}')
+        return reject(
+            Code.invalid_request, 'boundary: an admitted message names its boundary, {"before_step": step id or null}'
+        )
     if c.state == MessageState.rejected and not c.detail:
         return reject(Code.invalid_request, "detail: a rejected message says why it could not be applied")
     refusal = check_ownership(task, attempt, c) or check_live(attempt, c.now)
@@ -179,9 +180,7 @@ def settle_messages(state: State, task: Task, at: int, status: TaskStatus) -> tu
     """The task ends `status`: waiting follow-ups become its successor if it is done, and
     every other message not yet applied is not admitted."""
     follow_ups = tuple(
-        FollowUp(message_id=m.id, text=m.text, data=m.data)
-        for m in task.messages
-        if m.open and m.intent == "follow_up"
+        FollowUp(message_id=m.id, text=m.text, data=m.data) for m in task.messages if m.open and m.intent == "follow_up"
     )
     dropped = tuple(m.id for m in task.messages if m.open and (m.intent != "follow_up" or status != TaskStatus.done))
     events: tuple[Event, ...] = ()
@@ -319,4 +318,3 @@ def _update_messages(state: State, task_id: str, ids: tuple[str, ...], event: st
     task = replace(task, messages=messages, updated_at=at)
     state.put_task(task)
     return task
-

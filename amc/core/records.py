@@ -15,6 +15,7 @@ from amc.core.lifecycle import AttemptState, CancellationState, MessageState, St
 
 JSON = Any  # a value that came from JSON (dict, list, str, int, float, bool, None)
 
+
 @attrs.frozen(kw_only=True)
 class Step:
     id: str
@@ -122,7 +123,7 @@ class Boundary:
 
 @attrs.frozen(kw_only=True)
 class Message:
-    """An intent sent to a task (PROTOCOL.md Part B); its `state` follows `MessageLifecycle`."""
+    """An intent sent to a task (specs/protocol.md Part B); its `state` follows `MessageLifecycle`."""
 
     id: str
     intent: str  # steer | follow_up | pause | resume
@@ -275,7 +276,8 @@ def _builder(cls: type, copying: bool) -> Callable[..., Any]:
     namespace.update({f"set_{n}": getattr(cls, n).__set__ for n in names})
     source = f"def build({params}):\n    new = make(cls)\n{body}    return new\n"
     exec(compile(source, f"<records: {cls.__name__}>", "exec"), namespace)  # noqa: S102 (generated from attrs.fields)
-    return namespace["build"]
+    built: Callable[..., Any] = namespace["build"]
+    return built
 
 
 def constructor(cls: type) -> Callable[..., Any]:

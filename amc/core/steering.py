@@ -171,9 +171,7 @@ def apply_edit(outline: Outline, edit: Edit, boundary: int, message_id: str) -> 
             if not skipped:
                 started = ", ".join(repr(i) for i in ids)
                 return f"step {started} had already started" if len(ids) == 1 else f"steps {started} had all started"
-            return tuple(
-                attrs.evolve(e, removed_by=message_id) if e.step.id in skipped else e for e in outline
-            )
+            return tuple(attrs.evolve(e, removed_by=message_id) if e.step.id in skipped else e for e in outline)
         case InsertAfter(anchor=anchor, steps=steps):
             clash = _clash(index, steps)
             if clash:

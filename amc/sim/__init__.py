@@ -60,6 +60,13 @@ from .simulator import Simulator
 from .spec import SimDeviceSpec, default_specs
 
 __all__ = [
-    "CommandRecord", "SimDeviceSpec", "SimDevice", "Simulator", "SimulatorError",
-    "default_specs", "fetch_log", "fetch_state", "inject_fault",
+    "CommandRecord",
+    "SimDeviceSpec",
+    "SimDevice",
+    "Simulator",
+    "SimulatorError",
+    "default_specs",
+    "fetch_log",
+    "fetch_state",
+    "inject_fault",
 ]

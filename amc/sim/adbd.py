@@ -23,8 +23,21 @@ import socket
 import threading
 
 from .device import SimDevice
-from .packets import (A_AUTH, A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_VERSION, A_WRTE, AUTH_SIGNATURE,
-                      AUTH_TOKEN, Packet, PacketError, PacketReader, encode)
+from .packets import (
+    A_AUTH,
+    A_CLSE,
+    A_CNXN,
+    A_OKAY,
+    A_OPEN,
+    A_VERSION,
+    A_WRTE,
+    AUTH_SIGNATURE,
+    AUTH_TOKEN,
+    Packet,
+    PacketError,
+    PacketReader,
+    encode,
+)
 from .process import SimProcess, StreamClosed
 from .sync import SyncSession
 from .tcp import PEER_GONE, send_all, shutdown_quietly
@@ -34,11 +47,15 @@ DEVICE_MAXDATA = 256 * 1024
 
 def banner(device: SimDevice) -> bytes:
     """`device::key=value;...`: the host shows these in `adb devices -l` (`:`/`;` removed)."""
+
     def clean(value: str) -> str:
         return value.replace(":", "_").replace(";", "_")
+
     spec = device.spec
-    return (f"device::ro.product.name={clean(spec.product)};ro.product.model={clean(spec.model)};"
-            f"ro.product.device={clean(spec.product)};features=cmd").encode()
+    return (
+        f"device::ro.product.name={clean(spec.product)};ro.product.model={clean(spec.model)};"
+        f"ro.product.device={clean(spec.product)};features=cmd"
+    ).encode()
 
 
 class _Stream:
@@ -62,7 +79,7 @@ class _Stream:
                 if self._closed:
                     raise StreamClosed()
                 self._ready = False
-            if not self.connection.send(A_WRTE, self.local_id, self.remote_id, data[start:start + limit]):
+            if not self.connection.send(A_WRTE, self.local_id, self.remote_id, data[start : start + limit]):
                 raise StreamClosed()
 
     def close(self) -> None:

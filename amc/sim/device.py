@@ -13,7 +13,8 @@ from __future__ import annotations
 import itertools
 import re
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .log import CommandLog
 from .logcat import LogcatRing
@@ -136,8 +137,12 @@ class SimDevice:
             self.logcat.log("I", "ActivityTaskManager", f"START u0 {{cmp={component}}} from uid 2000", **system)
             if package not in self._app_pids:
                 pid = self._app_pids[package] = self._next_pid()
-                self.logcat.log("I", "ActivityManager", f"Start proc {pid}:{package}/{self._app_uid(package)} "
-                                f"for activity {{{component}}}", **system)
+                self.logcat.log(
+                    "I",
+                    "ActivityManager",
+                    f"Start proc {pid}:{package}/{self._app_uid(package)} for activity {{{component}}}",
+                    **system,
+                )
             current = self.foreground or LAUNCHER
             if current != component:
                 if current != LAUNCHER:  # an empty back stack already returns home
@@ -160,8 +165,13 @@ class SimDevice:
         with self._lock:
             pid = self._app_pids.pop(package, None)
             if pid is not None:
-                self.logcat.log("I", "ActivityManager", f"Killing {pid}:{package}/{self._app_uid(package)} "
-                                f"(adj 0): stop {package} due to from pid 0", pid=SYSTEM_SERVER_PID, buffer="system")
+                self.logcat.log(
+                    "I",
+                    "ActivityManager",
+                    f"Killing {pid}:{package}/{self._app_uid(package)} (adj 0): stop {package} due to from pid 0",
+                    pid=SYSTEM_SERVER_PID,
+                    buffer="system",
+                )
             self.back_stack = [c for c in self.back_stack if c.split("/")[0] != package]
             if self.foreground and self.foreground.split("/")[0] == package:
                 self.foreground = self.back_stack.pop() if self.back_stack else LAUNCHER
@@ -178,12 +188,12 @@ class SimDevice:
         """Start `command` as a new process writing to `sink`; returns at once."""
         with self._lock:
             pid = self._next_pid()
-            process = SimProcess(pid, command, sink,
-                                 keep_silent_orphans=self.spec.keep_silent_orphans)
+            process = SimProcess(pid, command, sink, keep_silent_orphans=self.spec.keep_silent_orphans)
             self._processes[pid] = process
         seq = self.log.begin(service="shell", command=command, via=via, pid=pid)
-        thread = threading.Thread(target=self._run, args=(process, seq), daemon=True,
-                                  name=f"sim-{self.serial}-pid{pid}")
+        thread = threading.Thread(
+            target=self._run, args=(process, seq), daemon=True, name=f"sim-{self.serial}-pid{pid}"
+        )
         thread.start()
         return process
 

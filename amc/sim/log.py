@@ -61,19 +61,29 @@ class CommandLog:
         """Record that a command started; return its sequence number (1-based)."""
         with self._lock:
             seq = len(self._entries) + 1
-            self._entries.append({
-                "seq": seq, "serial": self._serial, "service": service, "command": command,
-                "via": via, "pid": pid, "started_at": time.time(), "ended_at": None,
-                "end": "running", "exit_status": None, "signal": None, "output_bytes": 0,
-            })
+            self._entries.append(
+                {
+                    "seq": seq,
+                    "serial": self._serial,
+                    "service": service,
+                    "command": command,
+                    "via": via,
+                    "pid": pid,
+                    "started_at": time.time(),
+                    "ended_at": None,
+                    "end": "running",
+                    "exit_status": None,
+                    "signal": None,
+                    "output_bytes": 0,
+                }
+            )
             return seq
 
     def add_output(self, seq: int, count: int) -> None:
         with self._lock:
             self._entries[seq - 1]["output_bytes"] += count
 
-    def finish(self, seq: int, *, end: str, exit_status: int | None = None,
-               signal: str | None = None) -> None:
+    def finish(self, seq: int, *, end: str, exit_status: int | None = None, signal: str | None = None) -> None:
         """Record how a command ended. Only the first call counts: an end is final."""
         if end not in ENDS[1:]:
             raise ValueError(f"unknown end {end!r}")

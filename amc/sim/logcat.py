@@ -58,13 +58,24 @@ class LogcatRing:
         self._entries: collections.deque[LogEntry] = collections.deque(maxlen=capacity)
         self._next_seq = 1
 
-    def log(self, level: str, tag: str, message: str, *, pid: int, tid: int | None = None,
-            buffer: str = "main") -> None:
+    def log(
+        self, level: str, tag: str, message: str, *, pid: int, tid: int | None = None, buffer: str = "main"
+    ) -> None:
         if level not in LEVELS:
             raise ValueError(f"unknown log level {level!r}")
         with self._lock:
-            self._entries.append(LogEntry(seq=self._next_seq, time=time.time(), pid=pid, tid=tid or pid,
-                                          level=level, tag=tag, message=message, buffer=buffer))
+            self._entries.append(
+                LogEntry(
+                    seq=self._next_seq,
+                    time=time.time(),
+                    pid=pid,
+                    tid=tid or pid,
+                    level=level,
+                    tag=tag,
+                    message=message,
+                    buffer=buffer,
+                )
+            )
             self._next_seq += 1
 
     def entries(self, after: int = 0) -> list[LogEntry]:

@@ -29,8 +29,7 @@ AUTH_TOKEN = 1
 AUTH_SIGNATURE = 2
 AUTH_RSAPUBLICKEY = 3
 
-NAMES = {A_CNXN: "CNXN", A_AUTH: "AUTH", A_OPEN: "OPEN", A_OKAY: "OKAY",
-         A_WRTE: "WRTE", A_CLSE: "CLSE", A_STLS: "STLS"}
+NAMES = {A_CNXN: "CNXN", A_AUTH: "AUTH", A_OPEN: "OPEN", A_OKAY: "OKAY", A_WRTE: "WRTE", A_CLSE: "CLSE", A_STLS: "STLS"}
 
 
 class PacketError(Exception):
@@ -78,6 +77,6 @@ class PacketReader:
             end = HEADER.size + length
             if len(self._buffer) < end:
                 break
-            packets.append(Packet(command, arg0, arg1, bytes(self._buffer[HEADER.size:end])))
+            packets.append(Packet(command, arg0, arg1, bytes(self._buffer[HEADER.size : end])))
             del self._buffer[:end]
         return packets

@@ -37,12 +37,11 @@ def render_screen(width: int, height: int, background: tuple[int, int, int], box
             for x1, _, x2, _, colour in covering:
                 x1, x2 = max(0, x1), min(width, x2)
                 if x2 > x1:
-                    pixels[3 * x1:3 * x2] = bytes(colour) * (x2 - x1)
+                    pixels[3 * x1 : 3 * x2] = bytes(colour) * (x2 - x1)
             line = lines[covering] = b"\x00" + bytes(pixels)  # each scanline starts with filter type 0 (None)
         raw += line
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
-    return (SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(bytes(raw), 6))
-            + _chunk(b"IEND", b""))
+    return SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(bytes(raw), 6)) + _chunk(b"IEND", b"")
 
 
 def png_size(data: bytes) -> tuple[int, int]:

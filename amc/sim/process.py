@@ -18,7 +18,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Iterator, Protocol
+from collections.abc import Iterator
+from typing import Protocol
 
 
 class StreamClosed(Exception):

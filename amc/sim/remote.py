@@ -38,8 +38,7 @@ def fetch_state(port: int, serial: str, *, host: str = "127.0.0.1", timeout: flo
     return json.loads(_request(f"host:amc-sim-state:{serial}", port, host, timeout))
 
 
-def inject_fault(port: int, serial: str, *, host: str = "127.0.0.1", timeout: float = 5.0,
-                 **fault: Any) -> None:
+def inject_fault(port: int, serial: str, *, host: str = "127.0.0.1", timeout: float = 5.0, **fault: Any) -> None:
     """Apply a fault remotely: state="offline"|..., silent=bool, disconnect=bool."""
     reply = _request(f"host:amc-sim-fault:{serial}:{json.dumps(fault)}", port, host, timeout)
     if reply[4:] != b"ok":

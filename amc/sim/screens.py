@@ -25,7 +25,7 @@ bottom (the keyboard) takes a colour from it, so typing changes the image on any
 from __future__ import annotations
 
 import hashlib
-from typing import Iterator
+from collections.abc import Iterator
 from xml.sax.saxutils import quoteattr
 
 import attrs
@@ -52,28 +52,50 @@ _EXAMPLE = "com.example.app"
 
 # "package/activity" -> (title, rows)
 PAGES: dict[str, tuple[str, tuple[Item, ...]]] = {
-    f"{_SETTINGS}/.Settings": ("Settings", (
-        Item(text="Network & internet", opens=f"{_SETTINGS}/.Settings$NetworkDashboardActivity"),
-        Item(text="Connected devices"),
-        Item(text="Display", opens=f"{_SETTINGS}/.Settings$DisplaySettingsActivity"),
-        Item(text="Battery"),
-    )),
-    f"{_SETTINGS}/.Settings$NetworkDashboardActivity": ("Network & internet", (
-        Item(text="Internet"), Item(text="SIMs"), Item(text="Airplane mode"), Item(text="Hotspot & tethering"),
-    )),
-    f"{_SETTINGS}/.Settings$DisplaySettingsActivity": ("Display", (
-        Item(text="Brightness level"), Item(text="Dark theme"), Item(text="Screen timeout"),
-    )),
-    f"{_EXAMPLE}/.MainActivity": ("Example", (
-        Item(text="Type here", resource_id=f"{_EXAMPLE}:id/input", editable=True),
-        Item(text="Details", resource_id=f"{_EXAMPLE}:id/details", opens=f"{_EXAMPLE}/.DetailActivity"),
-    )),
-    f"{_EXAMPLE}/.DetailActivity": ("Details", (
-        Item(text="Item 1", resource_id=f"{_EXAMPLE}:id/item"), Item(text="Item 2", resource_id=f"{_EXAMPLE}:id/item"),
-    )),
-    "com.android.chrome/com.google.android.apps.chrome.Main": ("Chrome", (
-        Item(text="Search or type web address", resource_id="com.android.chrome:id/url_bar", editable=True),
-    )),
+    f"{_SETTINGS}/.Settings": (
+        "Settings",
+        (
+            Item(text="Network & internet", opens=f"{_SETTINGS}/.Settings$NetworkDashboardActivity"),
+            Item(text="Connected devices"),
+            Item(text="Display", opens=f"{_SETTINGS}/.Settings$DisplaySettingsActivity"),
+            Item(text="Battery"),
+        ),
+    ),
+    f"{_SETTINGS}/.Settings$NetworkDashboardActivity": (
+        "Network & internet",
+        (
+            Item(text="Internet"),
+            Item(text="SIMs"),
+            Item(text="Airplane mode"),
+            Item(text="Hotspot & tethering"),
+        ),
+    ),
+    f"{_SETTINGS}/.Settings$DisplaySettingsActivity": (
+        "Display",
+        (
+            Item(text="Brightness level"),
+            Item(text="Dark theme"),
+            Item(text="Screen timeout"),
+        ),
+    ),
+    f"{_EXAMPLE}/.MainActivity": (
+        "Example",
+        (
+            Item(text="Type here", resource_id=f"{_EXAMPLE}:id/input", editable=True),
+            Item(text="Details", resource_id=f"{_EXAMPLE}:id/details", opens=f"{_EXAMPLE}/.DetailActivity"),
+        ),
+    ),
+    f"{_EXAMPLE}/.DetailActivity": (
+        "Details",
+        (
+            Item(text="Item 1", resource_id=f"{_EXAMPLE}:id/item"),
+            Item(text="Item 2", resource_id=f"{_EXAMPLE}:id/item"),
+        ),
+    ),
+    "com.android.chrome/com.google.android.apps.chrome.Main": (
+        "Chrome",
+        (Item(text="Search or type web address", resource_id="com.android.chrome:id/url_bar", editable=True),),
+    ),
 }
 
 LABELS = {_SETTINGS: "Settings", "com.android.chrome": "Chrome", _EXAMPLE: "Example"}
@@ -121,9 +143,11 @@ def label(package: str) -> str:
 
 def _page(spec: SimDeviceSpec, component: str) -> tuple[str, tuple[Item, ...]]:
     if component == LAUNCHER:
-        return "Home", tuple(Item(text=label(package), resource_id="com.android.launcher3:id/icon",
-                                  opens=f"{package}/{activities[0]}")
-                             for package, activities in sorted(spec.packages.items()) if activities)
+        return "Home", tuple(
+            Item(text=label(package), resource_id="com.android.launcher3:id/icon", opens=f"{package}/{activities[0]}")
+            for package, activities in sorted(spec.packages.items())
+            if activities
+        )
     if component in PAGES:
         return PAGES[component]
     return component.rsplit("/", 1)[-1].rsplit(".", 1)[-1].split("$")[-1], ()
@@ -136,23 +160,52 @@ def current_screen(spec: SimDeviceSpec, foreground: str | None, typed_text: str)
     title, items = _page(spec, component)
     row = spec.height // ROWS
     width = spec.width
-    children = [Node(cls="android.widget.TextView", package=package, bounds=(0, 0, width, row), text=title,
-                     resource_id=f"{package}:id/toolbar_title")]
-    for index, item in enumerate(items[:ROWS - 2]):
+    children = [
+        Node(
+            cls="android.widget.TextView",
+            package=package,
+            bounds=(0, 0, width, row),
+            text=title,
+            resource_id=f"{package}:id/toolbar_title",
+        )
+    ]
+    for index, item in enumerate(items[: ROWS - 2]):
         top = row * (index + 1)
         bounds = (0, top, width, top + row)
         if item.editable:
-            children.append(Node(cls="android.widget.EditText", package=package, bounds=bounds,
-                                 text=typed_text or item.text, resource_id=item.resource_id,
-                                 clickable=True, focusable=True))
+            children.append(
+                Node(
+                    cls="android.widget.EditText",
+                    package=package,
+                    bounds=bounds,
+                    text=typed_text or item.text,
+                    resource_id=item.resource_id,
+                    clickable=True,
+                    focusable=True,
+                )
+            )
             continue
-        text = Node(cls="android.widget.TextView", package=package, text=item.text,
-                    resource_id=item.resource_id, bounds=(width // 20, top + row // 4, width - width // 20,
-                                                          top + row - row // 4))
-        children.append(Node(cls="android.widget.LinearLayout", package=package, bounds=bounds, clickable=True,
-                             focusable=True, opens=item.opens, children=(text,)))
-    root = Node(cls="android.widget.FrameLayout", package=package, bounds=(0, 0, width, spec.height),
-                children=tuple(children))
+        text = Node(
+            cls="android.widget.TextView",
+            package=package,
+            text=item.text,
+            resource_id=item.resource_id,
+            bounds=(width // 20, top + row // 4, width - width // 20, top + row - row // 4),
+        )
+        children.append(
+            Node(
+                cls="android.widget.LinearLayout",
+                package=package,
+                bounds=bounds,
+                clickable=True,
+                focusable=True,
+                opens=item.opens,
+                children=(text,),
+            )
+        )
+    root = Node(
+        cls="android.widget.FrameLayout", package=package, bounds=(0, 0, width, spec.height), children=tuple(children)
+    )
     return Screen(component=component, root=root, typed_text=typed_text)
 
 
@@ -169,11 +222,26 @@ def hierarchy_xml(screen: Screen) -> bytes:
 
 def _node_xml(node: Node, index: int, parts: list[str]) -> None:
     x1, y1, x2, y2 = node.bounds
-    flags = {"checkable": False, "checked": False, "clickable": node.clickable, "enabled": True,
-             "focusable": node.focusable, "focused": False, "scrollable": False, "long-clickable": False,
-             "password": False, "selected": False}
-    attributes = [("index", str(index)), ("text", node.text), ("resource-id", node.resource_id),
-                  ("class", node.cls), ("package", node.package), ("content-desc", "")]
+    flags = {
+        "checkable": False,
+        "checked": False,
+        "clickable": node.clickable,
+        "enabled": True,
+        "focusable": node.focusable,
+        "focused": False,
+        "scrollable": False,
+        "long-clickable": False,
+        "password": False,
+        "selected": False,
+    }
+    attributes = [
+        ("index", str(index)),
+        ("text", node.text),
+        ("resource-id", node.resource_id),
+        ("class", node.cls),
+        ("package", node.package),
+        ("content-desc", ""),
+    ]
     attributes += [(name, "true" if value else "false") for name, value in flags.items()]
     attributes.append(("bounds", f"[{x1},{y1}][{x2},{y2}]"))
     parts.append("<node " + " ".join(f"{name}={quoteattr(value)}" for name, value in attributes))

@@ -77,8 +77,13 @@ class Shell:
         self.process = process
         self.positional = positional or [SH]
         self.status = 0
-        self.variables = {"HOME": "/", "PATH": "/system/bin:/system/xbin", "USER": "shell",
-                          "ANDROID_DATA": "/data", "EXTERNAL_STORAGE": "/sdcard"}
+        self.variables = {
+            "HOME": "/",
+            "PATH": "/system/bin:/system/xbin",
+            "USER": "shell",
+            "ANDROID_DATA": "/data",
+            "EXTERNAL_STORAGE": "/sdcard",
+        }
 
     def run(self, source: str) -> int:
         """Run a whole command line and return its exit status."""
@@ -141,7 +146,7 @@ class Shell:
         name = argv[0]
         for directory in _BIN_DIRS:
             if name.startswith(directory):
-                name = name[len(directory):]
+                name = name[len(directory) :]
                 break
         invocation = Invocation(self.device, self.process, self, argv, stdin, stdout, stderr)
         builtin = _BUILTINS.get(name)

@@ -97,7 +97,7 @@ def _tokenize(source: str) -> list[Word | str]:
             if close < 0:
                 raise ShellSyntaxError("bad substitution")
             flush_literal()
-            parts.append(("var", source[j + 2:close]))
+            parts.append(("var", source[j + 2 : close]))
             return close + 1
         if nxt == "(":
             raise ShellSyntaxError("command substitution is not simulated")
@@ -106,7 +106,7 @@ def _tokenize(source: str) -> list[Word | str]:
             while k < len(source) and source[k] in _NAME_CHARS:
                 k += 1
             flush_literal()
-            parts.append(("var", source[j + 1:k]))
+            parts.append(("var", source[j + 1 : k]))
             return k
         literal.append("$")
         return j + 1
@@ -123,7 +123,7 @@ def _tokenize(source: str) -> list[Word | str]:
             close = source.find("'", i + 1)
             if close < 0:
                 raise ShellSyntaxError("unterminated quoted string")
-            literal.append(source[i + 1:close])
+            literal.append(source[i + 1 : close])
             in_word = True
             i = close + 1
         elif c == '"':
@@ -168,8 +168,7 @@ def _tokenize(source: str) -> list[Word | str]:
                 i += 1
                 continue
             # "2>" makes the digits an IO number rather than a word.
-            if operator in (">", ">>", ">&") and in_word and not parts and literal \
-                    and "".join(literal).isdigit():
+            if operator in (">", ">>", ">&") and in_word and not parts and literal and "".join(literal).isdigit():
                 tokens.append("".join(literal) + operator)
                 literal.clear()
                 in_word = False

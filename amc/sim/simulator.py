@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Sequence
+from collections.abc import Sequence
 
 from .adbd import AdbdServer
 from .device import SimDevice
@@ -32,8 +32,15 @@ class Simulator:
     for `adb connect host:port`.
     """
 
-    def __init__(self, devices: int | Sequence[SimDeviceSpec] = 1, *, host: str = "127.0.0.1",
-                 server_port: int = 0, device_base_port: int | None = None, adbd: bool = True):
+    def __init__(
+        self,
+        devices: int | Sequence[SimDeviceSpec] = 1,
+        *,
+        host: str = "127.0.0.1",
+        server_port: int = 0,
+        device_base_port: int | None = None,
+        adbd: bool = True,
+    ):
         specs = default_specs(devices) if isinstance(devices, int) else list(devices)
         serials = [spec.serial for spec in specs]
         if len(set(serials)) != len(serials):
@@ -55,14 +62,14 @@ class Simulator:
 
     def start(self) -> Simulator:
         try:
-            self._server = TcpListener(self.host, self._server_port,
-                                       SmartSocketServer(self.devices).handle, name="sim-server")
+            self._server = TcpListener(
+                self.host, self._server_port, SmartSocketServer(self.devices).handle, name="sim-server"
+            )
             self._server.start()
             if self._adbd:
                 for index, (serial, device) in enumerate(self.devices.items()):
                     port = 0 if self._device_base_port is None else self._device_base_port + index
-                    listener = TcpListener(self.host, port, AdbdServer(device).handle,
-                                           name=f"sim-adbd-{serial}")
+                    listener = TcpListener(self.host, port, AdbdServer(device).handle, name=f"sim-adbd-{serial}")
                     self._device_listeners[serial] = listener
                     listener.start()
         except BaseException:

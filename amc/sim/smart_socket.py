@@ -25,14 +25,17 @@ from .process import StreamClosed
 from .sync import SyncSession
 from .tcp import PEER_GONE, recv_exact, send_all, shutdown_quietly, wait_readable
 
-HOST_FEATURES = ("push_sync,remount_shell,abb_exec,abb,apex,fixed_push_mkdir,ls_v2,stat_v2,"
-                 "fixed_push_symlink_timestamp,cmd,shell_v2")
+HOST_FEATURES = (
+    "push_sync,remount_shell,abb_exec,abb,apex,fixed_push_mkdir,ls_v2,stat_v2,fixed_push_symlink_timestamp,cmd,shell_v2"
+)
 DEVICE_FEATURES = "cmd"  # no shell_v2: clients then use legacy raw `shell:` (specs/adb.md §3.4)
 SERVER_VERSION = 0x29  # adb 1.0.41
 
-UNAUTHORIZED = ("device unauthorized.\nThis adb server's $ADB_VENDOR_KEYS is not set\n"
-                "Try 'adb kill-server' if that seems wrong.\n"
-                "Otherwise check for a confirmation dialog on your device.")
+UNAUTHORIZED = (
+    "device unauthorized.\nThis adb server's $ADB_VENDOR_KEYS is not set\n"
+    "Try 'adb kill-server' if that seems wrong.\n"
+    "Otherwise check for a confirmation dialog on your device."
+)
 
 
 def okay(payload: str | None = None) -> bytes:
@@ -138,10 +141,14 @@ class SmartSocketServer:
         if request == "host:devices":
             return okay("".join(f"{d.serial}\t{d.state}\n" for d in self._listed()))
         if request == "host:devices-l":
-            return okay("".join(
-                f"{d.serial:<22} {d.state} product:{d.spec.product} "
-                f"model:{d.spec.model.replace(' ', '_')} device:{d.spec.product} "
-                f"transport_id:{index + 1}\n" for index, d in enumerate(self._listed())))
+            return okay(
+                "".join(
+                    f"{d.serial:<22} {d.state} product:{d.spec.product} "
+                    f"model:{d.spec.model.replace(' ', '_')} device:{d.spec.product} "
+                    f"transport_id:{index + 1}\n"
+                    for index, d in enumerate(self._listed())
+                )
+            )
         if request == "host:host-features":
             return okay(HOST_FEATURES)
         if request == "host:kill":
@@ -149,14 +156,12 @@ class SmartSocketServer:
         if request.startswith("host:amc-sim-"):
             return self._sim_service(request)
         if request.startswith("host-serial:"):
-            device = next((d for d in self._devices.values()
-                           if request.startswith(f"host-serial:{d.serial}:")), None)
+            device = next((d for d in self._devices.values() if request.startswith(f"host-serial:{d.serial}:")), None)
             if device is None:
-                serial = request[len("host-serial:"):].rsplit(":", 1)[0]
+                serial = request[len("host-serial:") :].rsplit(":", 1)[0]
                 return fail(f"device '{serial}' not found")
-            return self._device_query(device, request[len(f"host-serial:{device.serial}:"):])
-        if request.startswith("host:") and request[5:] in ("features", "get-state", "get-serialno",
-                                                          "get-devpath"):
+            return self._device_query(device, request[len(f"host-serial:{device.serial}:") :])
+        if request.startswith("host:") and request[5:] in ("features", "get-state", "get-serialno", "get-devpath"):
             device, error = self._select_transport("host:transport-any")
             return fail(error) if device is None else self._device_query(device, request[5:])
         return fail("unknown host service")
@@ -174,12 +179,12 @@ class SmartSocketServer:
         return fail("unknown host service")
 
     def _sim_service(self, request: str) -> bytes:
-        name, _, rest = request[len("host:amc-sim-"):].partition(":")
+        name, _, rest = request[len("host:amc-sim-") :].partition(":")
         serial, argument = rest, ""
         if name == "fault":
             match = next((d for d in self._devices.values() if rest.startswith(d.serial + ":")), None)
             serial = match.serial if match else rest.split(":", 1)[0]
-            argument = rest[len(serial) + 1:]
+            argument = rest[len(serial) + 1 :]
         if serial and serial not in self._devices:
             return fail(f"device '{serial}' not found")
         targets = [self._devices[serial]] if serial else list(self._devices.values())
@@ -207,9 +212,9 @@ class SmartSocketServer:
                 pass
             return
         if service.startswith("shell:") and service != "shell:":
-            self._shell(sock, device, service[len("shell:"):])
+            self._shell(sock, device, service[len("shell:") :])
         elif service.startswith("exec:"):
-            self._shell(sock, device, service[len("exec:"):])
+            self._shell(sock, device, service[len("exec:") :])
         elif service == "sync:":
             self._sync(sock, device)
         else:

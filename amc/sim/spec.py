@@ -60,7 +60,15 @@ def default_specs(count: int) -> list[SimDeviceSpec]:
     specs = []
     for index in range(count):
         model, manufacturer, product, sdk, width, height = _CATALOGUE[index % len(_CATALOGUE)]
-        specs.append(SimDeviceSpec(serial=f"amc-sim-{index + 1:02d}", model=model,
-                                manufacturer=manufacturer, product=product, sdk=sdk,
-                                width=width, height=height))
+        specs.append(
+            SimDeviceSpec(
+                serial=f"amc-sim-{index + 1:02d}",
+                model=model,
+                manufacturer=manufacturer,
+                product=product,
+                sdk=sdk,
+                width=width,
+                height=height,
+            )
+        )
     return specs

@@ -73,7 +73,7 @@ class SyncSession:
             return 8
         if len(self._buffer) < 8 + length:
             return None
-        argument = bytes(self._buffer[8:8 + length]).decode("utf-8", "replace")
+        argument = bytes(self._buffer[8 : 8 + length]).decode("utf-8", "replace")
         log = self._device.log
         seq = log.begin(service="sync", command=f"{ident.decode()} {argument}", via=self._via)
         files = self._device.files
@@ -88,7 +88,7 @@ class SyncSession:
                 log.finish(seq, end="completed", exit_status=1)
             else:
                 for start in range(0, len(data), CHUNK):
-                    piece = data[start:start + CHUNK]
+                    piece = data[start : start + CHUNK]
                     replies.append(_message(b"DATA", len(piece), payload=piece))
                 replies.append(_message(b"DONE", 0))
                 log.add_output(seq, len(data))
@@ -100,10 +100,9 @@ class SyncSession:
             prefix = argument.rstrip("/") + "/"
             now = int(time.time())
             for path in sorted(files):
-                if path.startswith(prefix) and "/" not in path[len(prefix):]:
-                    name = path[len(prefix):].encode()
-                    replies.append(_message(b"DENT", _S_IFREG | 0o644, len(files[path]), now, len(name),
-                                            payload=name))
+                if path.startswith(prefix) and "/" not in path[len(prefix) :]:
+                    name = path[len(prefix) :].encode()
+                    replies.append(_message(b"DENT", _S_IFREG | 0o644, len(files[path]), now, len(name), payload=name))
             replies.append(_message(b"DONE", 0, 0, 0, 0))
             log.finish(seq, end="completed", exit_status=0)
         return 8 + length
@@ -114,7 +113,7 @@ class SyncSession:
         if ident == b"DATA":
             if len(self._buffer) < 8 + length:
                 return None
-            self._incoming += self._buffer[8:8 + length]
+            self._incoming += self._buffer[8 : 8 + length]
             return 8 + length
         if ident == b"DONE":  # `length` is the mtime here
             self._device.files[path] = bytes(self._incoming)
@@ -133,6 +132,10 @@ class SyncSession:
         files = self._device.files
         if path in files:
             return _message(b"STAT", _S_IFREG | 0o644, len(files[path]), int(time.time()))
-        if any(name.startswith(path.rstrip("/") + "/") for name in files) or path in ("/", "/sdcard", "/data/local/tmp"):
+        if any(name.startswith(path.rstrip("/") + "/") for name in files) or path in (
+            "/",
+            "/sdcard",
+            "/data/local/tmp",
+        ):
             return _message(b"STAT", _S_IFDIR | 0o755, 4096, int(time.time()))
         return _message(b"STAT", 0, 0, 0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import select
 import socket
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 PEER_GONE = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError, TimeoutError, OSError)
 
@@ -90,8 +90,7 @@ class TcpListener:
             except OSError:
                 continue
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            thread = threading.Thread(target=self._serve, args=(client,), daemon=True,
-                                      name=f"{self._name}-conn")
+            thread = threading.Thread(target=self._serve, args=(client,), daemon=True, name=f"{self._name}-conn")
             with self._lock:
                 if self._stop.is_set():
                     client.close()

@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import attrs
 import pytest
@@ -52,9 +52,15 @@ class Server:
     @classmethod
     def start(cls, app: Callable[[], Starlette], durable: bool) -> Server:
         threaded = ThreadedServer(app()).start()
-        return cls(url=threaded.url, port=threaded.port, api=Caller(http_client(threaded.url), CLIENT_TOKEN, "acme"),
-                   admin=Caller(http_client(threaded.url), ADMIN_TOKEN, "admin"), threaded=threaded, app=app,
-                   durable=durable)
+        return cls(
+            url=threaded.url,
+            port=threaded.port,
+            api=Caller(http_client(threaded.url), CLIENT_TOKEN, "acme"),
+            admin=Caller(http_client(threaded.url), ADMIN_TOKEN, "admin"),
+            threaded=threaded,
+            app=app,
+            durable=durable,
+        )
 
     def stop(self) -> None:
         self.api.http.close()
@@ -66,8 +72,13 @@ class Server:
         assert self.durable, "only a server with a data directory keeps its state across a restart"
         self.stop()
         fresh = Server.start(self.app, self.durable)
-        self.url, self.port, self.api, self.admin, self.threaded = (fresh.url, fresh.port, fresh.api, fresh.admin,
-                                                                    fresh.threaded)
+        self.url, self.port, self.api, self.admin, self.threaded = (
+            fresh.url,
+            fresh.port,
+            fresh.api,
+            fresh.admin,
+            fresh.threaded,
+        )
 
 
 @pytest.fixture
@@ -75,9 +86,10 @@ def make_server():
     servers: list[Server] = []
 
     def make(lease_seconds: float = 3.0, manual_clock: bool = False, data: Path | None = None) -> Server:
-        tokens = TokenTable([(CLIENT_TOKEN, Principal(role="client", tenant="acme")),
-                             (ADMIN_TOKEN, Principal(role="admin"))]
-                            + [(token, Principal(role="host", host_id=h)) for h, token in HOST_TOKENS.items()])
+        tokens = TokenTable(
+            [(CLIENT_TOKEN, Principal(role="client", tenant="acme")), (ADMIN_TOKEN, Principal(role="admin"))]
+            + [(token, Principal(role="host", host_id=h)) for h, token in HOST_TOKENS.items()]
+        )
         settings = Settings(lease_seconds=lease_seconds, min_lease_seconds=0.5, manual_clock=manual_clock)
 
         def app() -> Starlette:
@@ -124,13 +136,27 @@ def sim(make_sim) -> Simulator:
 def make_agent(tmp_path):
     agents: list[AgentThread] = []
 
-    def make(url: str, adb_port: int, host_id: str = "h1", *, lease_seconds: float | None = 1.5,
-             policy: dict | None = None, **options) -> AgentThread:
+    def make(
+        url: str,
+        adb_port: int,
+        host_id: str = "h1",
+        *,
+        lease_seconds: float | None = 1.5,
+        policy: dict | None = None,
+        **options,
+    ) -> AgentThread:
         options.setdefault("scan_seconds", 0.2)
         options.setdefault("claim_wait_seconds", 0.5)  # the server waits out a long poll when it stops
         options.setdefault("report_backoff", (0.05, 0.5))
-        config = AgentConfig(server=url, token=HOST_TOKENS[host_id], host_id=host_id, adb_port=adb_port,
-                             artifacts_dir=tmp_path / f"artifacts-{host_id}", lease_seconds=lease_seconds, **options)
+        config = AgentConfig(
+            server=url,
+            token=HOST_TOKENS[host_id],
+            host_id=host_id,
+            adb_port=adb_port,
+            artifacts_dir=tmp_path / f"artifacts-{host_id}",
+            lease_seconds=lease_seconds,
+            **options,
+        )
         adb = BoundedClient("127.0.0.1", adb_port, io_timeout=5.0)
         agent = AgentThread(config, adb, ActionPolicy.from_dict(policy) if policy is not None else None).start()
         agents.append(agent)
@@ -156,5 +182,3 @@ def proxy_to():
 
 
 # --- the real adb server -----------------------------------------------------------------
-
-

@@ -60,8 +60,11 @@ class AgentThread:
 
     def record(self, task_id: str, timeout: float = 15.0):
         """The agent's record of the attempt of `task_id` it finished (its report answered)."""
-        return eventually(lambda: next((r for r in self.records if r.task_id == task_id), None), timeout,
-                          what=f"a finished attempt of {task_id}")
+        return eventually(
+            lambda: next((r for r in self.records if r.task_id == task_id), None),
+            timeout,
+            what=f"a finished attempt of {task_id}",
+        )
 
     def stop(self, timeout: float = 15.0, force: bool = False) -> None:
         if self._thread.is_alive():
@@ -242,9 +245,11 @@ def commands(sim, serial: str) -> list[str]:
 
 def wait_running(sim, serial: str, command: str, timeout: float = 20.0):
     """Wait until the device runs `command` (as planned); its log record."""
-    return eventually(lambda: next((r for r in device_log(sim, serial)
-                                    if unwrap(r.command) == command and r.end == "running"), None),
-                      timeout, what=f"{command!r} running on {serial}")
+    return eventually(
+        lambda: next((r for r in device_log(sim, serial) if unwrap(r.command) == command and r.end == "running"), None),
+        timeout,
+        what=f"{command!r} running on {serial}",
+    )
 
 
 def outcomes(steps: list[dict]) -> list[tuple]:

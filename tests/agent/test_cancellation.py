@@ -34,16 +34,21 @@ def test_a_task_cancelled_while_queued_is_never_run(server, sim, make_agent):
 
 
 @req("CANCEL-INFLIGHT/s2", "LEASE-RENEW/s3", "AGENT-STEPS/s2", "CANCEL-OUTCOME/s1")
-@pytest.mark.parametrize("long_step", [
-    shell("b", "sleep 30"),
-    {"id": "b", "action": "wait", "args": {"seconds": 30}},
-], ids=["shell", "wait"])
+@pytest.mark.parametrize(
+    "long_step",
+    [
+        shell("b", "sleep 30"),
+        {"id": "b", "action": "wait", "args": {"seconds": 30}},
+    ],
+    ids=["shell", "wait"],
+)
 def test_a_long_running_step_is_interrupted_by_a_cancellation(server, sim, make_agent, long_step):
     agent = make_agent(server.url, sim.server_port, lease_seconds=LEASE)
     task_id = server.api.submit({"steps": [tap("a"), long_step, tap("c")]})["id"]
     server.api.wait_status(task_id, "dispatched")
-    eventually(lambda: len(device_log(sim, "amc-sim-01")) == 1 + (long_step["action"] == "shell"),
-               what="step b running")
+    eventually(
+        lambda: len(device_log(sim, "amc-sim-01")) == 1 + (long_step["action"] == "shell"), what="step b running"
+    )
     time.sleep(0.3)
 
     cancelled_at = time.time()
@@ -53,8 +58,11 @@ def test_a_long_running_step_is_interrupted_by_a_cancellation(server, sim, make_
 
     assert task["status"] == "cancelled" and task["cancellation"]["state"] == "completed"
     steps = task["result"]["steps"]
-    assert outcomes(steps) == [("a", "completed", None), ("b", "interrupted", "cancelled"),
-                               ("c", "not_started", "cancelled")]
+    assert outcomes(steps) == [
+        ("a", "completed", None),
+        ("b", "interrupted", "cancelled"),
+        ("c", "not_started", "cancelled"),
+    ]
     assert "started_at" in steps[1] and "started_at" not in steps[2]
     assert task["result"]["metadata"]["stop_reason"] == "cancelled"
     # Delivered by the next renewal, one interval at most after the request.
@@ -88,10 +96,11 @@ def test_a_cancellation_mid_plan_stops_before_the_next_step(server, sim, make_ag
     statuses = [s["status"] for s in steps]
     ran = [s for s in steps if s["status"] != "not_started"]
     # A prefix ran (the last of it perhaps interrupted); everything after is not_started, cancelled.
-    assert statuses == ["completed"] * statuses.count("completed") + ["interrupted"] * statuses.count("interrupted") \
-        + ["not_started"] * statuses.count("not_started")
+    assert statuses == ["completed"] * statuses.count("completed") + ["interrupted"] * statuses.count("interrupted") + [
+        "not_started"
+    ] * statuses.count("not_started")
     assert statuses.count("interrupted") <= 1 and 4 <= len(ran) < 40
-    assert all(s.get("reason") == "cancelled" and "started_at" not in s for s in steps[len(ran):])
+    assert all(s.get("reason") == "cancelled" and "started_at" not in s for s in steps[len(ran) :])
     # Truthful: each completed step completed on the device, and nothing after the stop was sent.
     log = [r for r in device_log(sim, "amc-sim-01") if not r.command.startswith("pkill")]
     assert len(log) == len(ran)

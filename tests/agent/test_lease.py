@@ -30,7 +30,8 @@ def test_renewals_keep_a_lease_alive_through_a_plan_longer_than_the_lease(server
 
 @req("CANCEL-OUTCOME/s2", "AGENT-STOP-REASON/s2")
 def test_an_unreachable_server_past_the_expiry_is_lease_loss_and_another_host_finishes(
-        server, make_sim, make_agent, proxy_to):
+    server, make_sim, make_agent, proxy_to
+):
     sim1, sim2 = make_sim("dev-h1"), make_sim("dev-h2")
     proxy = proxy_to(server.port)
     h1 = make_agent(proxy.url, sim1.server_port, "h1", lease_seconds=1.0)
@@ -38,8 +39,11 @@ def test_an_unreachable_server_past_the_expiry_is_lease_loss_and_another_host_fi
     eventually(lambda: any(c == "sleep 2" for c, _ in device_commands(sim1, "dev-h1")), what="b running on h1")
 
     proxy.pause()  # h1 can no longer reach the server: its renewals hang
-    sleep = eventually(lambda: next((r for r in device_log(sim1, "dev-h1") if r.end != "running"
-                                     and "sleep 2" in r.command), None), timeout=3, what="h1 stopping b")
+    sleep = eventually(
+        lambda: next((r for r in device_log(sim1, "dev-h1") if r.end != "running" and "sleep 2" in r.command), None),
+        timeout=3,
+        what="h1 stopping b",
+    )
     queued = server.api.wait_status(task_id, "queued", timeout=3)  # the server expired attempt 1
     h2 = make_agent(server.url, sim2.server_port, "h2", lease_seconds=1.0)
     task = server.api.wait_status(task_id, timeout=10)
@@ -50,8 +54,11 @@ def test_an_unreachable_server_past_the_expiry_is_lease_loss_and_another_host_fi
     assert sleep.end in ("interrupted", "killed")
     assert sleep.ended_at * 1000 <= from_rfc3339(queued["attempts"][0]["lease_expires_at"]) + 200
     assert record.status == "failed" and record.body["metadata"]["stop_reason"] == "lease_lost"
-    assert outcomes(record.body["steps"]) == [("a", "completed", None), ("b", "interrupted", "lease_lost"),
-                                              ("c", "not_started", "lease_lost")]
+    assert outcomes(record.body["steps"]) == [
+        ("a", "completed", None),
+        ("b", "interrupted", "lease_lost"),
+        ("c", "not_started", "lease_lost"),
+    ]
     assert (record.answer, record.code) == (409, "lease_replaced")
     assert [c for c, _ in device_commands(sim1, "dev-h1")][:2] == ["input tap 10 20", "sleep 2"]
     assert "input tap 10 20" not in [c for c, _ in device_commands(sim1, "dev-h1")][2:]  # c never ran on h1
@@ -75,8 +82,11 @@ def test_a_409_on_renewal_is_lease_loss(make_server, sim, make_agent):
 
     assert record.status == "failed"
     assert record.body["metadata"]["stop_detail"] == "the renewal was refused: lease_expired"
-    assert outcomes(record.body["steps"]) == [("a", "completed", None), ("b", "interrupted", "lease_lost"),
-                                              ("c", "not_started", "lease_lost")]
+    assert outcomes(record.body["steps"]) == [
+        ("a", "completed", None),
+        ("b", "interrupted", "lease_lost"),
+        ("c", "not_started", "lease_lost"),
+    ]
     assert (record.answer, record.code) == (409, "lease_expired")  # logged, not retried
     assert record.tries == 1
     task = server.api.task(task_id)

@@ -39,8 +39,11 @@ def test_parallel_calls_that_crossed_the_boundary_keep_their_outcomes(server, ma
     assert admitted["data"]["boundary"] == {"before_step": "c3"}
     steps = {s["id"]: s for s in done_x["result"]["steps"]}
     assert all(from_rfc3339(steps[c]["started_at"]) <= from_rfc3339(admitted["at"]) for c in ("c1", "c2"))
-    assert outcomes(done_x["result"]["steps"]) == [("c1", "completed", None), ("c2", "completed", None),
-                                                   ("c3", "not_started", "steered")]
+    assert outcomes(done_x["result"]["steps"]) == [
+        ("c1", "completed", None),
+        ("c2", "completed", None),
+        ("c3", "not_started", "steered"),
+    ]
     assert commands(sim, "dev-a") == ["input tap 10 20", LONG]
     # Y ran beside it, on the other device, and was not touched.
     assert done_y["status"] == "done" and done_y["attempts"][0]["device"] == "dev-b"

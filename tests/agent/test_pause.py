@@ -60,18 +60,23 @@ def test_a_paused_attempt_starts_no_step_and_keeps_its_lease_until_resumed(serve
     assert all(r.started_at >= resumed_at for r in device_log(sim, SERIAL)[1:])  # nothing ran while paused
     assert outcomes(done["result"]["steps"]) == [(i, "completed", None) for i in "abc"]
     assert done["result"]["metadata"]["pauses"] == [
-        {"message_id": pause["id"], "before_step": "b", "resumed_by": resume["id"]}]
+        {"message_id": pause["id"], "before_step": "b", "resumed_by": resume["id"]}
+    ]
     for message_id in (pause["id"], resume["id"]):
         assert server.api.message(task_id, message_id)["state"] == "completed"
     assert server.api.message(task_id, resume["id"])["boundary"] == {"before_step": "b"}
     assert [(s.message_id, s.state) for s in agent.record(task_id).acknowledgements] == [
-        (pause["id"], "admitted"), (resume["id"], "admitted"), (resume["id"], "completed"),
-        (pause["id"], "completed")]
+        (pause["id"], "admitted"),
+        (resume["id"], "admitted"),
+        (resume["id"], "completed"),
+        (pause["id"], "completed"),
+    ]
 
 
 @req("PAUSE/s3")
-def test_a_pause_holds_across_renewals_and_a_server_restart_until_its_resume(make_server, sim, make_agent, proxy_to,
-                                                                           tmp_path):
+def test_a_pause_holds_across_renewals_and_a_server_restart_until_its_resume(
+    make_server, sim, make_agent, proxy_to, tmp_path
+):
     server = make_server(data=tmp_path / "store")
     proxy = proxy_to(server.port)  # the agent keeps one address while the server moves
     lease = 6.0  # a restart takes well under the four seconds the lease has left after a renewal
@@ -103,8 +108,11 @@ def test_a_cancel_ends_a_paused_attempt_as_cancelled(server, sim, make_agent):
     task = server.api.wait_status(task_id)
 
     assert task["status"] == "cancelled" and task["cancellation"]["state"] == "completed"
-    assert outcomes(task["result"]["steps"]) == [("a", "completed", None), ("b", "not_started", "paused"),
-                                                 ("c", "not_started", "paused")]
+    assert outcomes(task["result"]["steps"]) == [
+        ("a", "completed", None),
+        ("b", "not_started", "paused"),
+        ("c", "not_started", "paused"),
+    ]
     metadata = task["result"]["metadata"]
     assert metadata["stop_reason"] == "cancelled"
     assert metadata["pauses"] == [{"message_id": pause["id"], "before_step": "b", "resumed_by": None}]

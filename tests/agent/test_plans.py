@@ -16,16 +16,18 @@ req = pytest.mark.req
 
 def test_a_plan_completes_and_the_device_received_its_commands_in_order(server, sim, make_agent):
     agent = make_agent(server.url, sim.server_port)
-    plan = {"steps": [
-        shell("probe", "getprop ro.product.model"),
-        tap("tap", 540, 1200),
-        {"id": "swipe", "action": "swipe", "args": {"x1": 1, "y1": 2, "x2": 3, "y2": 4, "duration_ms": 100}},
-        {"id": "type", "action": "text", "args": {"text": "hi there"}},
-        {"id": "home", "action": "keyevent", "args": {"key": "HOME"}},
-        {"id": "open", "action": "launch", "args": {"package": "com.android.settings"}},
-        {"id": "pause", "action": "wait", "args": {"seconds": 0.05}},
-        {"id": "shot", "action": "screenshot", "args": {}},
-    ]}
+    plan = {
+        "steps": [
+            shell("probe", "getprop ro.product.model"),
+            tap("tap", 540, 1200),
+            {"id": "swipe", "action": "swipe", "args": {"x1": 1, "y1": 2, "x2": 3, "y2": 4, "duration_ms": 100}},
+            {"id": "type", "action": "text", "args": {"text": "hi there"}},
+            {"id": "home", "action": "keyevent", "args": {"key": "HOME"}},
+            {"id": "open", "action": "launch", "args": {"package": "com.android.settings"}},
+            {"id": "pause", "action": "wait", "args": {"seconds": 0.05}},
+            {"id": "shot", "action": "screenshot", "args": {}},
+        ]
+    }
     task_id = server.api.submit(plan)["id"]
 
     task = server.api.wait_status(task_id)
@@ -56,12 +58,14 @@ def test_a_plan_completes_and_the_device_received_its_commands_in_order(server, 
 
 def test_observation_steps_leave_a_ui_dump_and_a_logcat_excerpt(server, sim, make_agent):
     make_agent(server.url, sim.server_port)
-    plan = {"steps": [
-        {"id": "open", "action": "launch", "args": {"package": "com.android.settings"}},
-        {"id": "ui", "action": "ui_dump", "args": {}},
-        {"id": "log", "action": "logcat", "args": {"lines": 50}},
-        {"id": "log-default", "action": "logcat", "args": {}},
-    ]}
+    plan = {
+        "steps": [
+            {"id": "open", "action": "launch", "args": {"package": "com.android.settings"}},
+            {"id": "ui", "action": "ui_dump", "args": {}},
+            {"id": "log", "action": "logcat", "args": {"lines": 50}},
+            {"id": "log-default", "action": "logcat", "args": {}},
+        ]
+    }
     task_id = server.api.submit(plan)
 
     task = server.api.wait_status(task_id)
@@ -85,10 +89,12 @@ def test_observation_steps_leave_a_ui_dump_and_a_logcat_excerpt(server, sim, mak
 
 def test_a_staged_plan_records_a_checkpoint_after_each_stage(server, sim, make_agent):
     make_agent(server.url, sim.server_port)
-    plan = {"stages": [
-        {"id": "login", "steps": [tap("a"), shell("b", "echo b")]},
-        {"id": "check", "steps": [shell("c", "echo c")]},
-    ]}
+    plan = {
+        "stages": [
+            {"id": "login", "steps": [tap("a"), shell("b", "echo b")]},
+            {"id": "check", "steps": [shell("c", "echo c")]},
+        ]
+    }
     task_id = server.api.submit(plan)["id"]
 
     task = server.api.wait_status(task_id)
@@ -107,8 +113,11 @@ def test_a_failed_step_stops_the_plan(server, sim, make_agent):
 
     assert task["status"] == "failed"
     steps = task["result"]["steps"]
-    assert outcomes(steps) == [("a", "completed", None), ("b", "failed", "command exited with status 3"),
-                               ("c", "not_started", "previous_step_failed")]
+    assert outcomes(steps) == [
+        ("a", "completed", None),
+        ("b", "failed", "command exited with status 3"),
+        ("c", "not_started", "previous_step_failed"),
+    ]
     assert steps[1]["output"] == "oops\n"
     assert task["result"]["metadata"]["stop_reason"] == "step_failed"
     assert len(device_log(sim, "amc-sim-01")) == 2  # c never reached the device
@@ -154,8 +163,12 @@ def test_the_host_registers_its_devices_and_follows_them_coming_and_going(server
 
     eventually(lambda: len(server.admin.serials("h1")) == 2, what="two devices registered")
     host = server.admin.host("h1")
-    assert host["devices"][0] == {"serial": "amc-sim-01", "online": True, "reservation": None, "attributes": {
-        "model": "Pixel 7", "manufacturer": "Google", "sdk": "34", "screen_size": "1080x2400"}}
+    assert host["devices"][0] == {
+        "serial": "amc-sim-01",
+        "online": True,
+        "reservation": None,
+        "attributes": {"model": "Pixel 7", "manufacturer": "Google", "sdk": "34", "screen_size": "1080x2400"},
+    }
 
     sim.set_state("amc-sim-02", "absent")
     eventually(lambda: server.admin.serials("h1") == ["amc-sim-01"], what="amc-sim-02 dropped")

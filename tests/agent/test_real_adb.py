@@ -39,14 +39,18 @@ def test_a_plan_runs_through_the_real_adb_server(real_adb, connected, server, ma
     assert task["attempts"][0]["device"] == serial
     assert task["result"]["steps"][1]["output"] == "real\n"
     assert "c" in task["result"]["metadata"]["artifacts"]
-    assert [c for c, _ in device_commands(sim, "amc-sim-01")] == ["input tap 5 6", "echo real",
-                                                                  "/system/bin/screencap -p"]
+    assert [c for c, _ in device_commands(sim, "amc-sim-01")] == [
+        "input tap 5 6",
+        "echo real",
+        "/system/bin/screencap -p",
+    ]
     assert {r.via for r in sim.log("amc-sim-01")} == {"adbd"}  # it really went through adb
 
 
 @req("CANCEL-OUTCOME/s1", "AGENT-STEPS/s2")
-def test_a_cancellation_through_the_real_adb_server_interrupts_the_running_step(real_adb, connected, server,
-                                                                                  make_agent):
+def test_a_cancellation_through_the_real_adb_server_interrupts_the_running_step(
+    real_adb, connected, server, make_agent
+):
     sim, serial = connected
     make_agent(server.url, real_adb.port, lease_seconds=1.5)
     eventually(lambda: server.admin.serials("h1") == [serial], what="the device registered")
@@ -59,8 +63,11 @@ def test_a_cancellation_through_the_real_adb_server_interrupts_the_running_step(
 
     assert time.monotonic() - cancelled_at < 0.5 + 1.5
     assert task["status"] == "cancelled"
-    assert outcomes(task["result"]["steps"]) == [("a", "completed", None), ("b", "interrupted", "cancelled"),
-                                                 ("c", "not_started", "cancelled")]
+    assert outcomes(task["result"]["steps"]) == [
+        ("a", "completed", None),
+        ("b", "interrupted", "cancelled"),
+        ("c", "not_started", "cancelled"),
+    ]
     commands = device_commands(sim, "amc-sim-01")
     assert commands[1][0] == "sleep 30" and commands[1][1] in ("interrupted", "killed")
     assert commands[2][0].startswith("pkill -f") and len(commands) == 3

@@ -37,8 +37,9 @@ def steer_during(server, sim, task_id: str, data: dict, serial: str = SERIAL) ->
     delivered = server.api.wait_message(task_id, message["id"], "delivered", "admitted", "rejected", "completed")
     assert delivered["delivered_at"] is not None
     # The test's premise: the renewal carried it before the long step ended.
-    assert next(r for r in device_log(sim, serial) if r.seq == record.seq).end == "running", \
+    assert next(r for r in device_log(sim, serial) if r.seq == record.seq).end == "running", (
         "the machine was too slow: the long step ended before the correction arrived"
+    )
     return message
 
 
@@ -52,17 +53,25 @@ def test_a_skip_is_admitted_before_the_next_step_and_the_skipped_step_never_runs
 
     assert task["status"] == "done"
     assert commands(sim, SERIAL) == ["input tap 10 20", LONG, "echo c"]
-    assert outcomes(task["result"]["steps"]) == [("a", "completed", None), ("b", "completed", None),
-                                                 ("c", "completed", None), ("d", "not_started", "steered")]
+    assert outcomes(task["result"]["steps"]) == [
+        ("a", "completed", None),
+        ("b", "completed", None),
+        ("c", "completed", None),
+        ("d", "not_started", "steered"),
+    ]
     assert task["result"]["metadata"]["steered_steps"] == {"d": message["id"]}
     settled = server.api.message(task_id, message["id"])
     assert settled["state"] == "completed" and settled["boundary"] == {"before_step": "c"}
     assert settled["delivered_at"] <= settled["admitted_at"] <= settled["completed_at"]
     acknowledged = [e["data"] for e in server.api.history(task_id) if e["type"] == "message_acknowledged"]
-    assert [(e["message_id"], e["state"]) for e in acknowledged] == [(message["id"], "admitted"),
-                                                                      (message["id"], "completed")]
+    assert [(e["message_id"], e["state"]) for e in acknowledged] == [
+        (message["id"], "admitted"),
+        (message["id"], "completed"),
+    ]
     assert [(s.message_id, s.state, s.answer) for s in agent.record(task_id).acknowledgements] == [
-        (message["id"], "admitted", 200), (message["id"], "completed", 200)]
+        (message["id"], "admitted", 200),
+        (message["id"], "completed", 200),
+    ]
 
 
 @req("STEER/s2")
@@ -76,8 +85,11 @@ def test_a_skip_of_the_running_step_is_rejected_and_the_step_keeps_its_true_outc
     assert task["status"] == "done"
     assert commands(sim, SERIAL) == ["input tap 10 20", LONG, "echo c"]
     assert device_commands(sim, SERIAL)[1] == (LONG, "completed")  # it ran to its own end
-    assert outcomes(task["result"]["steps"]) == [("a", "completed", None), ("b", "completed", None),
-                                                 ("c", "completed", None)]
+    assert outcomes(task["result"]["steps"]) == [
+        ("a", "completed", None),
+        ("b", "completed", None),
+        ("c", "completed", None),
+    ]
     rejected = server.api.message(task_id, message["id"])
     assert rejected["state"] == "rejected" and "'b' had already started" in rejected["detail"]
     assert rejected["admitted_at"] is None and rejected["boundary"] is None
@@ -115,14 +127,25 @@ def test_replace_remaining_changes_only_the_steered_task(server, make_sim, make_
 
     # X runs b2 instead of b and c; its status, attempt, lease and cancellation are untouched
     assert commands(sim, "dev-x") == [LONG, "sleep 2"]
-    assert outcomes(done_x["result"]["steps"]) == [("a", "completed", None), ("b", "not_started", "steered"),
-                                                   ("c", "not_started", "steered"), ("b2", "completed", None)]
+    assert outcomes(done_x["result"]["steps"]) == [
+        ("a", "completed", None),
+        ("b", "not_started", "steered"),
+        ("c", "not_started", "steered"),
+        ("b2", "completed", None),
+    ]
     assert (during["status"], during["attempt"], during["cancellation"]) == ("dispatched", 1, None)
     assert during["attempts"][0]["outcome"] is None and during["attempts"][0]["lease_expires_at"] is not None
     assert (done_x["status"], len(done_x["attempts"]), done_x["cancellation"]) == ("done", 1, None)
     assert [e["type"] for e in server.api.history(x)] == [
-        "submitted", "assigned", "dispatched", "message_posted", "message_delivered", "message_acknowledged",
-        "message_acknowledged", "ended"]
+        "submitted",
+        "assigned",
+        "dispatched",
+        "message_posted",
+        "message_delivered",
+        "message_acknowledged",
+        "message_acknowledged",
+        "ended",
+    ]
     # Y: untouched
     assert commands(sim, "dev-y") == [LONG, "echo y2"]
     assert done_y["plan"] == y_before["plan"] and done_y["status"] == "done" and len(done_y["attempts"]) == 1
@@ -149,7 +172,8 @@ def test_a_policy_refusal_is_refused_while_a_steered_skip_is_not_started_steered
 @req("DELIVERY/s2")
 @pytest.mark.parametrize("loss", ["held", "response_lost"])
 def test_a_message_carried_again_is_applied_once_and_its_acknowledgement_sent_again(
-        server, sim, make_agent, proxy_to, loss):
+    server, sim, make_agent, proxy_to, loss
+):
     proxy = proxy_to(server.port)
     agent = make_agent(proxy.url, sim.server_port, lease_seconds=LEASE)
     task_id = server.api.submit({"steps": [shell("a", LONG), echo("b"), echo("c")]})["id"]
@@ -163,8 +187,9 @@ def test_a_message_carried_again_is_applied_once_and_its_acknowledgement_sent_ag
         eventually(lambda: proxy.held >= 1, 15, what="the acknowledgement held")
         held_at = server.api.task(task_id)["attempts"][0]["renewals"]
         # Renewals go on and, the message unacknowledged, carry it again under the same id.
-        eventually(lambda: server.api.task(task_id)["attempts"][0]["renewals"] >= held_at + 3, 20,
-                   what="three more renewals")
+        eventually(
+            lambda: server.api.task(task_id)["attempts"][0]["renewals"] >= held_at + 3, 20, what="three more renewals"
+        )
         assert server.api.message(task_id, message["id"])["state"] == "delivered"
         assert server.api.task(task_id)["status"] == "dispatched"  # the result waits for the acknowledgement
         proxy.release()
@@ -179,6 +204,9 @@ def test_a_message_carried_again_is_applied_once_and_its_acknowledgement_sent_ag
     assert [(s.state, s.answer) for s in sent] == [("admitted", 200), ("completed", 200)]
     if loss == "response_lost":
         assert proxy.dropped == 1 and sent[0].tries == 2  # sent again; the repeat changed nothing
-    admitted = [e for e in server.api.history(task_id)
-                if e["type"] == "message_acknowledged" and e["data"]["state"] == "admitted"]
+    admitted = [
+        e
+        for e in server.api.history(task_id)
+        if e["type"] == "message_acknowledged" and e["data"]["state"] == "admitted"
+    ]
     assert len(admitted) == 1

@@ -31,17 +31,26 @@ def test_the_server_clock_runs_on_the_monotonic_clock_from_its_latest_anchor():
 
 
 def test_an_assignment_is_read_with_server_times_in_ms():
-    data = {"task_id": "t_1", "attempt": 2, "lease_id": "l_1", "lease_expires_at": "2026-01-01T00:00:30.000Z",
-            "lease_seconds": 1.5, "device": "d1", "cancel_requested": False,
-            "plan": {"stages": [{"id": "s", "steps": [{"id": "a", "action": "future-action", "args": {}}]}]}}
+    data = {
+        "task_id": "t_1",
+        "attempt": 2,
+        "lease_id": "l_1",
+        "lease_expires_at": "2026-01-01T00:00:30.000Z",
+        "lease_seconds": 1.5,
+        "device": "d1",
+        "cancel_requested": False,
+        "plan": {"stages": [{"id": "s", "steps": [{"id": "a", "action": "future-action", "args": {}}]}]},
+    }
     assignment = parse_assignment(data)
     assert assignment.lease_ms == 1500 and assignment.granted_at == assignment.lease_expires_at - 1500
     assert [step.action for step in assignment.plan.all_steps()] == ["future-action"]  # fails when run, not here
 
 
 def _report(outputs: list[str]) -> FinalReport:
-    steps = tuple(StepOutcome(id=f"s{i}", status="completed", started_at=1000, ended_at=2000, output=output)
-                  for i, output in enumerate(outputs))
+    steps = tuple(
+        StepOutcome(id=f"s{i}", status="completed", started_at=1000, ended_at=2000, output=output)
+        for i, output in enumerate(outputs)
+    )
     return FinalReport(status="done", steps=steps, metadata={})
 
 
@@ -49,10 +58,19 @@ def test_the_result_body_is_the_same_bytes_every_time():
     report = _report(["hello\n"])
     body = result_body("l_1", report, {"s0": "/a/b.png"})
     assert body == result_body("l_1", report, {"s0": "/a/b.png"})
-    step = {"id": "s0", "status": "completed", "started_at": "1970-01-01T00:00:01.000Z",
-            "ended_at": "1970-01-01T00:00:02.000Z", "output": "hello\n"}
-    assert orjson.loads(body) == {"lease_id": "l_1", "status": "done", "metadata": {"artifacts": {"s0": "/a/b.png"}},
-                                  "steps": [step]}
+    step = {
+        "id": "s0",
+        "status": "completed",
+        "started_at": "1970-01-01T00:00:01.000Z",
+        "ended_at": "1970-01-01T00:00:02.000Z",
+        "output": "hello\n",
+    }
+    assert orjson.loads(body) == {
+        "lease_id": "l_1",
+        "status": "done",
+        "metadata": {"artifacts": {"s0": "/a/b.png"}},
+        "steps": [step],
+    }
 
 
 def test_the_result_body_fits_the_server_limits():

@@ -19,8 +19,10 @@ def differing(a, b) -> list[str]:
 
 
 def test_a_plan_survives_the_server_view_and_the_agent_parser_field_by_field():
-    for plan in (rec.Plan(steps=(STEP, rec.Step(id="s2", action="wait", args={"seconds": 1}))),
-                 rec.Plan(stages=(rec.Stage(id="g", steps=(STEP,)),))):
+    for plan in (
+        rec.Plan(steps=(STEP, rec.Step(id="s2", action="wait", args={"seconds": 1}))),
+        rec.Plan(stages=(rec.Stage(id="g", steps=(STEP,)),)),
+    ):
         parsed = wire.parse_plan(plan_to_json(plan))
         assert parsed == plan, f"fields lost on the way: {differing(plan, parsed)}"
         for sent, got in zip(plan.all_steps(), parsed.all_steps()):
@@ -28,9 +30,21 @@ def test_a_plan_survives_the_server_view_and_the_agent_parser_field_by_field():
 
 
 def test_a_carried_message_keeps_every_field_the_agent_does_not_list_as_unread():
-    message = rec.Message(id="m", intent="steer", text="t", data={"k": 1}, state="delivered", created_at=1_000,
-                          attempt=1, delivered_at=1_100, admitted_at=1_200, completed_at=1_300,
-                          boundary=rec.Boundary(before_step="s1"), detail="d", successor="t2")
+    message = rec.Message(
+        id="m",
+        intent="steer",
+        text="t",
+        data={"k": 1},
+        state="delivered",
+        created_at=1_000,
+        attempt=1,
+        delivered_at=1_100,
+        admitted_at=1_200,
+        completed_at=1_300,
+        boundary=rec.Boundary(before_step="s1"),
+        detail="d",
+        successor="t2",
+    )
     parsed = wire.parse_message(server_wire.message_view(message))
     lost = [name for name in differing(message, parsed) if name not in wire.MESSAGE_FIELDS_NOT_READ]
     assert not lost, f"Message fields the agent neither reads nor lists in MESSAGE_FIELDS_NOT_READ: {lost}"

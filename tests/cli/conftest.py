@@ -28,9 +28,13 @@ HOST_TOKEN = "tok-cli-tests-host-h1-000"
 
 @pytest.fixture
 def server():
-    tokens = TokenTable([(CLIENT_TOKEN, Principal(role="client", tenant="acme")),
-                         (ADMIN_TOKEN, Principal(role="admin")),
-                         (HOST_TOKEN, Principal(role="host", host_id="h1"))])
+    tokens = TokenTable(
+        [
+            (CLIENT_TOKEN, Principal(role="client", tenant="acme")),
+            (ADMIN_TOKEN, Principal(role="admin")),
+            (HOST_TOKEN, Principal(role="host", host_id="h1")),
+        ]
+    )
     threaded = ThreadedServer(create_app(MemoryService(SystemClock()), Settings(), tokens=tokens)).start()
     yield threaded
     threaded.stop()
@@ -43,8 +47,13 @@ def cli(server, tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
 
-    def run(*args: str, token: str | None = CLIENT_TOKEN, url: str | None = None, input: str | None = None,
-            env: dict | None = None):
+    def run(
+        *args: str,
+        token: str | None = CLIENT_TOKEN,
+        url: str | None = None,
+        input: str | None = None,
+        env: dict | None = None,
+    ):
         environment = {"AMC_URL": url or server.url, **(env or {})}
         if token is not None:
             environment["AMC_TOKEN"] = token

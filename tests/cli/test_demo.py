@@ -20,8 +20,14 @@ from amc.cli.demo import workload
 def test_demo_runs_its_workload_and_exits_0(tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith("AMC_")}
     began = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "amc", "demo", "--json"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=90)
+    result = subprocess.run(
+        [sys.executable, "-m", "amc", "demo", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     took = time.monotonic() - began
     out = result.stderr  # with --json, the narration and the tables
     assert result.returncode == 0, out + result.stdout
@@ -81,15 +87,24 @@ JOBS = {job.name: job for job in workload.jobs()}
 
 
 def attempt(number, host, outcome, ended="2026-01-01T00:00:05.000Z", expires="2026-01-01T00:00:05.000Z"):
-    return {"number": number, "host_id": host, "device": "amc-sim-01", "assigned_at": "2026-01-01T00:00:00.000Z",
-            "dispatched_at": "2026-01-01T00:00:00.100Z", "lease_expires_at": expires, "renewals": 1,
-            "ended_at": ended, "outcome": outcome}
+    return {
+        "number": number,
+        "host_id": host,
+        "device": "amc-sim-01",
+        "assigned_at": "2026-01-01T00:00:00.000Z",
+        "dispatched_at": "2026-01-01T00:00:00.100Z",
+        "lease_expires_at": expires,
+        "renewals": 1,
+        "ended_at": ended,
+        "outcome": outcome,
+    }
 
 
 def steps(plan, *statuses):
     ids = workload.planned_step_ids(plan)
-    return [{"id": i, "status": s, **({"reason": "cancelled"} if s == "not_started" else {})}
-            for i, s in zip(ids, statuses)]
+    return [
+        {"id": i, "status": s, **({"reason": "cancelled"} if s == "not_started" else {})} for i, s in zip(ids, statuses)
+    ]
 
 
 def ended(status, reason):
@@ -97,11 +112,22 @@ def ended(status, reason):
 
 
 def message(intent, state="completed", before_step=None, **more):
-    return {"id": f"m_{intent}", "intent": intent, "text": None, "data": None, "state": state,
-            "created_at": "2026-01-01T00:00:01.000Z", "attempt": 1, "delivered_at": "2026-01-01T00:00:01.500Z",
-            "admitted_at": "2026-01-01T00:00:02.000Z", "completed_at": None,
-            "boundary": None if before_step is None else {"before_step": before_step}, "detail": None,
-            "successor": None, **more}
+    return {
+        "id": f"m_{intent}",
+        "intent": intent,
+        "text": None,
+        "data": None,
+        "state": state,
+        "created_at": "2026-01-01T00:00:01.000Z",
+        "attempt": 1,
+        "delivered_at": "2026-01-01T00:00:01.500Z",
+        "admitted_at": "2026-01-01T00:00:02.000Z",
+        "completed_at": None,
+        "boundary": None if before_step is None else {"before_step": before_step},
+        "detail": None,
+        "successor": None,
+        **more,
+    }
 
 
 def at(second):
@@ -112,42 +138,66 @@ def good(name):
     """A job, and the task, history, messages and sightings the protocol allows for it."""
     job = JOBS[name]
     plan = job.body["plan"] if job.body else {"steps": [{"id": "m_f.share", "action": "launch", "args": {}}]}
-    task = {"id": "t_1", "status": "done", "plan": plan, "attempt": 1, "attempts": [], "cancellation": None,
-            "result": None}
+    task = {
+        "id": "t_1",
+        "status": "done",
+        "plan": plan,
+        "attempt": 1,
+        "attempts": [],
+        "cancellation": None,
+        "result": None,
+    }
     events, messages, seen = [], [], None
     if job.kind in (workload.PLAIN, workload.STEERED, workload.PAUSED, workload.SUCCESSOR):
         ids = workload.reported_step_ids(job, plan)
         outcomes = [{"id": i, "status": "completed", "started_at": at(3 + n)} for n, i in enumerate(ids)]
-        task.update(attempts=[attempt(1, "h1", "done")],
-                    result={"status": "done", "reason": "reported", "steps": outcomes})
+        task.update(
+            attempts=[attempt(1, "h1", "done")], result={"status": "done", "reason": "reported", "steps": outcomes}
+        )
         events = [ended("done", "reported")]
     if job.kind == workload.STEERED:
         for outcome in task["result"]["steps"]:
             if outcome["id"] in workload.skipped_step_ids(job):
                 outcome.update(status="not_started", reason="steered", started_at=None)
-        messages = [message("steer", before_step="capture", data=edit, id=f"m_{n}")
-                    for n, edit in enumerate(job.steers)]
+        messages = [
+            message("steer", before_step="capture", data=edit, id=f"m_{n}") for n, edit in enumerate(job.steers)
+        ]
     elif job.kind == workload.PAUSED:
-        messages = [message("pause", "admitted", "review"), message("resume", "completed", "review"),
-                    message("follow_up", "admitted", attempt=None, successor="t_1.1")]
+        messages = [
+            message("pause", "admitted", "review"),
+            message("resume", "completed", "review"),
+            message("follow_up", "admitted", attempt=None, successor="t_1.1"),
+        ]
         seen = {"paused_renewals": [2, 3, 4]}
     elif job.kind == workload.SUCCESSOR:
         task.update(follow_up_of="t_0", collected=["m_f"])
     elif job.kind == workload.QUEUED_CANCEL:
-        task.update(status="cancelled", attempt=None,
-                    cancellation={"state": "completed", "attempt": None, "delivered_at": None},
-                    result={"status": "cancelled", "reason": "cancelled_while_queued", "attempt": None, "steps": None})
+        task.update(
+            status="cancelled",
+            attempt=None,
+            cancellation={"state": "completed", "attempt": None, "delivered_at": None},
+            result={"status": "cancelled", "reason": "cancelled_while_queued", "attempt": None, "steps": None},
+        )
         events = [ended("cancelled", "cancelled_while_queued")]
     elif job.kind == workload.INFLIGHT_CANCEL:
-        task.update(status="cancelled", attempts=[attempt(1, "h1", "cancelled")],
-                    cancellation={"state": "completed", "attempt": 1, "delivered_at": "2026-01-01T00:00:01.000Z"},
-                    result={"status": "cancelled", "reason": "reported",
-                            "steps": steps(plan, "completed", "interrupted", "not_started", "not_started")})
+        task.update(
+            status="cancelled",
+            attempts=[attempt(1, "h1", "cancelled")],
+            cancellation={"state": "completed", "attempt": 1, "delivered_at": "2026-01-01T00:00:01.000Z"},
+            result={
+                "status": "cancelled",
+                "reason": "reported",
+                "steps": steps(plan, "completed", "interrupted", "not_started", "not_started"),
+            },
+        )
         events = [ended("cancelled", "reported")]
     elif job.kind == workload.LEASE_LOSS:
         n = len(workload.planned_step_ids(plan))
-        task.update(attempt=2, attempts=[attempt(1, "h2", "expired"), attempt(2, "h1", "done")],
-                    result={"status": "done", "reason": "reported", "steps": steps(plan, *["completed"] * n)})
+        task.update(
+            attempt=2,
+            attempts=[attempt(1, "h2", "expired"), attempt(2, "h1", "done")],
+            result={"status": "done", "reason": "reported", "steps": steps(plan, *["completed"] * n)},
+        )
         events = [{"type": "lease_expired"}, {"type": "requeued"}, ended("done", "reported")]
     return job, task, events, messages, seen
 
@@ -216,4 +266,5 @@ def test_the_verdict_catches_a_successor_that_does_not_say_whose_it_is():
         task["plan"]["steps"][0]["id"] = task["result"]["steps"][0]["id"] = "share"
 
     assert broken("scan-send", unnamed) == [
-        "the successor's steps are not named after the follow-up that asked for them"]
+        "the successor's steps are not named after the follow-up that asked for them"
+    ]

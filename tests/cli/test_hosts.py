@@ -13,8 +13,9 @@ from tests.support.plans import TWO_STEPS as PLAN
 
 
 def run(server, *args: str, token: str = CLIENT_TOKEN):
-    return CliRunner().invoke(list_hosts, list(args), env={"AMC_URL": server.url, "AMC_TOKEN": token},
-                              catch_exceptions=False)
+    return CliRunner().invoke(
+        list_hosts, list(args), env={"AMC_URL": server.url, "AMC_TOKEN": token}, catch_exceptions=False
+    )
 
 
 def test_no_hosts_yet(server):
@@ -36,7 +37,9 @@ def test_hosts_their_devices_and_what_runs_on_them(server, host, cli):
     assert f"{task['id']} #1" in dev2
     hosts = json.loads(run(server, "--json").stdout)["hosts"]
     assert [(d["serial"], d["reservation"]) for d in hosts[0]["devices"]] == [
-        ("dev-1", None), ("dev-2", {"task_id": task["id"], "attempt": 1})]
+        ("dev-1", None),
+        ("dev-2", {"task_id": task["id"], "attempt": 1}),
+    ]
 
 
 def test_a_bad_token_is_exit_4(server):

@@ -7,8 +7,10 @@ import sys
 
 
 def test_importing_the_commands_loads_nothing_heavy():
-    code = ("import sys, amc.cli.task, amc.cli.hosts, amc.cli.up, amc.cli.demo.command, amc.cli.app, amc.cli.client;"
-            "print(sorted(m for m in ('httpx', 'rich', 'lmdb', 'starlette', 'uvicorn', 'ppadb') if m in sys.modules))")
+    code = (
+        "import sys, amc.cli.task, amc.cli.hosts, amc.cli.up, amc.cli.demo.command, amc.cli.app, amc.cli.client;"
+        "print(sorted(m for m in ('httpx', 'rich', 'lmdb', 'starlette', 'uvicorn', 'ppadb') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

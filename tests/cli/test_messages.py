@@ -1,4 +1,4 @@
-"""`amc task steer|pause|resume|follow-up|messages` against a real server (PROTOCOL.md Part B).
+"""`amc task steer|pause|resume|follow-up|messages` against a real server (specs/protocol.md Part B).
 
 Host h1 is played by the `host` fixture (which renews and acknowledges too), so every
 message state can be reached without a Host Agent.
@@ -13,10 +13,14 @@ import pytest
 from amc.cli.app import Exit
 from tests.cli.test_task import one_error_line, submit
 
-FOUR = {"steps": [{"id": "a", "action": "launch", "args": {"package": "com.android.settings"}},
-                  {"id": "b", "action": "keyevent", "args": {"key": "KEYCODE_HOME"}},
-                  {"id": "c", "action": "screenshot", "args": {}},
-                  {"id": "d", "action": "tap", "args": {"x": 1, "y": 2}}]}
+FOUR = {
+    "steps": [
+        {"id": "a", "action": "launch", "args": {"package": "com.android.settings"}},
+        {"id": "b", "action": "keyevent", "args": {"key": "KEYCODE_HOME"}},
+        {"id": "c", "action": "screenshot", "args": {}},
+        {"id": "d", "action": "tap", "args": {"x": 1, "y": 2}},
+    ]
+}
 SHOT = [{"id": "shot", "action": "screenshot", "args": {}}]
 NOBODY = "http://127.0.0.1:9"  # nothing listens there: a command that sent a request would exit 3
 WIDE = {"COLUMNS": "250"}  # tables at full width, so a test can look for a whole cell
@@ -44,7 +48,7 @@ def test_steer_a_running_task_for_scripts_and_people(cli, host):
     assert message["state"] == "queued" and message["delivered_at"] is None
     people = cli("task", "steer", task["id"], "--skip", "c, d", "--text", "the report is not needed")
     assert people.exit_code == 0, people.stderr
-    assert f"posted to {task['id']} (queued): skip c, d; \"the report is not needed\"" in people.stdout
+    assert f'posted to {task["id"]} (queued): skip c, d; "the report is not needed"' in people.stdout
     assert "next step boundary" in people.stdout
     assert f"amc task messages {task['id']}" in people.stderr
 
@@ -62,26 +66,38 @@ def test_steer_sends_each_kind_of_edit_as_the_protocol_spells_it(cli, host, tmp_
     assert replaced["data"] == {"replace_remaining": SHOT}
     words = run_json(cli, "task", "steer", task["id"], "--text", "use the dark theme")
     assert words["data"] is None and words["text"] == "use the dark theme"
-    assert [m["id"] for m in messages_of(cli, task["id"])] == [inserted["id"], first["id"], replaced["id"],
-                                                               words["id"]]
+    assert [m["id"] for m in messages_of(cli, task["id"])] == [inserted["id"], first["id"], replaced["id"], words["id"]]
 
 
-@pytest.mark.parametrize("args, code, expected", [
-    (["task", "steer", "t_1"], Exit.USAGE, "say what to change"),
-    (["task", "steer", "t_1", "--skip", ","], Exit.USAGE, "--skip: name at least one step id"),
-    (["task", "steer", "t_1", "--skip", "a", "--replace-remaining", "[]"], Exit.USAGE, "one edit per steer"),
-    (["task", "steer", "t_1", "--steps", "[]"], Exit.USAGE, "--steps needs --insert-after"),
-    (["task", "steer", "t_1", "--insert-after", "a"], Exit.USAGE, "need --steps"),
-    (["task", "steer", "t_1", "--insert-after", "a", "--insert-first", "--steps", "[]"], Exit.USAGE, "give one"),
-    (["task", "steer", "t_1", "--insert-first", "--steps", "[{not json"], Exit.INVALID,
-     "--steps is not valid JSON"),
-    (["task", "steer", "t_1", "--replace-remaining", "[NaN]"], Exit.INVALID, "--replace-remaining is not valid JSON"),
-    (["task", "steer", "t_1", "--replace-remaining", '"open"'], Exit.INVALID, "neither a list of steps"),
-    (["task", "steer", "t_1", "--replace-remaining", "@missing.json"], Exit.INVALID,
-     "--replace-remaining (missing.json): cannot read it"),
-    (["task", "follow-up", "t_1"], Exit.USAGE, "say what to do next"),
-    (["task", "follow-up", "t_1", "--steps", "{'id': 1}"], Exit.INVALID, "--steps is not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "args, code, expected",
+    [
+        (["task", "steer", "t_1"], Exit.USAGE, "say what to change"),
+        (["task", "steer", "t_1", "--skip", ","], Exit.USAGE, "--skip: name at least one step id"),
+        (["task", "steer", "t_1", "--skip", "a", "--replace-remaining", "[]"], Exit.USAGE, "one edit per steer"),
+        (["task", "steer", "t_1", "--steps", "[]"], Exit.USAGE, "--steps needs --insert-after"),
+        (["task", "steer", "t_1", "--insert-after", "a"], Exit.USAGE, "need --steps"),
+        (["task", "steer", "t_1", "--insert-after", "a", "--insert-first", "--steps", "[]"], Exit.USAGE, "give one"),
+        (
+            ["task", "steer", "t_1", "--insert-first", "--steps", "[{not json"],
+            Exit.INVALID,
+            "--steps is not valid JSON",
+        ),
+        (
+            ["task", "steer", "t_1", "--replace-remaining", "[NaN]"],
+            Exit.INVALID,
+            "--replace-remaining is not valid JSON",
+        ),
+        (["task", "steer", "t_1", "--replace-remaining", '"open"'], Exit.INVALID, "neither a list of steps"),
+        (
+            ["task", "steer", "t_1", "--replace-remaining", "@missing.json"],
+            Exit.INVALID,
+            "--replace-remaining (missing.json): cannot read it",
+        ),
+        (["task", "follow-up", "t_1"], Exit.USAGE, "say what to do next"),
+        (["task", "follow-up", "t_1", "--steps", "{'id': 1}"], Exit.INVALID, "--steps is not valid JSON"),
+    ],
+)
 def test_bad_options_are_one_line_and_send_nothing(cli, args, code, expected):
     result = cli(*args, url=NOBODY)
     assert result.exit_code == code, result.stderr
@@ -140,8 +156,11 @@ def test_messages_show_each_state_with_its_own_time_and_boundary(cli, host):
     for text in ("MESSAGE", "BOUNDARY", message["id"], "steer: skip d", "completed", "before c"):
         assert text in table, table
     history = cli("task", "history", task["id"]).stdout
-    for text in (f"steer message {message['id']} posted", f"message {message['id']} delivered to attempt 1's host",
-                 f"message {message['id']} admitted before c by attempt 1's host"):
+    for text in (
+        f"steer message {message['id']} posted",
+        f"message {message['id']} delivered to attempt 1's host",
+        f"message {message['id']} admitted before c by attempt 1's host",
+    ):
         assert text in history, history
     shown = cli("task", "show", task["id"], env=WIDE).stdout
     assert "messages" in shown and message["id"] in shown and "before c" in shown
@@ -233,8 +252,11 @@ def test_follow_ups_become_one_successor_that_names_who_asked_what(cli, host):
     assert [s["id"] for s in successor["plan"]["steps"]] == [f"{shot['id']}.shot"]
     assert [f["text"] for f in successor["follow_ups"]] == ["open Wi-Fi settings", "take a screenshot"]
     people = cli("task", "show", successor["id"], env=WIDE).stdout
-    for text in (f"{task['id']}, collecting {m1}, {shot['id']}", '"open Wi-Fi settings"',
-                 '1 step (shot); "take a screenshot"'):
+    for text in (
+        f"{task['id']}, collecting {m1}, {shot['id']}",
+        '"open Wi-Fi settings"',
+        '1 step (shot); "take a screenshot"',
+    ):
         assert text in people, people
     table = cli("task", "messages", task["id"], env=WIDE).stdout
     assert table.count(f"collected into {successor['id']}") == 2, table

@@ -42,8 +42,20 @@ def test_submit_a_plan_file_for_people(cli, tmp_path):
 
 @pytest.mark.req("SUBMIT/s1")
 def test_submit_from_stdin_with_json_and_options(cli):
-    task = submit(cli, PLAN, "--priority", "7", "--serial", "dev-9", "--attr", "model=Pixel 7",
-                  "--label", "team=qa", "--max-attempts", "2")
+    task = submit(
+        cli,
+        PLAN,
+        "--priority",
+        "7",
+        "--serial",
+        "dev-9",
+        "--attr",
+        "model=Pixel 7",
+        "--label",
+        "team=qa",
+        "--max-attempts",
+        "2",
+    )
     assert task["status"] == "queued" and task["id"].startswith("t_")
     assert task["priority"] == 7 and task["max_attempts"] == 2
     assert task["requirements"] == {"serial": "dev-9", "attributes": {"model": "Pixel 7"}}
@@ -70,11 +82,14 @@ def test_an_invalid_plan_is_one_line_naming_the_step_and_exit_7(cli):
     assert result.stdout == ""
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("{not json", "is not valid JSON"),
-    ('{"steps": [], "x": NaN}', "is not valid JSON"),
-    ('["a list"]', "neither a plan"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("{not json", "is not valid JSON"),
+        ('{"steps": [], "x": NaN}', "is not valid JSON"),
+        ('["a list"]', "neither a plan"),
+    ],
+)
 def test_an_unreadable_file_is_refused_before_any_request(cli, text, expected):
     result = cli("task", "submit", "-", input=text, url="http://127.0.0.1:9")  # nothing listens there
     assert result.exit_code == Exit.INVALID
@@ -273,9 +288,14 @@ def test_a_url_that_is_not_http_is_exit_3(cli):
 def test_the_token_comes_from_the_local_tokens_file_when_none_is_given(cli, tmp_path):
     data = tmp_path / "stack"
     data.mkdir()
-    (data / "tokens.json").write_text(json.dumps([
-        {"token": ADMIN_TOKEN, "role": "admin"}, {"token": "tok-cli-tests-client-0000", "role": "client",
-                                                  "tenant": "acme"}]))
+    (data / "tokens.json").write_text(
+        json.dumps(
+            [
+                {"token": ADMIN_TOKEN, "role": "admin"},
+                {"token": "tok-cli-tests-client-0000", "role": "client", "tenant": "acme"},
+            ]
+        )
+    )
     task = submit(cli)
     result = cli("task", "show", task["id"], "--json", "--data", str(data), token=None)
     assert result.exit_code == 0, result.stderr

@@ -44,7 +44,10 @@ def test_add_prints_the_token_once_and_list_never_shows_it(tmp_path):
     listed = amc("tokens", "list", "--data", str(data), "--json")
     rows = json.loads(listed.stdout)["tokens"]
     assert [(r["role"], r.get("tenant"), r.get("host_id")) for r in rows] == [
-        ("client", "acme", None), ("host", None, "lab-1"), ("admin", None, None)]
+        ("client", "acme", None),
+        ("host", None, "lab-1"),
+        ("admin", None, None),
+    ]
     assert rows[0]["id"] == tokens_file.token_id(token)
     table = amc("tokens", "list", "--data", str(data))
     for entry in json.loads(path.read_text()):
@@ -66,12 +69,15 @@ def test_revoke_by_id_prefix(tmp_path):
     assert too_short.exit_code == 1 and "at least 4 digits" in too_short.output
 
 
-@pytest.mark.parametrize("args, complaint", [
-    (["--role", "client"], "--role client needs --tenant"),
-    (["--role", "host"], "--role host needs --host-id"),
-    (["--role", "admin", "--tenant", "acme"], "--role admin takes no --tenant"),
-    (["--role", "client", "--tenant", "a", "--host-id", "h"], "--role client takes no --host-id"),
-])
+@pytest.mark.parametrize(
+    "args, complaint",
+    [
+        (["--role", "client"], "--role client needs --tenant"),
+        (["--role", "host"], "--role host needs --host-id"),
+        (["--role", "admin", "--tenant", "acme"], "--role admin takes no --tenant"),
+        (["--role", "client", "--tenant", "a", "--host-id", "h"], "--role client takes no --host-id"),
+    ],
+)
 def test_add_refuses_a_token_without_its_scope(tmp_path, args, complaint):
     result = amc("tokens", "add", *args, "--data", str(tmp_path))
     assert result.exit_code == 2 and complaint in result.output
@@ -88,8 +94,9 @@ def test_a_broken_file_is_never_rewritten(tmp_path):
 
 def test_concurrent_adds_all_land(tmp_path):
     path = tmp_path / "tokens.json"
-    threads = [threading.Thread(target=tokens_file.add, args=(path, "host"), kwargs={"host_id": f"h{i}"})
-               for i in range(16)]
+    threads = [
+        threading.Thread(target=tokens_file.add, args=(path, "host"), kwargs={"host_id": f"h{i}"}) for i in range(16)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -123,8 +130,22 @@ class Served:
 
     def __init__(self, data: Path):
         self.process = subprocess.Popen(
-            [sys.executable, "-c", "from amc.cli import main; main()", "serve", "--data", str(data), "--port", "0",
-             "--log-level", "warning"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-c",
+                "from amc.cli import main; main()",
+                "serve",
+                "--data",
+                str(data),
+                "--port",
+                "0",
+                "--log-level",
+                "warning",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for line in self.process.stdout:
             found = LISTENING.search(line)
             if found:

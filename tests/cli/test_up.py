@@ -53,9 +53,14 @@ def read_until(lines: queue.Queue, marker: str, timeout: float) -> str:
 def test_up_runs_a_local_stack_that_the_cli_finds_and_stops_cleanly_on_ctrl_c(tmp_path):
     adb_port = closed_port()  # no adb server there: up must fall back to simulated phones
     env = {key: value for key, value in os.environ.items() if not key.startswith("AMC_")}
-    process = subprocess.Popen([sys.executable, "-m", "amc", "up", "--port", "0", "--sim-devices", "2",
-                                "--adb-port", str(adb_port)], cwd=tmp_path, env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "amc", "up", "--port", "0", "--sim-devices", "2", "--adb-port", str(adb_port)],
+        cwd=tmp_path,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         banner = read_until(lines_of(process.stdout), "Ctrl-C stops everything.", timeout=60)
         url = re.search(r"server\s+(http://\S+)", banner).group(1)
@@ -94,7 +99,13 @@ def test_up_fails_in_one_line_when_its_port_is_taken(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         env = {key: value for key, value in os.environ.items() if not key.startswith("AMC_")}
-        result = subprocess.run([sys.executable, "-m", "amc", "up", "--port", str(port), "--devices", "sim"],
-                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "amc", "up", "--port", str(port), "--devices", "sim"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert result.returncode == 1
     assert f"Error: the server exited (status 1): cannot listen on 127.0.0.1:{port}" in result.stderr

@@ -21,43 +21,61 @@ from tools.mutation_check import Edit
 
 HTTP_MUTANTS: dict[str, list[Edit]] = {
     # The standard library's parser reads NaN and Infinity as floats; orjson refuses them.
-    "nan-and-infinity-accepted": [Edit(
-        "amc.adapters.http.bodies", "parse_json",
-        '''return orjson.loads(raw)''',
-        '''return __import__("json").loads(raw)''',
-    )],
-    "submit-body-checked-before-the-token": [Edit(
-        "amc.adapters.http.app", "Api.submit",
-        """
+    "nan-and-infinity-accepted": [
+        Edit(
+            "amc.adapters.http.bodies",
+            "parse_json",
+            """return orjson.loads(raw)""",
+            """return __import__("json").loads(raw)""",
+        )
+    ],
+    "submit-body-checked-before-the-token": [
+        Edit(
+            "amc.adapters.http.app",
+            "Api.submit",
+            """
         principal, raw = await self.begin(request)
         access.require_role(principal, "client", "admin")
         """,
-        """
+            """
         bodies.decode_submit(await self._read_body(request), self.settings.limits, may_name_tenant=True)
         principal, raw = await self.begin(request)
         access.require_role(principal, "client", "admin")
         """,
-    )],
-    "listing-limit-capped-at-100": [Edit(
-        "amc.adapters.http.bodies", "decode_list_query",
-        '''return status, int(text), after''',
-        '''return status, min(int(text), 100), after''',
-    )],
-    "wrong-method-answered-404": [Edit(
-        "amc.adapters.http.app", "Api.unrouted",
-        '''return await on_http(request, exc)''',
-        '''return await on_http(request, HTTPException(404))''',
-    )],
-    "host-listing-a-bare-list": [Edit(
-        "amc.adapters.http.app", "Api.list_hosts",
-        '''return json_response({"hosts": [wire.host_view(h) for h in hosts]})''',
-        '''return json_response([wire.host_view(h) for h in hosts])''',
-    )],
-    "host-lists-every-host": [Edit(
-        "amc.adapters.http.app", "Api.list_hosts",
-        '''if principal.role == "host":''',
-        '''if False:''',
-    )],
+        )
+    ],
+    "listing-limit-capped-at-100": [
+        Edit(
+            "amc.adapters.http.bodies",
+            "decode_list_query",
+            """return status, int(text), after""",
+            """return status, min(int(text), 100), after""",
+        )
+    ],
+    "wrong-method-answered-404": [
+        Edit(
+            "amc.adapters.http.app",
+            "Api.unrouted",
+            """return await on_http(request, exc)""",
+            """return await on_http(request, HTTPException(404))""",
+        )
+    ],
+    "host-listing-a-bare-list": [
+        Edit(
+            "amc.adapters.http.app",
+            "Api.list_hosts",
+            """return json_response({"hosts": [wire.host_view(h) for h in hosts]})""",
+            """return json_response([wire.host_view(h) for h in hosts])""",
+        )
+    ],
+    "host-lists-every-host": [
+        Edit(
+            "amc.adapters.http.app",
+            "Api.list_hosts",
+            """if principal.role == "host":""",
+            """if False:""",
+        )
+    ],
 }
 
 

@@ -57,13 +57,30 @@ DIFFERENTIAL = "test_the_target_agrees_with_the_kernel_on_random_request_sequenc
 BROKEN_SERVER_EXAMPLES = "150"
 
 
-def run_suite(url: str, tokens: Path, report: Path, *pytest_args: str, timeout: float = 280,
-              env: dict | None = None) -> subprocess.CompletedProcess:
+def run_suite(
+    url: str, tokens: Path, report: Path, *pytest_args: str, timeout: float = 280, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """The conformance suite against `url`, in a pytest subprocess, as an implementer runs it."""
-    command = [sys.executable, "-m", "pytest", str(SUITE), "-q", "-p", "no:cacheprovider", "--no-header",
-               "--target-url", url, "--tokens", str(tokens), "--conformance-report", str(report), *pytest_args]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(SUITE),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--no-header",
+        "--target-url",
+        url,
+        "--tokens",
+        str(tokens),
+        "--conformance-report",
+        str(report),
+        *pytest_args,
+    ]
+    return subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
 
 
 def against_broken_server(name: str, work: Path) -> dict:
@@ -71,15 +88,25 @@ def against_broken_server(name: str, work: Path) -> dict:
     from tools.mutation_check import mutated_copy
 
     kernel = name in CAUGHT_BY
-    with (mutated_copy if kernel else broken_copy)(name) as copy, \
-            ManagedServer(work / "server", pythonpath=copy) as server:
+    with (
+        (mutated_copy if kernel else broken_copy)(name) as copy,
+        ManagedServer(work / "server", pythonpath=copy) as server,
+    ):
         report = work / "report.json"
         # Only the kernel's broken rules are the differential run's to catch: give it room there.
-        result = run_suite(server.url, server.tokens_path, report,
-                           env={"AMC_CONFORMANCE_EXAMPLES": BROKEN_SERVER_EXAMPLES} if kernel else None)
+        result = run_suite(
+            server.url,
+            server.tokens_path,
+            report,
+            env={"AMC_CONFORMANCE_EXAMPLES": BROKEN_SERVER_EXAMPLES} if kernel else None,
+        )
         document = json.loads(report.read_text()) if report.exists() else None
-        return {"returncode": result.returncode, "output": result.stdout[-4000:] + result.stderr[-2000:],
-                "report": document, "server_log": server.log_tail()}
+        return {
+            "returncode": result.returncode,
+            "output": result.stdout[-4000:] + result.stderr[-2000:],
+            "report": document,
+            "server_log": server.log_tail(),
+        }
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +118,11 @@ def broken_runs(pytestconfig, tmp_path_factory):
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = {name: pool.submit(against_broken_server, name, root / name) for name in EXPECTED}
         runs = {name: future.result() for name, future in futures.items()}
-    summary = {name: sorted(r["id"] for r in run["report"]["requirements"] if r["status"] == "failed")
-               for name, run in runs.items() if run["report"]}
+    summary = {
+        name: sorted(r["id"] for r in run["report"]["requirements"] if r["status"] == "failed")
+        for name, run in runs.items()
+        if run["report"]
+    }
     (root / "caught.json").write_text(json.dumps(summary, indent=2))
     print(f"requirement ids reported failed, by broken rule ({root / 'caught.json'}):")
     for name, ids in summary.items():
@@ -136,8 +166,20 @@ def test_amc_conformance_runs_the_suite_and_passes_pytest_options(pytestconfig, 
         pytest.skip("a test of the suite itself, not of the target")
     with ManagedServer(tmp_path / "server") as server:
         report = tmp_path / "report.json"
-        command = [sys.executable, "-m", "amc", "conformance", server.url, "--tokens", str(server.tokens_path),
-                   "--report", str(report), "-k", "never_assigned or cancel_twice", "-q"]
+        command = [
+            sys.executable,
+            "-m",
+            "amc",
+            "conformance",
+            server.url,
+            "--tokens",
+            str(server.tokens_path),
+            "--report",
+            str(report),
+            "-k",
+            "never_assigned or cancel_twice",
+            "-q",
+        ]
         result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "amc conformance report" in result.stdout
@@ -154,8 +196,11 @@ def test_a_tokens_file_without_every_role_is_refused_with_what_is_missing(pytest
     if plugin.option(pytestconfig, "--target-url"):
         pytest.skip("a test of the suite itself, not of the target")
     tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps([{"token": "a", "role": "client", "tenant": "acme"},
-                                  {"token": "b", "role": "host", "host_id": "h1"}]))
+    tokens.write_text(
+        json.dumps(
+            [{"token": "a", "role": "client", "tenant": "acme"}, {"token": "b", "role": "host", "host_id": "h1"}]
+        )
+    )
     result = run_suite("http://127.0.0.1:9", tokens, tmp_path / "report.json", timeout=60)
     message = result.stdout + result.stderr
     assert result.returncode == 4, message

@@ -33,8 +33,18 @@ def check() -> OpenAPICheck:
     return OpenAPICheck(SPEC)
 
 
-def exchange(check: OpenAPICheck, method: str, path: str, status: int, answer=None, *, sent=None,
-             token: str | None = "tok", media: str = "application/json", headers: dict | None = None) -> list[str]:
+def exchange(
+    check: OpenAPICheck,
+    method: str,
+    path: str,
+    status: int,
+    answer=None,
+    *,
+    sent=None,
+    token: str | None = "tok",
+    media: str = "application/json",
+    headers: dict | None = None,
+) -> list[str]:
     """Show `check` one request and its response; the mismatches this exchange added."""
     before = set(check.mismatch_lines())
     request_headers = {} if token is None else {"Authorization": f"Bearer {token}"}
@@ -86,8 +96,9 @@ def test_an_error_must_be_a_problem_document(check):
 def test_an_accepted_request_the_document_forbids_is_a_mismatch(check):
     typo = {"advance_seconds": 1, "advance_secs": 1}
     # The server refusing it (400) is the scenarios probing, not a mismatch...
-    assert exchange(check, "POST", "/v1/admin/clock", 400, problem(400, "invalid_request"), sent=typo,
-                    media=PROBLEM) == []
+    assert (
+        exchange(check, "POST", "/v1/admin/clock", 400, problem(400, "invalid_request"), sent=typo, media=PROBLEM) == []
+    )
     # ...the server accepting it is.
     [mismatch] = exchange(check, "POST", "/v1/admin/clock", 200, {"now": TIME}, sent=typo)
     assert "accepted a request the document does not allow" in mismatch
@@ -106,11 +117,14 @@ def test_requests_no_operation_documents_get_only_401_404_405(check):
 
 def test_a_method_the_path_lacks_is_405_allowing_every_method_of_the_path(check):
     allow = {"Allow": "GET, POST"}
-    assert exchange(check, "DELETE", "/v1/tasks", 405, problem(405, "method_not_allowed"), media=PROBLEM,
-                    headers=allow) == []
+    assert (
+        exchange(check, "DELETE", "/v1/tasks", 405, problem(405, "method_not_allowed"), media=PROBLEM, headers=allow)
+        == []
+    )
     assert check.validated[("DELETE", "/v1/tasks", 405)] == 1
-    [mismatch] = exchange(check, "DELETE", "/v1/tasks", 405, problem(405, "method_not_allowed"), media=PROBLEM,
-                          headers={"Allow": "POST"})
+    [mismatch] = exchange(
+        check, "DELETE", "/v1/tasks", 405, problem(405, "method_not_allowed"), media=PROBLEM, headers={"Allow": "POST"}
+    )
     assert "Allow: 'POST'" in mismatch and "GET, POST" in mismatch
     [mismatch] = exchange(check, "PATCH", "/v1/tasks/t_1", 404, problem(404, "not_found"), media=PROBLEM)
     assert "PATCH /v1/tasks/{task_id} -> 404: a request no operation documents must get 401 or 405 or 413" in mismatch
@@ -127,8 +141,11 @@ def test_one_mismatch_seen_many_times_is_listed_once_with_a_count(check):
 # Our own app, through the suite's client
 
 
-TOKENS = {"acme": Principal(role="client", tenant="acme"), "h1": Principal(role="host", host_id="h1"),
-          "admin": Principal(role="admin")}
+TOKENS = {
+    "acme": Principal(role="client", tenant="acme"),
+    "h1": Principal(role="host", host_id="h1"),
+    "admin": Principal(role="admin"),
+}
 
 
 def test_our_app_through_a_conformance_connection_matches_the_document(check):
@@ -158,6 +175,11 @@ def test_our_app_through_a_conformance_connection_matches_the_document(check):
         connection.close()
         server.stop()
     assert check.mismatch_lines() == []
-    assert {("GET", "/metrics", 200), ("POST", "/v1/tasks", 201), ("POST", "/v1/tasks", 400),
-            ("POST", "/v1/tasks/{task_id}/attempts/{attempt}/result", 200), ("GET", UNKNOWN_PATH, 404),
-            ("DELETE", "/v1/tasks/{task_id}", 405)} <= set(check.validated)
+    assert {
+        ("GET", "/metrics", 200),
+        ("POST", "/v1/tasks", 201),
+        ("POST", "/v1/tasks", 400),
+        ("POST", "/v1/tasks/{task_id}/attempts/{attempt}/result", 200),
+        ("GET", UNKNOWN_PATH, 404),
+        ("DELETE", "/v1/tasks/{task_id}", 405),
+    } <= set(check.validated)

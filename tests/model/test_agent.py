@@ -124,10 +124,12 @@ def test_failed_and_refused_steps_stop_the_plan():
 
 
 def test_stages_record_a_checkpoint_after_each_finished_stage():
-    plan = Plan(stages=(
-        Stage(id="login", steps=(Step(id="a", action="wait"), Step(id="b", action="wait"))),
-        Stage(id="browse", steps=(Step(id="c", action="wait"),)),
-    ))
+    plan = Plan(
+        stages=(
+            Stage(id="login", steps=(Step(id="a", action="wait"), Step(id="b", action="wait"))),
+            Stage(id="browse", steps=(Step(id="c", action="wait"),)),
+        )
+    )
     execution = Execution(plan, lease_expires_at=T0 + LEASE)
     now = run(execution, 2)
     assert execution.checkpoints == ["login"]
@@ -248,8 +250,10 @@ def deliver(execution: Execution, now: int, *messages: Message, cancel: bool = F
 
 def acks(execution: Execution) -> list[tuple]:
     """The acknowledgements decided so far, as (message id, state, before_step or detail)."""
-    return [(a.message_id, a.state, a.boundary.before_step if a.boundary else a.detail)
-            for a in execution.take_acknowledgements()]
+    return [
+        (a.message_id, a.state, a.boundary.before_step if a.boundary else a.detail)
+        for a in execution.take_acknowledgements()
+    ]
 
 
 def table(report) -> list[tuple]:
@@ -269,8 +273,12 @@ def test_a_steer_waits_for_the_next_boundary_and_is_admitted_before_the_next_ste
     execution.step_completed(now + 2)
     assert execution.next_step(now + 2) is None and execution.finished
     report = execution.report()
-    assert table(report) == [("a", "completed", None), ("b", "completed", None), ("c", "completed", None),
-                             ("d", "not_started", "steered")]
+    assert table(report) == [
+        ("a", "completed", None),
+        ("b", "completed", None),
+        ("c", "completed", None),
+        ("d", "not_started", "steered"),
+    ]
     assert report.status == "done" and report.metadata["steered_steps"] == {"d": "m1"}
     assert acks(execution) == [("m1", "completed", None)]  # settled with the report, before it is sent
 
@@ -299,8 +307,12 @@ def test_replace_remaining_drops_every_step_not_started_and_runs_the_new_ones():
     assert acks(execution) == [("m1", "admitted", "b")]
     execution.step_completed(now + 1)
     assert execution.next_step(now + 1) is None
-    assert table(execution.report()) == [("a", "completed", None), ("b", "not_started", "steered"),
-                                         ("c", "not_started", "steered"), ("b2", "completed", None)]
+    assert table(execution.report()) == [
+        ("a", "completed", None),
+        ("b", "not_started", "steered"),
+        ("c", "not_started", "steered"),
+        ("b2", "completed", None),
+    ]
     assert execution.report().status == "done"
 
 
@@ -340,16 +352,24 @@ def test_an_inserted_step_is_reported_in_place_however_the_attempt_ends(ending):
         execution.step_completed(now + 1)
     report = execution.report()
     assert [s.id for s in report.steps] == ["a", "a2", "b", "c"]
-    assert all(s.status in ("completed", "failed", "interrupted") or (s.status == "not_started" and s.reason)
-               for s in report.steps)
+    assert all(
+        s.status in ("completed", "failed", "interrupted") or (s.status == "not_started" and s.reason)
+        for s in report.steps
+    )
     assert report.status == {"done": "done", "cancelled": "cancelled"}.get(ending, "failed")
     assert report.metadata["steered_steps"] == {"a2": "m1"}
 
 
 @req("BOUNDARY/s3")
 def test_a_policy_refusal_is_refused_while_a_steered_skip_is_not_started_steered():
-    plan = Plan(steps=(Step(id="a", action="tap"), Step(id="s", action="shell", args={"command": "reboot"}),
-                       Step(id="d", action="tap"), Step(id="e", action="tap")))
+    plan = Plan(
+        steps=(
+            Step(id="a", action="tap"),
+            Step(id="s", action="shell", args={"command": "reboot"}),
+            Step(id="d", action="tap"),
+            Step(id="e", action="tap"),
+        )
+    )
     execution = Execution(plan, lease_expires_at=T0 + LEASE)
     execution.next_step(T0)
     deliver(execution, T0, message("m1", "steer", {"skip": ["d"]}))
@@ -358,8 +378,11 @@ def test_a_policy_refusal_is_refused_while_a_steered_skip_is_not_started_steered
     execution.step_refused(T0 + 2, "shell command 'reboot' is denied by the host's action policy")
     assert execution.next_step(T0 + 2) is None
     assert table(execution.report()) == [
-        ("a", "completed", None), ("s", "refused", "shell command 'reboot' is denied by the host's action policy"),
-        ("d", "not_started", "steered"), ("e", "not_started", "previous_step_refused")]
+        ("a", "completed", None),
+        ("s", "refused", "shell command 'reboot' is denied by the host's action policy"),
+        ("d", "not_started", "steered"),
+        ("e", "not_started", "previous_step_refused"),
+    ]
 
 
 @req("DELIVERY/s2")
@@ -406,8 +429,11 @@ def test_a_resume_with_nothing_paused_and_a_second_pause_are_rejected():
     execution = Execution(THREE, lease_expires_at=T0 + LEASE)
     deliver(execution, T0, message("r", "resume"), message("p1", "pause"), message("p2", "pause"))
     assert execution.next_step(T0) is None
-    assert acks(execution) == [("r", "rejected", "the run is not paused"), ("p1", "admitted", "s1"),
-                               ("p2", "rejected", "the run is already paused by message p1")]
+    assert acks(execution) == [
+        ("r", "rejected", "the run is not paused"),
+        ("p1", "admitted", "s1"),
+        ("p2", "rejected", "the run is already paused by message p1"),
+    ]
 
 
 @pytest.mark.parametrize("stop", ["cancel", "lease_lost", "host_stopping"])
@@ -456,8 +482,9 @@ class HostAgainstKernel(RuleBasedStateMachine):
     def setup(self, size):
         self.world = w = World()
         w.register("h1", "d1")
-        self.task_id = w.submit(plan=Plan(steps=tuple(Step(id=f"s{i}", action="tap", args={"x": 1, "y": 2})
-                                                      for i in range(size))))
+        self.task_id = w.submit(
+            plan=Plan(steps=tuple(Step(id=f"s{i}", action="tap", args={"x": 1, "y": 2}) for i in range(size)))
+        )
         self.assignment = w.claim("h1")
         self.execution = Execution(self.assignment.plan, self.assignment.lease_expires_at)
         self._grant(w.start(self.assignment))
@@ -505,8 +532,11 @@ class HostAgainstKernel(RuleBasedStateMachine):
         self.tick()
         known = [e.step.id for e in self.execution.outline]
         if kind == "skip":
-            body = {"data": {"skip": data.draw(st.lists(st.sampled_from(known + ["zz"]), min_size=1, max_size=2,
-                                                         unique=True))}}
+            body = {
+                "data": {
+                    "skip": data.draw(st.lists(st.sampled_from(known + ["zz"]), min_size=1, max_size=2, unique=True))
+                }
+            }
         elif kind == "insert":
             anchor = data.draw(st.sampled_from(known + [None, "zz"]))
             body = {"data": {"insert_after": anchor, "steps": self._new_steps(data.draw, known)}}
@@ -543,9 +573,13 @@ class HostAgainstKernel(RuleBasedStateMachine):
     def send_acknowledgements(self, count):
         self.tick()
         for ack in self.unsent[:count]:
-            decision = self.world.ack(self.assignment, ack.message_id, ack.state,
-                                      before_step=ack.boundary.before_step if ack.boundary else ...,
-                                      detail=ack.detail)
+            decision = self.world.ack(
+                self.assignment,
+                ack.message_id,
+                ack.state,
+                before_step=ack.boundary.before_step if ack.boundary else ...,
+                detail=ack.detail,
+            )
             assert decision.accepted, (ack, decision.rejection)
         del self.unsent[:count]
 
@@ -589,8 +623,11 @@ class HostAgainstKernel(RuleBasedStateMachine):
             assert (outcome.status != "not_started") == (outcome.id in self.started)
         # every steer admitted was completed with the report
         messages = {m.id: m for m in w.task(self.task_id).messages}
-        assert all(messages[a.message_id].state == "completed" for a in self.decided
-                   if a.state == "admitted" and messages[a.message_id].intent == "steer")
+        assert all(
+            messages[a.message_id].state == "completed"
+            for a in self.decided
+            if a.state == "admitted" and messages[a.message_id].intent == "steer"
+        )
 
 
 HostAgainstKernel.TestCase.settings = settings(max_examples=250, stateful_step_count=40, deadline=None)

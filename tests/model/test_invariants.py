@@ -280,9 +280,13 @@ def steer_naming_a_successor(world):
 
 def open_message_on_ended_task(world):
     task_id = _with_delivered_steer(world)
-    _task(world, task_id, status=TaskStatus.failed,
-          result=Result(status=TaskStatus.failed, attempt=1, reason="attempts_exhausted"),
-          attempts=(attrs.evolve(world.task(task_id).attempts[0], outcome=AttemptState.expired, ended_at=world.now),))
+    _task(
+        world,
+        task_id,
+        status=TaskStatus.failed,
+        result=Result(status=TaskStatus.failed, attempt=1, reason="attempts_exhausted"),
+        attempts=(attrs.evolve(world.task(task_id).attempts[0], outcome=AttemptState.expired, ended_at=world.now),),
+    )
     _device(world, "d1", reservation=None)
     return invariants.violations(world.state)
 
@@ -324,13 +328,13 @@ def follow_up_collected_twice(world):
 
 
 def follow_up_naming_a_successor_without_it(world):
-    task_id, successor = _with_collected_follow_up(world)
+    _task_id, successor = _with_collected_follow_up(world)
     _task(world, successor, collected=())
     return invariants.violations(world.state)
 
 
 def successor_holding_a_follow_up_that_names_another(world):
-    task_id, successor = _with_collected_follow_up(world)
+    task_id, _successor = _with_collected_follow_up(world)
     _message(world, task_id, 0, successor=None)
     return invariants.violations(world.state)
 
@@ -369,8 +373,9 @@ def message_lost(world):
 
 def message_moved_back(world):
     task_id = _with_delivered_steer(world)
-    return _changed(world, lambda: _message(world, task_id, 0, state=MessageState.queued, attempt=None,
-                                            delivered_at=None))
+    return _changed(
+        world, lambda: _message(world, task_id, 0, state=MessageState.queued, attempt=None, delivered_at=None)
+    )
 
 
 def settled_message_changed(world):
@@ -388,8 +393,15 @@ def message_rewritten(world):
 
 def terminal_task_changed(world):
     task_id = _done(world)
-    return _changed(world, lambda: _task(world, task_id, status=TaskStatus.failed,
-                                         result=attrs.evolve(world.task(task_id).result, status=TaskStatus.failed)))
+    return _changed(
+        world,
+        lambda: _task(
+            world,
+            task_id,
+            status=TaskStatus.failed,
+            result=attrs.evolve(world.task(task_id).result, status=TaskStatus.failed),
+        ),
+    )
 
 
 def pending_cancellation_dropped(world):

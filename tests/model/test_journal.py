@@ -26,10 +26,20 @@ def test_the_core_assigns_records_only_through_the_state():
         if path.name == "state.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AugAssign)
+                else []
+            )
             targets += [t for t in node.targets] if isinstance(node, ast.Delete) else []
             for target in targets:
-                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute) and target.value.attr in ("tasks", "hosts"):
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.value, ast.Attribute)
+                    and target.value.attr in ("tasks", "hosts")
+                ):
                     found.append(f"{path.name}:{node.lineno}")
     assert not found, f"records assigned around State.put_task/put_host: {found}"
 

@@ -3,7 +3,7 @@
 Several hosts, devices and tenants; a clock that jumps, sometimes exactly onto a lease's
 expiry; duplicate and stale requests (old leases stay in the bundle after they are
 replaced); restarts that rebuild the state from the event log and from the records.
-After every step: every invariant of DESIGN.md, and that a rejection changed nothing.
+After every step: every invariant of specs/design.md, and that a rejection changed nothing.
 
 The claim order is checked against a brute-force reference (the "trivially correct
 model" of the queue): the best claimable task any free device matches, by priority then age.
@@ -23,8 +23,7 @@ from hypothesis import event, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, multiple, precondition, rule
 
-from amc.core import invariants, kernel
-from amc.core import steering
+from amc.core import invariants, kernel, steering
 from amc.core.commands import (
     AcknowledgeMessage,
     CancelTask,
@@ -38,8 +37,8 @@ from amc.core.commands import (
     SubmitTask,
 )
 from amc.core.errors import Code
-from amc.core.history import history_data, history_type
 from amc.core.events import CancellationRequested, MessageAcknowledged, MessageApplied, TaskAssigned
+from amc.core.history import history_data, history_type
 from amc.core.records import Boundary, DeviceSpec, Plan, Requirements, Step, StepOutcome
 from amc.core.state import State
 
@@ -97,7 +96,9 @@ class KernelModel(RuleBasedStateMachine):
         journal_wrong = journal_problems(before, self.state, self.state.close_journal())
         assert not journal_wrong, f"after {command!r}: {journal_wrong}"
         note(f"{command!r}\n  -> {decision.rejection or decision.reply}")
-        event(f"{type(command).__name__}: {decision.rejection.code.name if decision.rejection else type(decision.reply).__name__}")
+        event(
+            f"{type(command).__name__}: {decision.rejection.code.name if decision.rejection else type(decision.reply).__name__}"
+        )
         self.log.extend(decision.events)
         if not decision.accepted:
             assert decision.events == ()
@@ -130,15 +131,28 @@ class KernelModel(RuleBasedStateMachine):
         existing = self.state.idempotency.get((tenant, key)) if key else None
         decision = self.run(
             SubmitTask(
-                now=self.now, task_id=self.fresh("t"), tenant=tenant, plan=plan, requirements=requirements,
-                priority=priority, max_attempts=max_attempts, idempotency_key=key,
+                now=self.now,
+                task_id=self.fresh("t"),
+                tenant=tenant,
+                plan=plan,
+                requirements=requirements,
+                priority=priority,
+                max_attempts=max_attempts,
+                idempotency_key=key,
             )
         )
         if existing is not None:
             same = kernel._same_submission(
                 self.state.tasks[existing],
-                SubmitTask(now=0, task_id="", tenant=tenant, plan=plan, requirements=requirements,
-                           priority=priority, max_attempts=max_attempts),
+                SubmitTask(
+                    now=0,
+                    task_id="",
+                    tenant=tenant,
+                    plan=plan,
+                    requirements=requirements,
+                    priority=priority,
+                    max_attempts=max_attempts,
+                ),
             )
             if same:
                 assert decision.reply == kernel.Submitted(existing, created=False)
@@ -152,10 +166,13 @@ class KernelModel(RuleBasedStateMachine):
     def register(self, host, data):
         serials = data.draw(st.lists(st.sampled_from(HOSTS[host]), unique=True))
         model = data.draw(st.sampled_from(MODELS))
-        self.run(RegisterHost(
-            now=self.now, host_id=host,
-            devices=tuple(DeviceSpec(serial=s, attributes={"model": model}) for s in serials),
-        ))
+        self.run(
+            RegisterHost(
+                now=self.now,
+                host_id=host,
+                devices=tuple(DeviceSpec(serial=s, attributes={"model": model}) for s in serials),
+            )
+        )
 
     @rule(
         target=leases,
@@ -166,7 +183,9 @@ class KernelModel(RuleBasedStateMachine):
     def claim(self, host, lease_ms, only):
         self.run(ExpireLeases(now=self.now))
         expected = reference_claim(self.state, host, only)
-        decision = self.run(ClaimTask(now=self.now, host_id=host, lease_id=self.fresh("L"), lease_ms=lease_ms, devices=only))
+        decision = self.run(
+            ClaimTask(now=self.now, host_id=host, lease_id=self.fresh("L"), lease_ms=lease_ms, devices=only)
+        )
         reply = decision.reply
         if expected is None:
             assert isinstance(reply, kernel.NoAssignment)
@@ -199,8 +218,17 @@ class KernelModel(RuleBasedStateMachine):
         self.run(ExpireLeases(now=self.now))
         task = self.state.tasks[task_id]
         tenant = {"own": task.tenant, "admin": None, "other": next(t for t in TENANTS if t != task.tenant)}[who]
-        decision = self.run(PostMessage(now=self.now, task_id=task_id, tenant=tenant, message_id=self.fresh("m"),
-                                        intent=intent, text=text, data=data))
+        decision = self.run(
+            PostMessage(
+                now=self.now,
+                task_id=task_id,
+                tenant=tenant,
+                message_id=self.fresh("m"),
+                intent=intent,
+                text=text,
+                data=data,
+            )
+        )
         if who == "other":
             assert decision.rejection.code is Code.not_found
         elif task.status in ("failed", "cancelled") or (task.status == "done" and intent != "follow_up"):
@@ -214,8 +242,14 @@ class KernelModel(RuleBasedStateMachine):
         decision = self._lease_command(RenewLease, lease, "none")
         if decision.accepted and decision.reply.messages:
             carried = decision.reply.messages[pick % len(decision.reply.messages)]
-            self.acknowledge(lease, pick=0, state="admitted" if admit else "rejected",
-                             boundary_pick=boundary_pick, tamper="none", message_id=carried.id)
+            self.acknowledge(
+                lease,
+                pick=0,
+                state="admitted" if admit else "rejected",
+                boundary_pick=boundary_pick,
+                tamper="none",
+                message_id=carried.id,
+            )
 
     @rule(
         lease=leases,
@@ -233,8 +267,15 @@ class KernelModel(RuleBasedStateMachine):
         message = task.message(message_id) if message_id else candidates[pick % len(candidates)]
         planned = [None, *steering.planned_step_ids(task, lease[1])]
         boundary = Boundary(before_step=planned[boundary_pick % len(planned)]) if state == "admitted" else None
-        self._lease_command(AcknowledgeMessage, lease, tamper, message_id=message.id, state=state, boundary=boundary,
-                            detail="cannot" if state == "rejected" else None)
+        self._lease_command(
+            AcknowledgeMessage,
+            lease,
+            tamper,
+            message_id=message.id,
+            state=state,
+            boundary=boundary,
+            detail="cannot" if state == "rejected" else None,
+        )
 
     @rule(
         lease=leases,
@@ -248,7 +289,8 @@ class KernelModel(RuleBasedStateMachine):
         if with_steps:
             outline = steering.attempt_outline(self.state.tasks[task_id], lease[1])
             steps = tuple(
-                StepOutcome(id=e.step.id, status="not_started", reason="steered") if e.removed_by
+                StepOutcome(id=e.step.id, status="not_started", reason="steered")
+                if e.removed_by
                 else StepOutcome(id=e.step.id, status="completed" if status == "done" else "not_started")
                 for e in outline
             )
@@ -264,7 +306,9 @@ class KernelModel(RuleBasedStateMachine):
             host = next(h for h in HOSTS if h != host)
         elif tamper == "lease_id":
             lease_id = "forged"
-        return self.run(command_type(now=self.now, host_id=host, task_id=task_id, attempt=number, lease_id=lease_id, **fields))
+        return self.run(
+            command_type(now=self.now, host_id=host, task_id=task_id, attempt=number, lease_id=lease_id, **fields)
+        )
 
     def _is_live(self, lease) -> bool:
         self.run(ExpireLeases(now=self.now))
@@ -344,7 +388,8 @@ class KernelModel(RuleBasedStateMachine):
         expected: dict[str, bool] = {}
         for logged in self.log:
             applied = isinstance(logged, MessageApplied) or (
-                isinstance(logged, MessageAcknowledged) and logged.state == "admitted")
+                isinstance(logged, MessageAcknowledged) and logged.state == "admitted"
+            )
             if applied:
                 intent = self.state.tasks[logged.task_id].message(logged.message_id).intent
                 if intent in ("pause", "resume"):
@@ -383,8 +428,12 @@ def journal_problems(before: State, after: State, journal) -> list[str]:
         ("host", before.hosts, after.hosts, journal.hosts),
     ):
         replaced = {key for key in new.keys() | old.keys() if old.get(key) is not new.get(key)}
-        problems += [f"{kind} {key!r} changed but the journal does not name it" for key in sorted(replaced - named.keys())]
-        problems += [f"the journal names {kind} {key!r}, which was not replaced" for key in sorted(named.keys() - replaced)]
+        problems += [
+            f"{kind} {key!r} changed but the journal does not name it" for key in sorted(replaced - named.keys())
+        ]
+        problems += [
+            f"the journal names {kind} {key!r}, which was not replaced" for key in sorted(named.keys() - replaced)
+        ]
         problems += [
             f"the journal's earlier {kind} {key!r} is not the record before the command"
             for key in sorted(named.keys() & replaced)

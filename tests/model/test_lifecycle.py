@@ -132,9 +132,14 @@ class Shadow:
         if task_id is None:
             return
         task = before.tasks.get(task_id)
-        guards = {} if task is None else {
-            "cancellation_pending": task.cancellation_pending, "attempts_left": task.attempts_left,
-        }
+        guards = (
+            {}
+            if task is None
+            else {
+                "cancellation_pending": task.cancellation_pending,
+                "attempts_left": task.attempts_left,
+            }
+        )
         sm = self.tasks.setdefault(task_id, lifecycle.TaskLifecycle())
         sm.guards = guards
         match event:
@@ -166,7 +171,9 @@ class Shadow:
                 elif event.reason == "cancelled_while_queued":
                     sm.send("request_cancel")
                 if task_id in self.cancellations and _id(self.cancellations[task_id]) == "pending":
-                    self.cancellations[task_id].send("task_cancelled" if event.status == "cancelled" else "task_finished")
+                    self.cancellations[task_id].send(
+                        "task_cancelled" if event.status == "cancelled" else "task_finished"
+                    )
 
     def agrees_with(self, world: World) -> None:
         for task_id, sm in self.tasks.items():
@@ -175,7 +182,9 @@ class Shadow:
             for attempt in task.attempts:
                 assert _id(self.attempts[(task_id, attempt.number)]) == attempt.state
             cancellation = self.cancellations.get(task_id)
-            assert (_id(cancellation) if cancellation else None) == (task.cancellation.state if task.cancellation else None)
+            assert (_id(cancellation) if cancellation else None) == (
+                task.cancellation.state if task.cancellation else None
+            )
 
 
 def _id(machine) -> str:
@@ -214,7 +223,9 @@ def test_kernel_moves_exactly_as_the_declarations(actions):
             world.cancel(sorted(world.state.tasks)[pick % len(world.state.tasks)])
         elif assignments:
             a = assignments[pick % len(assignments)]
-            {"start": world.start, "renew": world.renew}.get(action, lambda a, status=status: world.report(a, status))(a)
+            {"start": world.start, "renew": world.renew}.get(action, lambda a, status=status: world.report(a, status))(
+                a
+            )
         for event in world.log[seen:]:
             shadow.follow(world, event, before)
         shadow.agrees_with(world)

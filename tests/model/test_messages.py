@@ -62,7 +62,11 @@ def test_a_steer_is_queued_then_delivered_then_admitted_then_completed():
     assert [x.id for x in grant.messages] == [m] and grant.messages[0].state == "delivered"
     delivered = message(w, task_id, m)
     assert (delivered.state, delivered.delivered_at, delivered.admitted_at, delivered.attempt) == (
-        "delivered", w.now, None, 1)
+        "delivered",
+        w.now,
+        None,
+        1,
+    )
 
     w.now += 1000
     assert w.ack(a, m, "admitted", before_step="c").accepted
@@ -72,8 +76,9 @@ def test_a_steer_is_queued_then_delivered_then_admitted_then_completed():
     assert w.ack(a, m, "completed").accepted
     assert (message(w, task_id, m).state, message(w, task_id, m).completed_at) == ("completed", w.now)
 
-    steps = result_steps([("a", "completed", None), ("b", "completed", None), ("c", "completed", None),
-                          ("d", "not_started", "steered")])
+    steps = result_steps(
+        [("a", "completed", None), ("b", "completed", None), ("c", "completed", None), ("d", "not_started", "steered")]
+    )
     assert w.report(a, "done", steps=steps).accepted
 
 
@@ -180,15 +185,22 @@ def test_replace_remaining_changes_only_the_work_it_names():
         "steps: must name every planned step once, in plan order"
         " (4 planned, first difference at position 3: step 'b2' is missing)"
     )
-    removed = result_steps([("a", "completed", None), ("b", "completed", None), ("c", "not_started", "steered"),
-                            ("b2", "completed", None)])
+    removed = result_steps(
+        [("a", "completed", None), ("b", "completed", None), ("c", "not_started", "steered"), ("b2", "completed", None)]
+    )
     refused = w.report(ax, "done", steps=removed)
     assert code(refused) is Code.invalid_request
     assert refused.rejection.detail == (
         "steps[1]: step 'b' was removed by a correction; report not_started with reason steered"
     )
-    steps = result_steps([("a", "completed", None), ("b", "not_started", "steered"), ("c", "not_started", "steered"),
-                          ("b2", "completed", None)])
+    steps = result_steps(
+        [
+            ("a", "completed", None),
+            ("b", "not_started", "steered"),
+            ("c", "not_started", "steered"),
+            ("b2", "completed", None),
+        ]
+    )
     assert w.report(ax, "done", steps=steps).accepted
 
 
@@ -201,8 +213,14 @@ def test_a_result_lists_every_step_of_the_edited_plan_in_its_order():
     assert w.ack(a, m, "admitted", before_step="b").accepted
     missing = result_steps([("a", "completed", None), ("b", "completed", None), ("c", "completed", None)])
     assert code(w.report(a, "failed", steps=missing)) is Code.invalid_request
-    steps = result_steps([("a", "completed", None), ("a2", "interrupted", "lease_lost"),
-                          ("b", "not_started", "lease_lost"), ("c", "not_started", "lease_lost")])
+    steps = result_steps(
+        [
+            ("a", "completed", None),
+            ("a2", "interrupted", "lease_lost"),
+            ("b", "not_started", "lease_lost"),
+            ("c", "not_started", "lease_lost"),
+        ]
+    )
     assert w.report(a, "failed", steps=steps).accepted
 
 
@@ -230,18 +248,21 @@ def test_an_edit_at_a_boundary_that_is_not_a_step_still_to_run_is_a_conflict():
     assert w.ack(a, m, "admitted", before_step="b").accepted  # b had not started: it is skipped
 
 
-@pytest.mark.parametrize("intent, text, data, field", [
-    ("poke", None, None, "intent"),
-    ("steer", None, None, "data"),
-    ("steer", None, {"skip": []}, "data.skip"),
-    ("steer", None, {"skip": ["a"], "steps": []}, "data.steps"),
-    ("steer", None, {"insert_after": "a"}, "data.steps"),
-    ("steer", None, {"replace_remaining": [{"id": "x"}]}, "data.replace_remaining[0].action"),
-    ("steer", None, {"replace_remaining": [step("x"), step("x")]}, "data.replace_remaining"),
-    ("pause", None, {"until": "later"}, "data"),
-    ("follow_up", None, {"steps": "all"}, "data.steps"),
-    ("follow_up", None, {"step": [step("x")]}, "data.step"),
-])
+@pytest.mark.parametrize(
+    "intent, text, data, field",
+    [
+        ("poke", None, None, "intent"),
+        ("steer", None, None, "data"),
+        ("steer", None, {"skip": []}, "data.skip"),
+        ("steer", None, {"skip": ["a"], "steps": []}, "data.steps"),
+        ("steer", None, {"insert_after": "a"}, "data.steps"),
+        ("steer", None, {"replace_remaining": [{"id": "x"}]}, "data.replace_remaining[0].action"),
+        ("steer", None, {"replace_remaining": [step("x"), step("x")]}, "data.replace_remaining"),
+        ("pause", None, {"until": "later"}, "data"),
+        ("follow_up", None, {"steps": "all"}, "data.steps"),
+        ("follow_up", None, {"step": [step("x")]}, "data.step"),
+    ],
+)
 def test_malformed_messages_are_refused_naming_the_field(intent, text, data, field):
     w = World()
     task_id, _ = running(w, "a", "b")
@@ -377,10 +398,14 @@ def test_follow_ups_to_a_task_that_ends_done_become_one_successor():
     s = successors[0]
     assert s.status == "queued" and s.requirements == w.task(task_id).requirements
     assert [(f.message_id, f.text, f.data) for f in s.collected] == [
-        (m1, "open Wi-Fi settings", None), (m2, "take a screenshot", {"steps": [step("shot")]})]
+        (m1, "open Wi-Fi settings", None),
+        (m2, "take a screenshot", {"steps": [step("shot")]}),
+    ]
     assert [x.id for x in s.plan.steps] == [f"{m2}.shot"]
     assert [(x.id, x.state, x.successor) for x in w.task(task_id).messages] == [
-        (m1, "admitted", s.id), (m2, "admitted", s.id)]
+        (m1, "admitted", s.id),
+        (m2, "admitted", s.id),
+    ]
     assert w.task(task_id).result.steps == steps
 
     later = w.post(task_id, "follow_up", text="and once more")
@@ -429,12 +454,14 @@ def test_a_steer_admitted_while_calls_run_removes_only_those_that_had_not_crosse
     assert w.ack(a, m, "admitted", before_step="c3").accepted
     history = [e for e in w.log if type(e).__name__ == "MessageAcknowledged"]
     assert [(e.message_id, e.boundary) for e in history] == [(m, Boundary(before_step="c3"))]
-    recalled = result_steps([("c1", "completed", None), ("c2", "not_started", "steered"),
-                             ("c3", "not_started", "steered")])
+    recalled = result_steps(
+        [("c1", "completed", None), ("c2", "not_started", "steered"), ("c3", "not_started", "steered")]
+    )
     refused = w.report(a, "failed", steps=recalled)
     assert code(refused) is Code.invalid_request and "c2" in refused.rejection.detail
-    truthful = result_steps([("c1", "completed", None), ("c2", "interrupted", "cancelled"),
-                             ("c3", "not_started", "steered")])
+    truthful = result_steps(
+        [("c1", "completed", None), ("c2", "interrupted", "cancelled"), ("c3", "not_started", "steered")]
+    )
     assert w.report(a, "failed", steps=truthful).accepted
     assert w.task(task_id).result.steps == truthful
 

@@ -11,9 +11,32 @@ CORE = Path(__file__).resolve().parents[2] / "amc" / "core"
 
 # Modules that do IO, read a clock or a random source, or belong to the edges.
 FORBIDDEN_MODULES = {
-    "asyncio", "io", "os", "pathlib", "random", "secrets", "select", "selectors", "shutil", "signal",
-    "socket", "subprocess", "sys", "threading", "time", "uuid", "logging",
-    "lmdb", "starlette", "uvicorn", "httpx", "click", "cattrs", "orjson", "ppadb", "prometheus_client",
+    "asyncio",
+    "io",
+    "os",
+    "pathlib",
+    "random",
+    "secrets",
+    "select",
+    "selectors",
+    "shutil",
+    "signal",
+    "socket",
+    "subprocess",
+    "sys",
+    "threading",
+    "time",
+    "uuid",
+    "logging",
+    "lmdb",
+    "starlette",
+    "uvicorn",
+    "httpx",
+    "click",
+    "cattrs",
+    "orjson",
+    "ppadb",
+    "prometheus_client",
 }
 FORBIDDEN_CALLS = {"now", "utcnow", "today", "time", "time_ns", "monotonic", "perf_counter", "open", "input", "print"}
 
@@ -35,9 +58,9 @@ def test_core_imports_nothing_that_does_io():
             for name in names:
                 top = name.split(".")[0]
                 assert top not in FORBIDDEN_MODULES, f"{path.name} imports {name}"
-                assert not name.startswith(("amc.adapters", "amc.agent", "amc.cli", "amc.service", "amc.adapters.lmdb.codec")), (
-                    f"{path.name} imports {name}"
-                )
+                assert not name.startswith(
+                    ("amc.adapters", "amc.agent", "amc.cli", "amc.service", "amc.adapters.lmdb.codec")
+                ), f"{path.name} imports {name}"
 
 
 def test_core_calls_no_clock_and_no_builtin_io():

@@ -182,7 +182,10 @@ def test_renewal_extends_the_lease_and_changes_nothing_else():
     after = world.task(task_id).attempts[0]
     assert decision.reply.lease_expires_at == world.now + LEASE_MS == after.lease_expires_at
     assert (after.number, after.device, after.host_id, after.lease_id) == (
-        before.number, before.device, before.host_id, before.lease_id,
+        before.number,
+        before.device,
+        before.host_id,
+        before.lease_id,
     )
     assert after.renewals == before.renewals + 1
     assert world.task(task_id).status == "dispatched"
@@ -250,7 +253,7 @@ def test_stale_attempt_report_after_requeue_is_rejected():
     assert task.status == "assigned" and task.active_attempt.number == newer.attempt
 
 
-# -- PROTOCOL.md Part A rules ---------------------------------------------------------------
+# -- specs/protocol.md Part A rules ---------------------------------------------------------------
 
 
 @req("SUBMIT/s1")
@@ -307,9 +310,13 @@ def test_claim_takes_highest_priority_first_then_oldest_even_after_requeue():
 def _current(world: World, task_id: str) -> kernel.Assignment:
     attempt = world.task(task_id).active_attempt
     return kernel.Assignment(
-        task_id=task_id, attempt=attempt.number, lease_id=attempt.lease_id,
-        lease_expires_at=attempt.lease_expires_at, lease_ms=attempt.lease_ms,
-        device=attempt.device, plan=world.task(task_id).plan,
+        task_id=task_id,
+        attempt=attempt.number,
+        lease_id=attempt.lease_id,
+        lease_expires_at=attempt.lease_expires_at,
+        lease_ms=attempt.lease_ms,
+        device=attempt.device,
+        plan=world.task(task_id).plan,
     )
 
 
@@ -629,8 +636,13 @@ def test_history_lists_every_recorded_event_of_a_task_in_order():
     asyncio.run(run())
     entries = service.history("t1")
     assert [e.type for e in entries] == [
-        "submitted", "assigned", "dispatched", "cancellation_requested",
-        "cancellation_delivered", "lease_expired", "ended",
+        "submitted",
+        "assigned",
+        "dispatched",
+        "cancellation_requested",
+        "cancellation_delivered",
+        "lease_expired",
+        "ended",
     ]
     assert [e.seq for e in entries] == list(range(1, 8))
     assert entries[-1].data == {"status": "cancelled", "reason": "lease_expired_with_cancellation", "attempt": 1}
@@ -648,8 +660,10 @@ def test_the_system_clock_never_goes_backwards():
 
 
 def test_plan_of_stages_exposes_all_steps_in_order():
-    plan = Plan(stages=(
-        Stage(id="s1", steps=(Step(id="a", action="wait"),)),
-        Stage(id="s2", steps=(Step(id="b", action="wait"),)),
-    ))
+    plan = Plan(
+        stages=(
+            Stage(id="s1", steps=(Step(id="a", action="wait"),)),
+            Stage(id="s2", steps=(Step(id="b", action="wait"),)),
+        )
+    )
     assert [s.id for s in plan.all_steps()] == ["a", "b"]

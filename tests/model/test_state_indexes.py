@@ -22,9 +22,7 @@ REQUIREMENTS = (
     Requirements(serial="s2", attributes={"model": "pixel"}),
 )
 
-submits = st.lists(
-    st.tuples(st.integers(-3, 3), st.sampled_from(range(len(REQUIREMENTS))), st.booleans()), max_size=40
-)
+submits = st.lists(st.tuples(st.integers(-3, 3), st.sampled_from(range(len(REQUIREMENTS))), st.booleans()), max_size=40)
 
 
 def groups_of(queue: ClaimQueue) -> dict:
@@ -44,8 +42,17 @@ def test_a_queue_built_in_bulk_equals_the_one_pushed_task_by_task(plan):
     state = State()
     for n, (priority, requirements, cancelled) in enumerate(plan):
         task_id = f"t{n}"
-        kernel.execute(state, SubmitTask(now=n, task_id=task_id, tenant="acme", plan=PLAN, priority=priority,
-                                         requirements=REQUIREMENTS[requirements]))
+        kernel.execute(
+            state,
+            SubmitTask(
+                now=n,
+                task_id=task_id,
+                tenant="acme",
+                plan=PLAN,
+                priority=priority,
+                requirements=REQUIREMENTS[requirements],
+            ),
+        )
         if cancelled:
             kernel.execute(state, CancelTask(now=n, task_id=task_id, tenant="acme"))
     pushed = ClaimQueue()
@@ -59,14 +66,30 @@ def test_a_queue_built_in_bulk_equals_the_one_pushed_task_by_task(plan):
 @given(submits)
 def test_a_rebuilt_state_hands_out_tasks_in_the_same_order(plan):
     state = State()
-    kernel.execute(state, RegisterHost(now=0, host_id="h1", devices=(
-        DeviceSpec(serial="s1", attributes={"model": "pixel", "sdk": "34"}),
-        DeviceSpec(serial="s2", attributes={"model": "pixel"}),
-        DeviceSpec(serial="s3"),
-    )))
+    kernel.execute(
+        state,
+        RegisterHost(
+            now=0,
+            host_id="h1",
+            devices=(
+                DeviceSpec(serial="s1", attributes={"model": "pixel", "sdk": "34"}),
+                DeviceSpec(serial="s2", attributes={"model": "pixel"}),
+                DeviceSpec(serial="s3"),
+            ),
+        ),
+    )
     for n, (priority, requirements, _) in enumerate(plan):
-        kernel.execute(state, SubmitTask(now=n, task_id=f"t{n}", tenant="acme", plan=PLAN, priority=priority,
-                                         requirements=REQUIREMENTS[requirements]))
+        kernel.execute(
+            state,
+            SubmitTask(
+                now=n,
+                task_id=f"t{n}",
+                tenant="acme",
+                plan=PLAN,
+                priority=priority,
+                requirements=REQUIREMENTS[requirements],
+            ),
+        )
     rebuilt = State.from_records(state.tasks.values(), state.hosts.values())
     orders = []
     for live in (state, rebuilt):

@@ -33,22 +33,52 @@ PLAN = Plan(steps=(Step(id="a", action="wait"), Step(id="b", action="wait")))
 NOW = st.integers(0, 100_000)
 
 commands = st.one_of(
-    st.builds(SubmitTask, now=NOW, task_id=TASK_IDS, tenant=TENANTS, plan=st.just(PLAN),
-              requirements=st.sampled_from((Requirements(), Requirements(serial="d2"), Requirements(attributes={"m": "x"}))),
-              priority=st.integers(-2, 2), max_attempts=st.integers(1, 3),
-              idempotency_key=st.sampled_from((None, "k"))),
+    st.builds(
+        SubmitTask,
+        now=NOW,
+        task_id=TASK_IDS,
+        tenant=TENANTS,
+        plan=st.just(PLAN),
+        requirements=st.sampled_from((Requirements(), Requirements(serial="d2"), Requirements(attributes={"m": "x"}))),
+        priority=st.integers(-2, 2),
+        max_attempts=st.integers(1, 3),
+        idempotency_key=st.sampled_from((None, "k")),
+    ),
     st.builds(CancelTask, now=NOW, task_id=TASK_IDS, tenant=st.one_of(st.none(), TENANTS)),
-    st.builds(RegisterHost, now=NOW, host_id=HOST_IDS,
-              devices=st.lists(st.sampled_from(("d1", "d2", "d3")), unique=True).map(
-                  lambda serials: tuple(DeviceSpec(serial=s, attributes={"m": "x"}) for s in serials))),
-    st.builds(ClaimTask, now=NOW, host_id=HOST_IDS, lease_id=LEASE_IDS, lease_ms=st.integers(1, 20_000),
-              devices=st.one_of(st.none(), st.just(("d2",)))),
+    st.builds(
+        RegisterHost,
+        now=NOW,
+        host_id=HOST_IDS,
+        devices=st.lists(st.sampled_from(("d1", "d2", "d3")), unique=True).map(
+            lambda serials: tuple(DeviceSpec(serial=s, attributes={"m": "x"}) for s in serials)
+        ),
+    ),
+    st.builds(
+        ClaimTask,
+        now=NOW,
+        host_id=HOST_IDS,
+        lease_id=LEASE_IDS,
+        lease_ms=st.integers(1, 20_000),
+        devices=st.one_of(st.none(), st.just(("d2",))),
+    ),
     st.builds(StartAttempt, now=NOW, host_id=HOST_IDS, task_id=TASK_IDS, attempt=st.integers(0, 4), lease_id=LEASE_IDS),
     st.builds(RenewLease, now=NOW, host_id=HOST_IDS, task_id=TASK_IDS, attempt=st.integers(0, 4), lease_id=LEASE_IDS),
-    st.builds(ReportResult, now=NOW, host_id=HOST_IDS, task_id=TASK_IDS, attempt=st.integers(0, 4), lease_id=LEASE_IDS,
-              status=st.sampled_from(("done", "failed", "cancelled")),
-              steps=st.sampled_from((None, (StepOutcome(id="a", status="completed"), StepOutcome(id="b", status="failed")),
-                                     (StepOutcome(id="zz", status="completed"),)))),
+    st.builds(
+        ReportResult,
+        now=NOW,
+        host_id=HOST_IDS,
+        task_id=TASK_IDS,
+        attempt=st.integers(0, 4),
+        lease_id=LEASE_IDS,
+        status=st.sampled_from(("done", "failed", "cancelled")),
+        steps=st.sampled_from(
+            (
+                None,
+                (StepOutcome(id="a", status="completed"), StepOutcome(id="b", status="failed")),
+                (StepOutcome(id="zz", status="completed"),),
+            )
+        ),
+    ),
     st.builds(ExpireLeases, now=NOW),
 )
 

@@ -115,14 +115,18 @@ class World:
 
     def post(self, task_id: str, intent: str, text=None, data=None, tenant: str | None = "acme") -> kernel.Decision:
         message_id = f"m{next(self._ids)}"
-        return self.run(PostMessage(now=0, task_id=task_id, tenant=tenant, message_id=message_id, intent=intent,
-                                    text=text, data=data))
+        return self.run(
+            PostMessage(
+                now=0, task_id=task_id, tenant=tenant, message_id=message_id, intent=intent, text=text, data=data
+            )
+        )
 
     def ack(self, a, message_id: str, state: str, before_step=..., detail=None, host=None, lease_id=None):
         """Acknowledge a message; `before_step` (a step id or None) is required for `admitted`."""
         boundary = None if before_step is ... else Boundary(before_step=before_step)
-        return self._lease(AcknowledgeMessage, a, host, lease_id, message_id=message_id, state=state,
-                           boundary=boundary, detail=detail)
+        return self._lease(
+            AcknowledgeMessage, a, host, lease_id, message_id=message_id, state=state, boundary=boundary, detail=detail
+        )
 
     # -- reading -------------------------------------------------------------------------
 

@@ -15,7 +15,11 @@ from amc.sim import fetch_log
 def test_amc_sim_serves_until_sigterm():
     process = subprocess.Popen(
         [sys.executable, "-c", "from amc.cli import main; main()", "sim", "--devices", "2", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     killer = threading.Timer(30, process.kill)  # never leave it behind if the test breaks
     killer.start()
     try:
@@ -25,7 +29,9 @@ def test_amc_sim_serves_until_sigterm():
         assert lines[0].startswith("server 127.0.0.1:"), lines
         port = int(lines[0].rsplit(":", 1)[1])
         assert [line.split()[:3] for line in lines[1:]] == [
-            ["device", "amc-sim-01", "adbd"], ["device", "amc-sim-02", "adbd"]]
+            ["device", "amc-sim-01", "adbd"],
+            ["device", "amc-sim-02", "adbd"],
+        ]
         client = Client("127.0.0.1", port)
         assert [device.serial for device in client.devices()] == ["amc-sim-01", "amc-sim-02"]
         client.device("amc-sim-02").shell("input keyevent 3")

@@ -6,9 +6,7 @@ import socket
 
 import pytest
 
-from amc.sim.packets import (A_AUTH, A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_WRTE,
-                                                HEADER, Packet, PacketReader, encode)
-
+from amc.sim.packets import A_AUTH, A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_WRTE, HEADER, Packet, PacketReader, encode
 from tests.support.waiting import eventually
 
 HOST_BANNER = b"host::features=remount_shell,abb_exec,abb,apex,fixed_push_mkdir,ls_v2,stat_v2,cmd,shell_v2"
@@ -65,12 +63,13 @@ def test_cnxn_banner_and_checksum(host, sim):
     while len(raw) < HEADER.size or len(raw) < HEADER.size + HEADER.unpack_from(raw)[3]:
         raw += host.sock.recv(65536)
     command, version, maxdata, length, checksum, magic = HEADER.unpack_from(raw)
-    payload = bytes(raw[HEADER.size:HEADER.size + length])
+    payload = bytes(raw[HEADER.size : HEADER.size + length])
     assert command == A_CNXN and magic == A_CNXN ^ 0xFFFFFFFF
     assert version == 0x01000001 and maxdata == 256 * 1024
     assert checksum == sum(payload)
-    assert payload == (b"device::ro.product.name=panther;ro.product.model=Pixel 7;"
-                       b"ro.product.device=panther;features=cmd")
+    assert payload == (
+        b"device::ro.product.name=panther;ro.product.model=Pixel 7;ro.product.device=panther;features=cmd"
+    )
 
 
 def test_shell_stream_with_flow_control(host, sim):
@@ -122,7 +121,7 @@ def test_sync_over_wrte(host, sim):
     request += b"DATA" + len(data).to_bytes(4, "little") + data + b"DONE" + (0).to_bytes(4, "little")
     # Split where an application message does not end, as real hosts do (specs/adb.md §3.6).
     for start in range(0, len(request), 30_000):
-        host.send(A_WRTE, 0x19, device_id, request[start:start + 30_000])
+        host.send(A_WRTE, 0x19, device_id, request[start : start + 30_000])
         assert host.receive().command == A_OKAY
     reply = host.receive()
     assert (reply.command, reply.data) == (A_WRTE, b"OKAY\0\0\0\0")

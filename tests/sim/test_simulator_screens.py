@@ -12,7 +12,6 @@ from amc.adapters.adb._ppadb import Client
 from amc.sim.device import SimDevice
 from amc.sim.png import png_size
 from amc.sim.spec import SimDeviceSpec
-
 from tests.support.waiting import eventually
 
 from .helpers import BufferSink, run
@@ -138,8 +137,11 @@ def test_logcat_records_launches_and_input_in_threadtime(device):
     assert all(THREADTIME.match(line) for line in entries), entries
     starts = [line for line in entries if " I ActivityManager: Start proc " in line]
     assert len(starts) == 1
-    assert re.search(r"Start proc (\d+):com\.android\.settings/u0a\d+ "
-                     r"for activity \{com\.android\.settings/\.Settings\}", starts[0])
+    assert re.search(
+        r"Start proc (\d+):com\.android\.settings/u0a\d+ "
+        r"for activity \{com\.android\.settings/\.Settings\}",
+        starts[0],
+    )
     assert any("I Input   : injectInputEvent: tap 540 300" in line for line in entries)
     assert any(f"START u0 {{cmp={NETWORK}}}" in line for line in entries)
 
@@ -149,11 +151,15 @@ def test_logcat_tail_formats_buffers_and_clear(device):
         run(device, f"input keyevent {key + 7}")
     tail = run(device, "logcat -d -v threadtime -t 2").splitlines()
     assert tail[0] == "--------- beginning of main"
-    assert [line.split(" I Input   : ", 1)[1] for line in tail[1:]] == ["injectInputEvent: keyevent 10",
-                                                                       "injectInputEvent: keyevent 11"]
+    assert [line.split(" I Input   : ", 1)[1] for line in tail[1:]] == [
+        "injectInputEvent: keyevent 10",
+        "injectInputEvent: keyevent 11",
+    ]
     assert run(device, "logcat -t 1 -v brief").splitlines()[1].startswith("I/Input   (")
-    assert run(device, "logcat -d -b system -v raw").splitlines() == ["--------- beginning of system",
-                                                                     "System now ready"]
+    assert run(device, "logcat -d -b system -v raw").splitlines() == [
+        "--------- beginning of system",
+        "System now ready",
+    ]
     assert "Unknown format" in run(device, "logcat -d -v fancy")
     assert "only a positive line count" in run(device, "logcat -t soon")
     run(device, "logcat -c")

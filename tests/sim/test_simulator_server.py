@@ -11,15 +11,15 @@ import time
 import pytest
 
 from amc.adapters.adb._ppadb import Client, Device
-from amc.sim import (CommandRecord, Simulator, SimulatorError, fetch_log,
-                                        fetch_state, inject_fault)
+from amc.sim import CommandRecord, Simulator, SimulatorError, fetch_log, fetch_state, inject_fault
 from amc.sim.png import png_size
-
 from tests.support.waiting import eventually
 
-UNAUTHORIZED = ("device unauthorized.\nThis adb server's $ADB_VENDOR_KEYS is not set\n"
-                "Try 'adb kill-server' if that seems wrong.\n"
-                "Otherwise check for a confirmation dialog on your device.")
+UNAUTHORIZED = (
+    "device unauthorized.\nThis adb server's $ADB_VENDOR_KEYS is not set\n"
+    "Try 'adb kill-server' if that seems wrong.\n"
+    "Otherwise check for a confirmation dialog on your device."
+)
 
 
 def okay(payload: str) -> bytes:
@@ -43,8 +43,7 @@ def raw(port: int, *requests: str, read: float = 1.0) -> bytes:
 def test_host_services_match_the_real_server(sim):
     port = sim.server_port
     assert raw(port, "host:version") == b"OKAY00040029"
-    assert raw(port, "host:devices") == \
-        okay("amc-sim-01\tdevice\namc-sim-02\tdevice\namc-sim-raw\tdevice\n")
+    assert raw(port, "host:devices") == okay("amc-sim-01\tdevice\namc-sim-02\tdevice\namc-sim-raw\tdevice\n")
     assert raw(port, "host:transport:nosuch") == b"FAIL0019device 'nosuch' not found"
     assert raw(port, "host:bogus") == b"FAIL0014unknown host service"
     assert raw(port, "host:transport-any") == b"FAIL001dmore than one device/emulator"
@@ -99,7 +98,10 @@ def test_sync_push_and_pull(sim, tmp_path):
     assert (tmp_path / "back.bin").read_bytes() == source.read_bytes()
     assert device.pull("/sdcard/missing", str(tmp_path / "missing")) == "No such file or directory"
     assert [r.command for r in sim.log("amc-sim-01")] == [
-        "SEND /sdcard/payload.bin,33188", "RECV /sdcard/payload.bin", "RECV /sdcard/missing"]
+        "SEND /sdcard/payload.bin,33188",
+        "RECV /sdcard/payload.bin",
+        "RECV /sdcard/missing",
+    ]
 
 
 def test_silent_device_accepts_the_transport_then_never_answers(sim):
@@ -110,17 +112,16 @@ def test_silent_device_accepts_the_transport_then_never_answers(sim):
 def test_log_and_state_are_readable_out_of_process(sim):
     Client("127.0.0.1", sim.server_port).device("amc-sim-01").input_tap(5, 6)
     records = fetch_log(sim.server_port, "amc-sim-01")
-    assert [(r.command, r.end, r.exit_status, r.via) for r in records] == \
-        [("input tap 5 6", "completed", 0, "server")]
+    assert [(r.command, r.end, r.exit_status, r.via) for r in records] == [("input tap 5 6", "completed", 0, "server")]
     assert isinstance(records[0], CommandRecord) and records[0].ended_at >= records[0].started_at
     assert fetch_state(sim.server_port, "amc-sim-01")["input_events"] == ["tap 5 6"]
     with pytest.raises(SimulatorError, match="not found"):
         fetch_log(sim.server_port, "nosuch")
     # The helper really works from another process.
-    script = ("import sys; from amc.sim import fetch_log; "
-              "print(fetch_log(int(sys.argv[1]), 'amc-sim-01')[0].command)")
-    result = subprocess.run([sys.executable, "-c", script, str(sim.server_port)],
-                            capture_output=True, text=True, timeout=30)
+    script = "import sys; from amc.sim import fetch_log; print(fetch_log(int(sys.argv[1]), 'amc-sim-01')[0].command)"
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(sim.server_port)], capture_output=True, text=True, timeout=30
+    )
     assert result.stdout == "input tap 5 6\n", result.stderr
 
 

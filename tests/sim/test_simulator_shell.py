@@ -9,7 +9,6 @@ import pytest
 from amc.sim.device import SimDevice
 from amc.sim.programs.android import decode_input_text
 from amc.sim.spec import SimDeviceSpec
-
 from tests.support.waiting import eventually
 
 from .helpers import BufferSink, run
@@ -30,8 +29,10 @@ def test_quoting_and_parameter_expansion(device):
 
 def test_lists_pipes_and_exit_status(device):
     assert run(device, "false; echo $?; true && echo yes || echo no") == "1\nyes\n"
-    assert run(device, "dumpsys activity top | grep ACTIVITY") == \
-        "  ACTIVITY com.android.launcher3/.Launcher 5f2a1b3 pid=12345\n"
+    assert (
+        run(device, "dumpsys activity top | grep ACTIVITY")
+        == "  ACTIVITY com.android.launcher3/.Launcher 5f2a1b3 pid=12345\n"
+    )
     assert run(device, "sh -c 'echo in; exit 3' tag; echo status:$?") == "in\nstatus:3\n"
 
 
@@ -71,9 +72,16 @@ def test_input_text_takes_exactly_one_argument(device):
     assert device.typed_text == "a b"
 
 
-@pytest.mark.parametrize("sent, typed", [
-    ("a%sb", "a b"), ("100%%ssure", "100% sure"), ("5%%s", "5% "), ("%", "%"), ("s%", "s%"),
-])
+@pytest.mark.parametrize(
+    "sent, typed",
+    [
+        ("a%sb", "a b"),
+        ("100%%ssure", "100% sure"),
+        ("5%%s", "5% "),
+        ("%", "%"),
+        ("s%", "s%"),
+    ],
+)
 def test_input_text_decodes_percent_s_like_input_java(sent, typed):
     assert decode_input_text(sent) == typed
 

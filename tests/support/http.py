@@ -42,8 +42,17 @@ class Caller:
 
     # -- raw ------------------------------------------------------------------------------
 
-    def request(self, method: str, path: str, *, json: Any = _UNSET, content: bytes | None = None,
-                params: dict | None = None, headers: dict | None = None, expect: int | None = None) -> httpx.Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = _UNSET,
+        content: bytes | None = None,
+        params: dict | None = None,
+        headers: dict | None = None,
+        expect: int | None = None,
+    ) -> httpx.Response:
         sent_headers = dict(headers or {})
         if self.token is not None:
             sent_headers.setdefault("Authorization", f"Bearer {self.token}")
@@ -52,11 +61,18 @@ class Caller:
             sent_headers.setdefault("Content-Type", "application/json")
         response = self.http.request(method, path, content=content, params=params, headers=sent_headers)
         self.last = response
-        CONTRACT.check(method, response.request.url.path, response.status_code,
-                       response.headers.get("content-type", ""), response.content, content)
+        CONTRACT.check(
+            method,
+            response.request.url.path,
+            response.status_code,
+            response.headers.get("content-type", ""),
+            response.content,
+            content,
+        )
         if expect is not None:
             assert response.status_code == expect, (
-                f"{method} {path}: expected {expect}, got {response.status_code} {response.text[:500]}")
+                f"{method} {path}: expected {expect}, got {response.status_code} {response.text[:500]}"
+            )
         return response
 
     def call(self, method: str, path: str, body: Any = _UNSET, expect: int | None = 200, **kwargs) -> Any:
@@ -89,8 +105,11 @@ class Caller:
     def wait_status(self, task_id: str, *statuses: str, timeout: float = 15.0) -> dict:
         """The task once its status is one of `statuses` (by default, any terminal one)."""
         statuses = statuses or TERMINAL
-        return eventually(lambda: (task := self.task(task_id))["status"] in statuses and task,
-                          timeout, what=f"task {task_id} in {statuses}")
+        return eventually(
+            lambda: (task := self.task(task_id))["status"] in statuses and task,
+            timeout,
+            what=f"task {task_id} in {statuses}",
+        )
 
     def cancel(self, task_id: str, reason: str | None = None, expect: int | None = None) -> dict:
         body = {} if reason is None else {"reason": reason}
@@ -140,11 +159,15 @@ class Caller:
 
     def wait_message(self, task_id: str, message_id: str, *states: str, timeout: float = 15.0) -> dict:
         """The message once its state is one of `states`."""
-        return eventually(lambda: (m := self.message(task_id, message_id))["state"] in states and m,
-                          timeout, what=f"message {message_id} in {states}")
+        return eventually(
+            lambda: (m := self.message(task_id, message_id))["state"] in states and m,
+            timeout,
+            what=f"message {message_id} in {states}",
+        )
 
-    def acknowledge(self, task_id: str, attempt: int, lease_id: str, message_id: str, state: str,
-                    expect: int = 200, **extra) -> dict:
+    def acknowledge(
+        self, task_id: str, attempt: int, lease_id: str, message_id: str, state: str, expect: int = 200, **extra
+    ) -> dict:
         body = {"lease_id": lease_id, "state": state, **extra}
         return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/messages/{message_id}", body, expect)
 

@@ -24,16 +24,25 @@ class RealAdb:
         self.env.pop("ADB_VENDOR_KEYS", None)
 
     def run(self, *args: str, timeout: float = 20.0) -> subprocess.CompletedProcess:
-        return subprocess.run([self.executable, "-P", str(self.port), *args], env=self.env,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [self.executable, "-P", str(self.port), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def connect(self, port: int) -> str:
         """`adb connect` to a simulated adbd; the serial once it is listed as `device`."""
         serial = f"127.0.0.1:{port}"
         result = self.run("connect", serial)
         assert f"connected to {serial}" in result.stdout, result
-        eventually(lambda: f"{serial}\tdevice" in self.run("devices").stdout, timeout=10, interval=0.05,
-                   what=f"{serial} listed by `adb devices`")
+        eventually(
+            lambda: f"{serial}\tdevice" in self.run("devices").stdout,
+            timeout=10,
+            interval=0.05,
+            what=f"{serial} listed by `adb devices`",
+        )
         return serial
 
     def client(self) -> BoundedClient:

@@ -15,8 +15,15 @@ def sim():
     """Two default devices (amc-sim-01 Pixel 7, amc-sim-02 SM-G991B) plus an orphan-keeping one."""
     specs = [
         SimDeviceSpec(serial=SERIAL),
-        SimDeviceSpec(serial="amc-sim-02", model="SM-G991B", manufacturer="samsung", product="o1s",
-                      sdk=33, width=1080, height=2340),
+        SimDeviceSpec(
+            serial="amc-sim-02",
+            model="SM-G991B",
+            manufacturer="samsung",
+            product="o1s",
+            sdk=33,
+            width=1080,
+            height=2340,
+        ),
         SimDeviceSpec(serial="amc-sim-raw", keep_silent_orphans=True),
     ]
     with Simulator(specs) as simulator:

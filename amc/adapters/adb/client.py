@@ -5,8 +5,8 @@ reader that owns its stream, and the translation of ppadb's errors into ours.
 from __future__ import annotations
 
 import re
-from typing import TypeVar
 from collections.abc import Callable
+from typing import TypeVar
 
 import attrs
 
@@ -82,8 +82,7 @@ class StreamOutput:
     truncated: bool = False
 
 
-def run_stream(device: Device, payload: str, stopper: Stopper, *,
-               max_bytes: int = MAX_OUTPUT_BYTES) -> StreamOutput:
+def run_stream(device: Device, payload: str, stopper: Stopper, *, max_bytes: int = MAX_OUTPUT_BYTES) -> StreamOutput:
     """Run `shell:<payload>` and read it to EOF (or until `stopper` trips).
 
     Silence is legitimate here (a command may print nothing for minutes), so the idle

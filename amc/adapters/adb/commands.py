@@ -55,7 +55,7 @@ def split_exit_marker(output: bytes, token: str) -> tuple[bytes, int | None]:
     match = _MARKER.search(output)
     if match is None or match.group("token").decode() != token:
         return output, None
-    return output[:match.start()], int(match.group("status"))
+    return output[: match.start()], int(match.group("status"))
 
 
 def _integer(name: str, value: object) -> int:
@@ -69,8 +69,7 @@ def tap(x: object, y: object) -> str:
 
 
 def swipe(x1: object, y1: object, x2: object, y2: object, duration_ms: object = None) -> str:
-    points = " ".join(str(_integer(name, value)) for name, value in
-                      (("x1", x1), ("y1", y1), ("x2", x2), ("y2", y2)))
+    points = " ".join(str(_integer(name, value)) for name, value in (("x1", x1), ("y1", y1), ("x2", x2), ("y2", y2)))
     if duration_ms is None:
         return f"input swipe {points}"
     return f"input swipe {points} {_integer('duration_ms', duration_ms)}"

@@ -1,4 +1,4 @@
-"""Runs plan actions (PROTOCOL.md "Plan") on one device through ppadb.
+"""Runs plan actions (specs/protocol.md "Plan") on one device through ppadb.
 
     executor = AdbExecutor(BoundedClient("127.0.0.1", 5037), "emulator-5554",
                            artifacts_dir=Path("artifacts"), policy=ActionPolicy.load("policy.json"))
@@ -28,9 +28,9 @@ import re
 import threading
 import time
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Mapping
 
 import attrs
 
@@ -49,8 +49,11 @@ UI_DUMP_CONFIRMATION = "UI hierchary dumped to: "
 DEFAULT_LOGCAT_LINES = 200
 PNG, XML, TEXT = "image/png", "application/xml", "text/plain; charset=utf-8"
 # How the Android tools report failure on stdout, since raw `shell:` has no exit status.
-_TOOL_ERROR = re.compile(r"^(Error\b.*|.*Exception\b.*|\*\* No activities found.*|.*: not found|"
-                         r"Usage: .*)$", re.MULTILINE)
+_TOOL_ERROR = re.compile(
+    r"^(Error\b.*|.*Exception\b.*|\*\* No activities found.*|.*: not found|"
+    r"Usage: .*)$",
+    re.MULTILINE,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -83,10 +86,18 @@ class AdbExecutor:
 
     ACTIONS = ("shell", "tap", "swipe", "text", "keyevent", "launch", "screenshot", "wait", "ui_dump", "logcat")
 
-    def __init__(self, client: BoundedClient, serial: str, *, artifacts_dir: str | Path,
-                 policy: ActionPolicy | None = None, default_shell_timeout: float | None = 300.0,
-                 command_timeout: float = 30.0, screenshot_timeout: float = 30.0,
-                 cleanup_timeout: float = 5.0):
+    def __init__(
+        self,
+        client: BoundedClient,
+        serial: str,
+        *,
+        artifacts_dir: str | Path,
+        policy: ActionPolicy | None = None,
+        default_shell_timeout: float | None = 300.0,
+        command_timeout: float = 30.0,
+        screenshot_timeout: float = 30.0,
+        cleanup_timeout: float = 5.0,
+    ):
         self.serial = serial
         self.artifacts_dir = Path(artifacts_dir)
         self.policy = policy or ActionPolicy()
@@ -98,15 +109,21 @@ class AdbExecutor:
         self._lock = threading.Lock()
         self._current: Stopper | None = None
         self._handlers: dict[str, Callable[[Mapping[str, Any], Stopper, list[str], str | None], ActionResult]] = {
-            "shell": self._shell, "tap": self._tap, "swipe": self._swipe, "text": self._text,
-            "keyevent": self._keyevent, "launch": self._launch, "screenshot": self._screenshot,
-            "wait": self._wait, "ui_dump": self._ui_dump, "logcat": self._logcat,
+            "shell": self._shell,
+            "tap": self._tap,
+            "swipe": self._swipe,
+            "text": self._text,
+            "keyevent": self._keyevent,
+            "launch": self._launch,
+            "screenshot": self._screenshot,
+            "wait": self._wait,
+            "ui_dump": self._ui_dump,
+            "logcat": self._logcat,
         }
 
     # --- public API ---------------------------------------------------------------
 
-    def run(self, action: str, args: Mapping[str, Any] | None = None, *,
-            step_id: str | None = None) -> ActionResult:
+    def run(self, action: str, args: Mapping[str, Any] | None = None, *, step_id: str | None = None) -> ActionResult:
         """Run one action and return its result; raises ActionRefused, StepFailed or Interrupted.
 
         `step_id` only names artifacts (e.g. the screenshot file).
@@ -151,8 +168,7 @@ class AdbExecutor:
     def _shell(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
         command = _required(args, "command", str)
         timeout = args.get("timeout_seconds", self.default_shell_timeout)
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or timeout <= 0):
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
             raise StepFailed(f"timeout_seconds must be a positive number, got {timeout!r}")
         stopper.set_deadline(timeout)
         body, status, truncated = self._supervised(command, "shell command", stopper, sent, timeout)
@@ -173,14 +189,18 @@ class AdbExecutor:
     def _text(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
         return self._fixed("text", build.text(_required(args, "text", str)), stopper, sent)
 
-    def _keyevent(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
+    def _keyevent(
+        self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None
+    ) -> ActionResult:
         return self._fixed("keyevent", [build.keyevent(_required(args, "key"))], stopper, sent)
 
     def _launch(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
         payload = build.launch(_required(args, "package", str), args.get("activity"))
         return self._fixed("launch", [payload], stopper, sent)
 
-    def _screenshot(self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None) -> ActionResult:
+    def _screenshot(
+        self, args: Mapping[str, Any], stopper: Stopper, sent: list[str], step_id: str | None
+    ) -> ActionResult:
         stopper.set_deadline(self.screenshot_timeout)
         sent.append(SCREENCAP)
         data = call(stopper, self._device.screencap)
@@ -188,8 +208,9 @@ class AdbExecutor:
             self._raise_stopped(stopper, "screenshot", b"", self.screenshot_timeout)
         data = bytes(data or b"")
         if not data.startswith(_PNG_SIGNATURE) or not data.endswith(_PNG_END):
-            raise StepFailed(f"screencap returned {len(data)} bytes that are not a complete PNG "
-                             "(device gone mid-transfer?)")
+            raise StepFailed(
+                f"screencap returned {len(data)} bytes that are not a complete PNG (device gone mid-transfer?)"
+            )
         path = self._write_artifact(data, step_id or "screenshot", ".png")
         return ActionResult(action="screenshot", artifact=path, content_type=PNG, commands=tuple(sent))
 
@@ -204,13 +225,17 @@ class AdbExecutor:
         body, status, _ = self._supervised(build.ui_dump(path), "ui dump", stopper, sent, timeout)
         said = body.decode("utf-8", "replace")
         if status != 0 or UI_DUMP_CONFIRMATION + path not in said:
-            raise StepFailed(f"uiautomator dump did not write its file (exit status {status}): "
-                             f"{said.strip()[-300:] or 'no output'}", output=said)
-        xml, status, truncated = self._supervised(build.read_and_remove(path), "reading the ui dump back",
-                                                  stopper, sent, timeout)
+            raise StepFailed(
+                f"uiautomator dump did not write its file (exit status {status}): {said.strip()[-300:] or 'no output'}",
+                output=said,
+            )
+        xml, status, truncated = self._supervised(
+            build.read_and_remove(path), "reading the ui dump back", stopper, sent, timeout
+        )
         if status != 0:
-            raise StepFailed(f"reading the ui dump back exited with status {status}",
-                             output=xml.decode("utf-8", "replace"))
+            raise StepFailed(
+                f"reading the ui dump back exited with status {status}", output=xml.decode("utf-8", "replace")
+            )
         if truncated:
             raise StepFailed(f"the ui dump is larger than {MAX_OUTPUT_BYTES} bytes")
         _check_hierarchy(xml)
@@ -225,7 +250,7 @@ class AdbExecutor:
             raise StepFailed(f"logcat exited with status {status}", output=body.decode("utf-8", "replace"))
         note = ""
         if truncated:  # the newest bytes were kept; the cut left a partial first line
-            body = body[body.find(b"\n") + 1:]
+            body = body[body.find(b"\n") + 1 :]
             note = f"the oldest lines were dropped: the log exceeded {MAX_OUTPUT_BYTES} bytes"
         artifact = self._write_artifact(body, step_id or "logcat", ".txt")
         return ActionResult(action="logcat", output=note, artifact=artifact, content_type=TEXT, commands=tuple(sent))
@@ -253,12 +278,12 @@ class AdbExecutor:
             texts.append(text)
             errors = [match.group(0).strip() for match in _TOOL_ERROR.finditer(text)]
             if errors:
-                raise StepFailed(f"{payload.split()[0]} reported: {'; '.join(errors)}",
-                                 output="".join(texts))
+                raise StepFailed(f"{payload.split()[0]} reported: {'; '.join(errors)}", output="".join(texts))
         return ActionResult(action=action, output="".join(texts), commands=tuple(sent))
 
-    def _supervised(self, command: str, what: str, stopper: Stopper, sent: list[str],
-                    timeout: float | None) -> tuple[bytes, int, bool]:
+    def _supervised(
+        self, command: str, what: str, stopper: Stopper, sent: list[str], timeout: float | None
+    ) -> tuple[bytes, int, bool]:
         """Run `command` supervised (see `commands`); return (output, exit status, truncated).
 
         Raises StepTimedOut / Interrupted (after stopping it on the device) when `stopper`
@@ -274,9 +299,11 @@ class AdbExecutor:
             self._raise_stopped(stopper, f"{what} ({note})", partial, timeout)
         body, status = build.split_exit_marker(bytes(output.data), token)
         if status is None:
-            raise DeviceUnavailable("the command's output ended before its exit status: the device "
-                                    "or the adb connection went away mid-command",
-                                    output=body.decode("utf-8", "replace"))
+            raise DeviceUnavailable(
+                "the command's output ended before its exit status: the device "
+                "or the adb connection went away mid-command",
+                output=body.decode("utf-8", "replace"),
+            )
         return body, status, output.truncated
 
     def _stop_on_device(self, token: str, sent: list[str]) -> str:

@@ -31,9 +31,9 @@ from __future__ import annotations
 import fnmatch
 import json
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping
 
 import attrs
 

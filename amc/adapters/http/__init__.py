@@ -1,4 +1,4 @@
-"""The HTTP control plane: PROTOCOL.md over Starlette, served by uvicorn (`amc serve`).
+"""The HTTP control plane: specs/protocol.md over Starlette, served by uvicorn (`amc serve`).
 
 Modules, in the order a request meets them: `auth` (tokens, principals), `access` (who may
 touch what), `bodies` (request decoding), `plan` (plan validation), `app` (the endpoints),

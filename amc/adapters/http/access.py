@@ -1,4 +1,4 @@
-"""Who may touch what (PROTOCOL.md, Roles), as small predicates the endpoints call.
+"""Who may touch what (specs/protocol.md, Roles), as small predicates the endpoints call.
 
 The rules of an operation live in the kernel; these are the edge's rules about callers.
 Two of them deliberately answer 404 instead of 403: a client never learns that another

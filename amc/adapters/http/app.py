@@ -1,4 +1,4 @@
-"""The ASGI application: PROTOCOL.md's endpoints over a `Service`.
+"""The ASGI application: specs/protocol.md's endpoints over a `Service`.
 
 Every endpoint follows the protocol's order of checks and does nothing else:
 
@@ -62,8 +62,6 @@ from amc.core.commands import (
     StartAttempt,
     SubmitTask,
 )
-from amc.core.errors import InvalidRequest
-from amc.core.events import TaskAssigned
 from amc.core.decisions import (
     AcknowledgementRecorded,
     Assignment,
@@ -75,6 +73,8 @@ from amc.core.decisions import (
     ResultRecorded,
     Submitted,
 )
+from amc.core.errors import InvalidRequest
+from amc.core.events import TaskAssigned
 from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.records import Boundary, DeviceSpec, Host, Message, Requirements, Task
 from amc.core.times import to_rfc3339
@@ -204,8 +204,12 @@ class Api:
             if self.tokens.authenticate(request.headers.get("authorization")) is None:
                 return await on_problem(request, unauthorized())
         if exc.status_code == 405:
-            allowed = {method for route in request.app.router.routes
-                       if route.matches(request.scope)[0] is not Match.NONE for method in route.methods or ()}
+            allowed = {
+                method
+                for route in request.app.router.routes
+                if route.matches(request.scope)[0] is not Match.NONE
+                for method in route.methods or ()
+            }
             exc = HTTPException(405, headers={"Allow": ", ".join(sorted(allowed))})
         return await on_http(request, exc)
 

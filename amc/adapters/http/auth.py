@@ -105,7 +105,7 @@ class TokenTable:
 
     @classmethod
     def from_data(cls, data: object) -> TokenTable:
-        """Parse the tokens file format of PROTOCOL.md (a JSON list of objects)."""
+        """Parse the tokens file format of specs/protocol.md (a JSON list of objects)."""
         if not isinstance(data, list):
             raise TokenFileError("a tokens file holds a JSON list of token objects")
         table = cls()
@@ -158,8 +158,7 @@ class TokenFile:
         clock: a monotonic clock in seconds (tests pass their own).
     """
 
-    def __init__(self, path: str | os.PathLike, *, recheck: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(self, path: str | os.PathLike, *, recheck: float = 1.0, clock: Callable[[], float] = time.monotonic):
         self.path = Path(path)
         self._recheck = recheck
         self._clock = clock

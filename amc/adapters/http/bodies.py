@@ -30,9 +30,9 @@ from starlette.datastructures import QueryParams
 from amc.adapters.http.plan import check_steps, parse_plan
 from amc.adapters.http.settings import Limits, Settings
 from amc.core import steering
-from amc.core.messages import ACKNOWLEDGEMENTS
 from amc.core.errors import InvalidRequest
 from amc.core.lifecycle import TERMINAL_STATUSES, StepStatus, TaskStatus
+from amc.core.messages import ACKNOWLEDGEMENTS
 from amc.core.records import Plan, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms
 
@@ -69,9 +69,7 @@ def _json_type(value: Any) -> str:
 converter = make_converter(forbid_extra_keys=True)
 converter.register_structure_hook(str, _strict("a string", lambda v: isinstance(v, str)))
 converter.register_structure_hook(bool, _strict("a boolean", lambda v: isinstance(v, bool)))
-converter.register_structure_hook(
-    int, _strict("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
-)
+converter.register_structure_hook(int, _strict("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)))
 converter.register_structure_hook(
     float, _strict("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool))
 )
@@ -133,7 +131,7 @@ def parse_json(raw: bytes, *, optional: bool = False) -> Any:
 
 
 # ---------------------------------------------------------------------------------------
-# Body classes: exactly the members PROTOCOL.md lists, with its defaults.
+# Body classes: exactly the members specs/protocol.md lists, with its defaults.
 
 
 @attrs.frozen(kw_only=True)
@@ -441,4 +439,3 @@ def decode_list_query(params: QueryParams, limits: Limits) -> tuple[str | None, 
     if after is not None and (not after or len(after) > 256):
         raise InvalidRequest("after: not a cursor from this server")
     return status, int(text), after
-

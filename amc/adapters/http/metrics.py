@@ -52,7 +52,7 @@ class _StateCollector(Collector):
         for status in TaskStatus:
             tasks.add_metric([status], counts.get(status, 0))
         yield tasks
-        # An active attempt exists exactly in the active statuses (DESIGN.md, invariant 1).
+        # An active attempt exists exactly in the active statuses (specs/design.md, invariant 1).
         yield GaugeMetricFamily(
             "amc_active_leases", "Active leases.", value=sum(counts.get(status, 0) for status in ACTIVE_STATUSES)
         )
@@ -62,19 +62,29 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.commands = Counter(
-            "amc_commands", "Commands executed, by type and outcome (accepted or the rejection code).",
-            ["type", "outcome"], registry=self.registry,
+            "amc_commands",
+            "Commands executed, by type and outcome (accepted or the rejection code).",
+            ["type", "outcome"],
+            registry=self.registry,
         )
         self.command_seconds = Histogram(
-            "amc_command_seconds", "Time from submitting a command to the service until it is durable.",
-            ["type"], buckets=_LATENCY_BUCKETS, registry=self.registry,
+            "amc_command_seconds",
+            "Time from submitting a command to the service until it is durable.",
+            ["type"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
         )
         self.commit_batch = Histogram(
-            "amc_commit_batch_size", "Commands per store commit (group commit).",
-            buckets=_BATCH_BUCKETS, registry=self.registry,
+            "amc_commit_batch_size",
+            "Commands per store commit (group commit).",
+            buckets=_BATCH_BUCKETS,
+            registry=self.registry,
         )
         self.commit_seconds = Histogram(
-            "amc_commit_seconds", "Duration of one store commit.", buckets=_LATENCY_BUCKETS, registry=self.registry,
+            "amc_commit_seconds",
+            "Duration of one store commit.",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
         )
         self._children: dict[tuple[type, str], Counter] = {}
         self._timers: dict[type, Histogram] = {}

@@ -1,6 +1,6 @@
 """Plan validation: raw JSON -> `amc.core.records.Plan`, or `InvalidRequest` naming the step.
 
-Pure and IO-free, so it can move into `amc.core` unchanged. The rules (PROTOCOL.md, Plan):
+Pure and IO-free, so it can move into `amc.core` unchanged. The rules (specs/protocol.md, Plan):
 a plan is exactly one of ``{"steps": [...]}`` or ``{"stages": [{"id", "steps"}, ...]}``,
 never empty, no stage empty; a step is ``{"id", "action", "args"}`` with an id unique in
 the whole plan; each action takes exactly the arguments in `ACTIONS`, of the right type.

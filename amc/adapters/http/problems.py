@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from amc.core.errors import InvalidRequest, Rejection
+from amc.core.errors import InvalidRequest
 
 log = logging.getLogger("amc.http")
 
@@ -105,8 +105,9 @@ async def _on_invalid(request: Request, exc: InvalidRequest) -> Response:
 async def on_http(request: Request, exc: HTTPException) -> Response:
     # Starlette raises these for unknown paths (404) and methods a route lacks (405).
     if exc.status_code == 405:
-        return problem_response("method_not_allowed", f"{request.method} is not allowed on {request.url.path}",
-                                headers=exc.headers)
+        return problem_response(
+            "method_not_allowed", f"{request.method} is not allowed on {request.url.path}", headers=exc.headers
+        )
     if exc.status_code == 404:
         return problem_response("not_found", f"no resource at {request.url.path}")
     code = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 413: "payload_too_large"}.get(

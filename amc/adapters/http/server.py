@@ -43,7 +43,9 @@ class AmcServer(uvicorn.Server):
             captured.clear()
 
 
-def config(app: Starlette, host: str, port: int, *, access_log: bool = False, log_level: str = "info") -> uvicorn.Config:
+def config(
+    app: Starlette, host: str, port: int, *, access_log: bool = False, log_level: str = "info"
+) -> uvicorn.Config:
     """uvicorn settings for amc: HTTP/1.1 keep-alive, the fastest loop and parser installed.
 
     Access logs are off by default: they cost a good share of the throughput, and they

@@ -42,6 +42,4 @@ class Settings:
 
     def __attrs_post_init__(self) -> None:
         if not 0 < self.min_lease_seconds <= self.lease_seconds <= self.max_lease_seconds:
-            raise ValueError(
-                "lease seconds must satisfy 0 < min-lease-seconds <= lease-seconds <= max-lease-seconds"
-            )
+            raise ValueError("lease seconds must satisfy 0 < min-lease-seconds <= lease-seconds <= max-lease-seconds")

@@ -1,8 +1,8 @@
-"""Wire views: kernel records and replies -> the JSON objects of PROTOCOL.md.
+"""Wire views: kernel records and replies -> the JSON objects of specs/protocol.md.
 
 The kernel keeps integer milliseconds and some facts a caller must not see (a task's
 `seq`, an attempt's `lease_id`); the wire shows RFC 3339 times, seconds where the
-protocol says seconds, and exactly the members PROTOCOL.md lists. These functions build
+protocol says seconds, and exactly the members specs/protocol.md lists. These functions build
 plain dicts for orjson; they are written out by hand because each one is a contract, and
 `NOT_SHOWN` lists, with a reason, each record field a view leaves out (a test holds every
 other field to appear, so a new field cannot miss the wire unnoticed).
@@ -18,7 +18,6 @@ from amc.core.lifecycle import ACTIVE_STATUSES
 from amc.core.records import Attempt, Cancellation, Device, FollowUp, Host, Message, Result, StepOutcome, Task
 from amc.core.times import to_rfc3339
 from amc.service import HistoryEntry
-
 
 # (second, its RFC 3339 prefix): most times in a response fall in the same second. One
 # tuple, replaced whole, so threads sharing it never see a second with another's prefix.
@@ -175,7 +174,9 @@ def device_view(device: Device) -> dict[str, Any]:
         "serial": device.serial,
         "attributes": device.attributes,
         "online": device.online,
-        "reservation": None if reservation is None else {"task_id": reservation.task_id, "attempt": reservation.attempt},
+        "reservation": None
+        if reservation is None
+        else {"task_id": reservation.task_id, "attempt": reservation.attempt},
     }
 
 

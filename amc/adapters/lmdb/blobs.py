@@ -83,7 +83,7 @@ class FileBlobStore:
 
     def open(self, sha256: str) -> FileBlobReader:
         try:
-            file = open(self.path_of(sha256), "rb", buffering=0)
+            file = open(self.path_of(sha256), "rb", buffering=0)  # noqa: SIM115  (the reader owns and closes it)
         except FileNotFoundError:
             raise BlobNotFound(sha256) from None
         return FileBlobReader(sha256, file)

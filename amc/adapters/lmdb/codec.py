@@ -55,7 +55,9 @@ COMMAND_TAGS: dict[str, type] = dict(commands.NAMES)  # declared with the comman
 RECORD_TAGS: dict[str, type] = {"task": records.Task, "host": records.Host}
 
 _TAG_OF: dict[type, str] = {cls: tag for table in (EVENT_TAGS, COMMAND_TAGS, RECORD_TAGS) for tag, cls in table.items()}
-_CLASS_OF: dict[str, type] = {tag: cls for table in (EVENT_TAGS, COMMAND_TAGS, RECORD_TAGS) for tag, cls in table.items()}
+_CLASS_OF: dict[str, type] = {
+    tag: cls for table in (EVENT_TAGS, COMMAND_TAGS, RECORD_TAGS) for tag, cls in table.items()
+}
 
 
 def to_data(value: Any) -> dict[str, Any]:
@@ -104,7 +106,7 @@ def _shape(tp: Any) -> tuple:
         return ("plain",) if inner == ("plain",) else ("optional", inner)
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         return ("tuple", _shape(args[0]))
-    if tp in _PLAIN or origin is typing.Literal or origin is dict and all(_shape(a) == ("plain",) for a in args):
+    if tp in _PLAIN or origin is typing.Literal or (origin is dict and all(_shape(a) == ("plain",) for a in args)):
         return ("plain",)
     raise TypeError(f"no generated hook for a field of type {tp!r}: give it one in amc.adapters.lmdb.codec")
 

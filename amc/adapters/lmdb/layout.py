@@ -155,9 +155,7 @@ def listing_prefix(tenant: str | None, status: str | None) -> bytes:
 def listing_keys(task: Task) -> tuple[bytes, ...]:
     seq = u64(task.seq)
     return tuple(
-        listing_prefix(tenant, status) + seq
-        for tenant in (None, task.tenant)
-        for status in (None, task.status)
+        listing_prefix(tenant, status) + seq for tenant in (None, task.tenant) for status in (None, task.status)
     )
 
 

@@ -108,9 +108,9 @@ class LmdbService:
         if int(ms) != ms or ms <= 0:
             raise ValueError("a clock only moves forward, by a whole number of milliseconds")
         loop = asyncio.get_running_loop()
-        advance = Work(None, loop.create_future(), loop, advance_ms=int(ms))
-        self._writer.submit(advance)
-        return await advance.future
+        future: asyncio.Future[int] = loop.create_future()
+        self._writer.submit(Work(None, future, loop, advance_ms=int(ms)))
+        return await future
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -171,7 +171,7 @@ class LmdbService:
 
 
 def _open_clock(store: Store, kind: str) -> Clock:
-    """The clock of PROTOCOL.md: never earlier than the latest time the store recorded."""
+    """The clock of specs/protocol.md: never earlier than the latest time the store recorded."""
     last_time = store.get_meta_u64(layout.META_LAST_TIME) or 0
     if kind == "system":
         return SystemClock(floor=last_time)

@@ -32,15 +32,39 @@ UPGRADABLE = (b"1",)
 # new field list below. `tests/adapters/lmdb/test_upgrade.py` fails, naming the field, until
 # the list matches the records (keys are class names: a renamed class renames its key too).
 STORED_FIELDS: dict[str, tuple[str, ...]] = {
-    "Attempt": ("number", "host_id", "device", "lease_id", "lease_ms", "assigned_at", "lease_expires_at",
-                "dispatched_at", "renewals", "ended_at", "outcome"),
+    "Attempt": (
+        "number",
+        "host_id",
+        "device",
+        "lease_id",
+        "lease_ms",
+        "assigned_at",
+        "lease_expires_at",
+        "dispatched_at",
+        "renewals",
+        "ended_at",
+        "outcome",
+    ),
     "Boundary": ("before_step",),
     "Cancellation": ("state", "requested_at", "attempt", "delivered_at", "reason"),
     "Device": ("serial", "attributes", "online", "reservation"),
     "FollowUp": ("message_id", "text", "data"),
     "Host": ("id", "updated_at", "devices"),
-    "Message": ("id", "intent", "text", "data", "state", "created_at", "attempt", "delivered_at", "admitted_at",
-                "completed_at", "boundary", "detail", "successor"),
+    "Message": (
+        "id",
+        "intent",
+        "text",
+        "data",
+        "state",
+        "created_at",
+        "attempt",
+        "delivered_at",
+        "admitted_at",
+        "completed_at",
+        "boundary",
+        "detail",
+        "successor",
+    ),
     "Plan": ("steps", "stages"),
     "Requirements": ("serial", "attributes"),
     "Reservation": ("task_id", "attempt"),
@@ -48,9 +72,28 @@ STORED_FIELDS: dict[str, tuple[str, ...]] = {
     "Stage": ("id", "steps"),
     "Step": ("id", "action", "args"),
     "StepOutcome": ("id", "status", "reason", "started_at", "ended_at", "output"),
-    "Task": ("id", "tenant", "status", "plan", "requirements", "priority", "max_attempts", "labels", "idempotency_key",
-             "created_at", "updated_at", "seq", "attempts", "cancellation", "result", "paused", "messages", "admissions",
-             "follow_up_of", "collected"),
+    "Task": (
+        "id",
+        "tenant",
+        "status",
+        "plan",
+        "requirements",
+        "priority",
+        "max_attempts",
+        "labels",
+        "idempotency_key",
+        "created_at",
+        "updated_at",
+        "seq",
+        "attempts",
+        "cancellation",
+        "result",
+        "paused",
+        "messages",
+        "admissions",
+        "follow_up_of",
+        "collected",
+    ),
 }
 
 
@@ -84,13 +127,17 @@ def _from_schema_1(path: Path, env: lmdb.Environment, meta) -> int:
             try:
                 seq_key = layout.u64(orjson.loads(raw)["seq"])
             except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-                raise NotAStore(f"{path}: the task record {task_id.decode(errors='replace')!r} has no seq ({exc!r})") from None
+                raise NotAStore(
+                    f"{path}: the task record {task_id.decode(errors='replace')!r} has no seq ({exc!r})"
+                ) from None
             seq_keys[task_id] = seq_key
             txn.put(seq_key, raw, db=tasks)
             txn.put(task_id, seq_key, db=task_ids)
         for task_id, log_key in entries:
             if task_id not in seq_keys:
-                raise NotAStore(f"{path}: the history index names task {task_id.decode(errors='replace')!r}, which has no record")
+                raise NotAStore(
+                    f"{path}: the history index names task {task_id.decode(errors='replace')!r}, which has no record"
+                )
             txn.put(seq_keys[task_id], log_key, db=history)
         txn.put(layout.META_SCHEMA, str(layout.SCHEMA_VERSION).encode(), db=meta)
     return len(records)

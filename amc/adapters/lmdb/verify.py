@@ -7,7 +7,7 @@ consistent snapshot, so it can run beside a live server):
 - the log itself: sequence numbers 1..n without gaps, every entry decodes and applies;
 - the task and host records with the replayed state, field by field;
 - every index (task ids, listing, queue, leases, history) with what the records imply;
-- the invariants of DESIGN.md (`amc.core.invariants.violations`) on the replayed state;
+- the invariants of specs/design.md (`amc.core.invariants.violations`) on the replayed state;
 - the clock: the stored latest time is not earlier than any event.
 """
 
@@ -148,7 +148,9 @@ def _records(txn, db, decode, kind: str, key_of, label, out: list[str]) -> dict:
             out.append(f"{kind} {label(key)}: the record cannot be decoded: {exc}")
             continue
         if key_of(record) != key:
-            out.append(f"{kind} {record.id}: the record is stored under the wrong key ({key!r}, not {key_of(record)!r})")
+            out.append(
+                f"{kind} {record.id}: the record is stored under the wrong key ({key!r}, not {key_of(record)!r})"
+            )
         found[record.id] = record
     return found
 

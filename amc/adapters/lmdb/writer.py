@@ -99,7 +99,16 @@ class _Prepared:
     """A decided batch: the replies, and the writes that make it durable."""
 
     __slots__ = (
-        "replies", "log_items", "history_items", "deletes", "puts", "meta", "last_seq", "last_time", "manual_now", "advanced"
+        "replies",
+        "log_items",
+        "history_items",
+        "deletes",
+        "puts",
+        "meta",
+        "last_seq",
+        "last_time",
+        "manual_now",
+        "advanced",
     )
 
     def __init__(self) -> None:

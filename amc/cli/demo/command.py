@@ -43,12 +43,21 @@ import click
 
 
 @click.command()
-@click.option("--timeout", type=click.FloatRange(10, 600), default=60.0, show_default=True,
-              help="Give up (exit 1) if the workload has not ended after this many seconds.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(10, 600),
+    default=60.0,
+    show_default=True,
+    help="Give up (exit 1) if the workload has not ended after this many seconds.",
+)
 @click.option("--keep", is_flag=True, help="Keep the temporary store and logs, and print where they are.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print one JSON document (the verdict, each job's task, messages and problems) to stdout; "
-                   "the narration goes to stderr.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON document (the verdict, each job's task, messages and problems) to stdout; "
+    "the narration goes to stderr.",
+)
 def demo(timeout: float, keep: bool, as_json: bool) -> None:
     """Run a small workload on a local stack with simulated phones, live, and check the outcome.
 
@@ -59,8 +68,8 @@ def demo(timeout: float, keep: bool, as_json: bool) -> None:
     """
     from amc.cli.app import make_console
     from amc.cli.client import ApiError
-    from amc.cli.stack import Stack, StackError
     from amc.cli.demo.run import DemoRun
+    from amc.cli.stack import Stack, StackError
 
     console = make_console(stderr=as_json)
     workdir = Path(tempfile.mkdtemp(prefix="amc-demo-"))
@@ -103,5 +112,3 @@ def demo(timeout: float, keep: bool, as_json: bool) -> None:
         click.echo(json.dumps(run.document(passed), indent=2, ensure_ascii=False))
     if not passed:
         raise click.exceptions.Exit(1)
-
-

@@ -102,23 +102,26 @@ class DemoRun:
     # -- the run --------------------------------------------------------------------------
 
     def run(self, timeout: float) -> bool:
-        from amc.sim import default_specs
-        from amc.cli.demo import workload
         from amc.cli.client import ApiClient
+        from amc.cli.demo import workload
+        from amc.sim import default_specs
 
         stack, workdir = self.stack, self.workdir
         tokens = _write_tokens(workdir / "tokens.json")
         url = stack.start_server(workdir / "store", tokens=workdir / "tokens.json", lease_seconds=LEASE_SECONDS)
         specs = default_specs(4)
-        self.simulators = {workload.SURVIVOR_HOST: stack.start_simulator(specs[:3]),
-                           workload.DOOMED_HOST: stack.start_simulator(specs[3:])}
+        self.simulators = {
+            workload.SURVIVOR_HOST: stack.start_simulator(specs[:3]),
+            workload.DOOMED_HOST: stack.start_simulator(specs[3:]),
+        }
         self.client = ApiClient(url, tokens["client"]["token"])
         admin = ApiClient(url, tokens["admin"]["token"])
         self.console.print(
             f"[bold]amc demo[/bold]: a control plane, two Host Agents and four simulated phones, on a throwaway store.\n"
             f"  server  {url}  (store {workdir / 'store'}, leases of {LEASE_SECONDS:g} s)\n"
             f"  h1      {self._phones(specs[:3])}\n"
-            f"  h2      {self._phones(specs[3:])}: this host will die mid-task\n")
+            f"  h2      {self._phones(specs[3:])}: this host will die mid-task\n"
+        )
         self.console.print(f"The workload ({len(self.jobs)} tasks):")
         for job in self.jobs:
             self.console.print(f"  [bold]{job.name:<15}[/bold] {job.story}")
@@ -126,10 +129,13 @@ class DemoRun:
         try:
             self._start_agent(workload.DOOMED_HOST, tokens)
             stack.wait_registered(admin, workload.DOOMED_HOST, 1)
-            self.say("host h2 registered its phone; submitting [bold]checkout[/bold] (any Pixel 7): only h2 can claim it now")
+            self.say(
+                "host h2 registered its phone; submitting [bold]checkout[/bold] (any Pixel 7): only h2 can claim it now"
+            )
             self._submit(self.by_name["checkout"])
-            self._wait_for(lambda: self._task("checkout")["status"] in ACTIVE_STATUSES, 10,
-                           "checkout to be claimed by h2")
+            self._wait_for(
+                lambda: self._task("checkout")["status"] in ACTIVE_STATUSES, 10, "checkout to be claimed by h2"
+            )
             self._start_agent(workload.SURVIVOR_HOST, tokens)
             self.say("host h1 starting with three phones; submitting the rest of the workload")
             for job in self.jobs:
@@ -151,8 +157,14 @@ class DemoRun:
 
     def _start_agent(self, host_id: str, tokens: dict) -> None:
         simulator = self.simulators[host_id]
-        self.stack.start_agent(host_id, tokens[host_id]["token"], adb_port=simulator.server_port,
-                               artifacts=self.workdir / "artifacts", scan_seconds=0.5, claim_wait=5)
+        self.stack.start_agent(
+            host_id,
+            tokens[host_id]["token"],
+            adb_port=simulator.server_port,
+            artifacts=self.workdir / "artifacts",
+            scan_seconds=0.5,
+            claim_wait=5,
+        )
 
     def _submit(self, job) -> None:
         task, _ = self.client.submit(job.submission())
@@ -179,8 +191,10 @@ class DemoRun:
         task, pending = self.client.cancel(self.ids[name], "no longer needed")
         self.tasks[name] = task
         self.notes[name] = "cancel requested while queued"
-        self.say(f"cancel [bold]{name}[/bold] while it waits in the queue: "
-                 + ("it was already running!" if pending else f"{task['status']} at once, nothing ran"))
+        self.say(
+            f"cancel [bold]{name}[/bold] while it waits in the queue: "
+            + ("it was already running!" if pending else f"{task['status']} at once, nothing ran")
+        )
 
     # -- following the workload -----------------------------------------------------------
 
@@ -193,8 +207,11 @@ class DemoRun:
         deadline = time.monotonic() + timeout
         shown: dict[str, str] = {}
         # A live table on a terminal; in a pipe or CI log, one line per status change.
-        live = Live(self._table(), console=self.console, refresh_per_second=8,
-                    transient=False) if self.console.is_terminal else None
+        live = (
+            Live(self._table(), console=self.console, refresh_per_second=8, transient=False)
+            if self.console.is_terminal
+            else None
+        )
         if live is not None:
             live.start()
             self.live = live
@@ -255,16 +272,20 @@ class DemoRun:
             agent.process.wait(5)
             self.killed_at = time.time()
             self.notes["checkout"] = "h2 killed while running it"
-            self.say("[bold red]host h2 killed[/bold red] (SIGKILL) while [bold]checkout[/bold] runs on it: "
-                     "nobody renews its lease now; the server requeues it when the lease lapses")
+            self.say(
+                "[bold red]host h2 killed[/bold red] (SIGKILL) while [bold]checkout[/bold] runs on it: "
+                "nobody renews its lease now; the server requeues it when the lease lapses"
+            )
         sync = self.tasks["long-sync"]
         if not self.cancel_sent and sync["status"] == TaskStatus.dispatched and self._sleeping(sync):
             self.cancel_sent = True
             task, pending = self.client.cancel(self.ids["long-sync"], "the user changed their mind")
             self.tasks["long-sync"] = task
             self.notes["long-sync"] = "cancel requested while running"
-            self.say(f"cancel [bold]long-sync[/bold] while `sleep 8` runs on {self._where(task)}: "
-                     + ("pending until its host hears of it" if pending else f"answered {task['status']}"))
+            self.say(
+                f"cancel [bold]long-sync[/bold] while `sleep 8` runs on {self._where(task)}: "
+                + ("pending until its host hears of it" if pending else f"answered {task['status']}")
+            )
         if checkout["status"] not in TERMINAL_STATUSES and len(checkout["attempts"]) > 1:
             self.notes["checkout"] = "h2 killed; lease lapsed, requeued"
         self._steer()
@@ -283,8 +304,10 @@ class DemoRun:
             self.client.post_message(self.ids[job.name], "steer", data=edit)
         said = ", then ".join(edit_text(edit) for edit in job.steers)
         self.notes[job.name] = f"steered while loading: {said}"
-        self.say(f"steer [bold]{job.name}[/bold] while its `load` step runs: {said}; its agent applies them "
-                 f"at the next step boundary")
+        self.say(
+            f"steer [bold]{job.name}[/bold] while its `load` step runs: {said}; its agent applies them "
+            f"at the next step boundary"
+        )
 
     def _pause(self) -> None:
         """Pause inventory-scan while `scan` runs, send it a follow-up, keep it paused over two
@@ -298,8 +321,10 @@ class DemoRun:
             assert job.follow_up is not None  # the paused job has one
             self.client.post_message(task_id, "follow_up", **job.follow_up)
             self.notes[job.name] = "pause and follow-up sent while scanning"
-            self.say(f"pause [bold]{job.name}[/bold] while `scan` runs, and send it a follow-up "
-                     f"({job.follow_up['text']!r}) for after it")
+            self.say(
+                f"pause [bold]{job.name}[/bold] while `scan` runs, and send it a follow-up "
+                f"({job.follow_up['text']!r}) for after it"
+            )
         if task.get("paused") and not self.resume_sent:
             renewals = self.seen.setdefault(job.name, {}).setdefault("paused_renewals", [])
             renewals.append(task["attempts"][-1]["renewals"])
@@ -308,8 +333,10 @@ class DemoRun:
                 self.resume_sent = True
                 self.client.post_message(task_id, "resume")
                 self.notes[job.name] = f"paused over {renewals[-1] - renewals[0]} lease renewals, resume sent"
-                self.say(f"resume [bold]{job.name}[/bold]: it stayed paused while its lease was renewed "
-                         f"{renewals[-1] - renewals[0]} times")
+                self.say(
+                    f"resume [bold]{job.name}[/bold]: it stayed paused while its lease was renewed "
+                    f"{renewals[-1] - renewals[0]} times"
+                )
         successor = next(j for j in self.jobs if j.successor_of == job.name)
         if task["status"] == TaskStatus.done and successor.name not in self.ids:
             asked = [m for m in self.client.messages(task_id)["messages"] if m.get("successor")]
@@ -318,8 +345,10 @@ class DemoRun:
                 self.tasks[successor.name] = self.client.task(asked[0]["successor"])
                 self.notes[job.name] = "paused, resumed, done; follow-up collected"
                 self.notes[successor.name] = f"follow-up of {job.name}, collected into {asked[0]['successor']}"
-                self.say(f"{job.name} ended done: the server collected its follow-up into "
-                         f"[bold]{asked[0]['successor']}[/bold]")
+                self.say(
+                    f"{job.name} ended done: the server collected its follow-up into "
+                    f"[bold]{asked[0]['successor']}[/bold]"
+                )
 
     def _sleeping(self, task: dict) -> bool:
         """True when the task's current attempt has a `sleep` running on its simulated phone."""
@@ -327,8 +356,7 @@ class DemoRun:
         simulator = self.simulators.get(attempt["host_id"])
         if simulator is None:
             return False
-        return any("sleep" in record.command and record.end == "running"
-                   for record in simulator.log(attempt["device"]))
+        return any("sleep" in record.command and record.end == "running" for record in simulator.log(attempt["device"]))
 
     @staticmethod
     def _where(task: dict) -> str:
@@ -357,8 +385,9 @@ class DemoRun:
                 table.add_row(job.name, "-", "", "", "")
                 continue
             attempts = " ".join(f"{a['number']}:{a['outcome'] or 'active'}" for a in task["attempts"]) or "-"
-            table.add_row(job.name, task_status_text(task), attempts, self._where(task),
-                          Text(self.notes.get(job.name, "")))
+            table.add_row(
+                job.name, task_status_text(task), attempts, self._where(task), Text(self.notes.get(job.name, ""))
+            )
         return table
 
     # -- the verdict ----------------------------------------------------------------------
@@ -369,16 +398,22 @@ class DemoRun:
         from amc.cli.demo import workload
 
         counts = Counter(task["status"] for task in self.tasks.values())
-        self.console.print("\n[bold]Tasks by status:[/bold] "
-                           + ", ".join(f"{status} {counts[status]}" for status in ENDINGS
-                                       if counts[status]))
+        self.console.print(
+            "\n[bold]Tasks by status:[/bold] "
+            + ", ".join(f"{status} {counts[status]}" for status in ENDINGS if counts[status])
+        )
         self._latencies()
         self._lease_loss()
         self._messages()
         for job in self.jobs:
             if job.name in self.tasks:
-                self.problems[job.name] = workload.check(job, self.tasks[job.name], self.histories[job.name],
-                                                         self.messages[job.name], self.seen.get(job.name))
+                self.problems[job.name] = workload.check(
+                    job,
+                    self.tasks[job.name],
+                    self.histories[job.name],
+                    self.messages[job.name],
+                    self.seen.get(job.name),
+                )
             else:
                 self.problems[job.name] = [f"no task: {job.successor_of}'s follow-up was never collected"]
         bad = {name: found for name, found in self.problems.items() if found}
@@ -388,10 +423,12 @@ class DemoRun:
                 for problem in found:
                     self.console.print(f"  {name} ({self.ids.get(name, '-')}): {problem}")
             return False
-        self.console.print(f"\n[bold green]OK[/bold green]: all {len(self.jobs)} tasks ended as the protocol says "
-                           f"they must (done, cancelled while queued, cancelled while running, requeued after a lost "
-                           f"lease, steered, paused and resumed, a follow-up collected). Try it yourself: `amc up`, "
-                           f"then `amc task --help`.")
+        self.console.print(
+            f"\n[bold green]OK[/bold green]: all {len(self.jobs)} tasks ended as the protocol says "
+            f"they must (done, cancelled while queued, cancelled while running, requeued after a lost "
+            f"lease, steered, paused and resumed, a follow-up collected). Try it yourself: `amc up`, "
+            f"then `amc task --help`."
+        )
         return True
 
     def _messages(self) -> None:
@@ -401,14 +438,18 @@ class DemoRun:
 
         from amc.cli.views import boundary_text, message_note, message_state_text, request_text, steps_table
 
-        table = Table(show_edge=False, pad_edge=False, title="Messages, and what became of them:",
-                      title_justify="left")
+        table = Table(show_edge=False, pad_edge=False, title="Messages, and what became of them:", title_justify="left")
         for column in ("JOB", "MESSAGE", "STATE", "BOUNDARY", "DETAIL"):
             table.add_column(column, no_wrap=column in ("JOB", "STATE"), overflow="fold")  # ids stay whole
         for job in self.jobs:
             for message in self.messages.get(job.name, []):
-                table.add_row(job.name, Text(request_text(message)), message_state_text(message["state"]),
-                              boundary_text(message.get("boundary")), Text(message_note(message)))
+                table.add_row(
+                    job.name,
+                    Text(request_text(message)),
+                    message_state_text(message["state"]),
+                    boundary_text(message.get("boundary")),
+                    Text(message_note(message)),
+                )
         if table.row_count:
             self.console.print(table)
         steered = (self.tasks.get("photo-share", {}).get("result") or {}).get("steps")
@@ -421,10 +462,18 @@ class DemoRun:
         """The run as one JSON document (`--json`): the verdict, and per job what the server holds."""
         return {
             "passed": passed,
-            "jobs": [{"name": job.name, "kind": job.kind, "task": self.tasks.get(job.name),
-                      "messages": self.messages.get(job.name, []), "seen": self.seen.get(job.name, {}),
-                      "note": self.notes.get(job.name, ""), "problems": self.problems.get(job.name, [])}
-                     for job in self.jobs],
+            "jobs": [
+                {
+                    "name": job.name,
+                    "kind": job.kind,
+                    "task": self.tasks.get(job.name),
+                    "messages": self.messages.get(job.name, []),
+                    "seen": self.seen.get(job.name, {}),
+                    "note": self.notes.get(job.name, ""),
+                    "problems": self.problems.get(job.name, []),
+                }
+                for job in self.jobs
+            ],
         }
 
     def _latencies(self) -> None:
@@ -432,8 +481,9 @@ class DemoRun:
 
         from amc.cli.views import parse_time
 
-        table = Table(show_edge=False, pad_edge=False, title="Cancellations, from the request to:",
-                      title_justify="left")
+        table = Table(
+            show_edge=False, pad_edge=False, title="Cancellations, from the request to:", title_justify="left"
+        )
         for column in ("JOB", "ASKED WHILE", "DELIVERED", "DEVICE QUIET", "REPORTED", "RESULT"):
             table.add_column(column, no_wrap=True)
 
@@ -454,12 +504,15 @@ class DemoRun:
                 table.add_row(name, TaskStatus.queued, "n/a", "n/a", ms(asked, recorded), outcome)
                 continue
             delivered = parse_time(cancellation["delivered_at"]) if cancellation.get("delivered_at") else None
-            table.add_row(name, "running", ms(asked, delivered), ms(asked, self._device_quiet(task)),
-                          ms(asked, recorded), outcome)
+            table.add_row(
+                name, "running", ms(asked, delivered), ms(asked, self._device_quiet(task)), ms(asked, recorded), outcome
+            )
         self.console.print(table)
-        self.console.print(f"[dim]  A running task hears of its cancellation at its next lease renewal (every "
-                           f"{LEASE_SECONDS / 3:g} s with {LEASE_SECONDS:g} s leases); its agent then stops the running "
-                           f"command at once.[/dim]")
+        self.console.print(
+            f"[dim]  A running task hears of its cancellation at its next lease renewal (every "
+            f"{LEASE_SECONDS / 3:g} s with {LEASE_SECONDS:g} s leases); its agent then stops the running "
+            f"command at once.[/dim]"
+        )
 
     def _device_quiet(self, task: dict) -> float | None:
         """When the last device command of the cancelled attempt ended (the simulator's log)."""
@@ -475,8 +528,11 @@ class DemoRun:
         # (the device runs other tasks' commands afterwards). Server and simulator share
         # this machine's clock.
         began, reported = parse_time(attempt["assigned_at"]), parse_time(attempt["ended_at"])
-        ended = [record.ended_at for record in simulator.log(attempt["device"])
-                 if began <= record.started_at <= reported and record.ended_at is not None]
+        ended = [
+            record.ended_at
+            for record in simulator.log(attempt["device"])
+            if began <= record.started_at <= reported and record.ended_at is not None
+        ]
         return max(ended) if ended else None
 
     def _lease_loss(self) -> None:
@@ -491,4 +547,5 @@ class DemoRun:
         self.console.print(
             f"[bold]Lease loss:[/bold] checkout's attempt 1 on {first['host_id']}/{first['device']} lost its host; "
             f"its lease lapsed {lapse:.1f} s after the kill ({when(first['ended_at'])}), the task was requeued, "
-            f"and attempt {last['number']} on {last['host_id']}/{last['device']} ended {last['outcome']}.")
+            f"and attempt {last['number']} on {last['host_id']}/{last['device']} ended {last['outcome']}."
+        )

@@ -16,7 +16,7 @@ one on host h2), plus the situations amc exists for:
 
 `check(job, task, events, messages, seen)` reads only the server's task resource, history
 and messages (and, for a pause, what the demo saw while it lasted) and returns the ways they
-differ from PROTOCOL.md's expectations for that kind of job (an empty list when the task
+differ from specs/protocol.md's expectations for that kind of job (an empty list when the task
 ended as it must). It restates the expected outcomes, it decides nothing: the server and
 the Host Agents made every decision before it looks.
 """
@@ -61,93 +61,196 @@ def _step(step_id: str, action: str, **args) -> dict:
 def jobs() -> list[Job]:
     """The demo's tasks, in the order they are submitted."""
     return [
-        Job("checkout", LEASE_LOSS, "its host h2 is killed mid-run; the lease lapses and h1 runs it again", {
-            "requirements": {"attributes": {"model": "Pixel 7"}},
-            "plan": {"steps": [
-                _step("open-shop", "launch", package="com.example.app"),
-                _step("load-cart", "shell", command="sleep 2"),
-                _step("pay", "tap", x=540, y=2000),
-                _step("receipt", "screenshot"),
-            ]}}),
-        Job("settings-smoke", PLAIN, "open Settings and take a screenshot", {
-            "plan": {"steps": [
-                _step("open", "launch", package="com.android.settings"),
-                _step("settle", "wait", seconds=0.5),
-                _step("capture", "screenshot"),
-            ]}}),
-        Job("login-flow", PLAIN, "log in to the example app", {
-            "plan": {"steps": [
-                _step("open", "launch", package="com.example.app"),
-                _step("focus-email", "tap", x=540, y=900),
-                _step("type-email", "text", text="demo@example.com"),
-                _step("submit", "keyevent", key="ENTER"),
-                _step("settle", "wait", seconds=1),
-                _step("capture", "screenshot"),
-            ]}}),
-        Job("browser-search", PLAIN, "search in Chrome, on the Samsung only", {
-            "requirements": {"attributes": {"model": "SM-G991B"}},
-            "plan": {"steps": [
-                _step("open", "launch", package="com.android.chrome"),
-                _step("focus", "tap", x=540, y=200),
-                _step("type", "text", text="android automation"),
-                _step("search", "keyevent", key="ENTER"),
-                _step("settle", "wait", seconds=1),
-            ]}}),
-        Job("battery-report", PLAIN, "read the battery state of amc-sim-03", {
-            "requirements": {"serial": "amc-sim-03"},
-            "plan": {"steps": [
-                _step("battery", "shell", command="dumpsys battery"),
-                _step("sdk", "shell", command="getprop ro.build.version.sdk"),
-            ]}}),
-        Job("onboarding", PLAIN, "a three-stage workflow with checkpoints", {
-            "plan": {"stages": [
-                {"id": "setup", "steps": [_step("open", "launch", package="com.example.app")]},
-                {"id": "act", "steps": [_step("swipe-intro", "swipe", x1=900, y1=1200, x2=100, y2=1200),
-                                        _step("accept", "tap", x=540, y=2100)]},
-                {"id": "verify", "steps": [_step("capture", "screenshot")]},
-            ]}}),
-        Job("home-check", PLAIN, "go home and read the screen size", {
-            "plan": {"steps": [
-                _step("home", "keyevent", key="HOME"),
-                _step("size", "shell", command="wm size"),
-                _step("settle", "wait", seconds=1),
-            ]}}),
-        Job("long-sync", INFLIGHT_CANCEL, "cancelled while a long command runs on the device", {
-            "priority": 5,  # first off the queue, so its cancellation comes early
-            "plan": {"steps": [
-                _step("open", "launch", package="com.android.settings"),
-                _step("sync", "shell", command="sleep 8"),
-                _step("confirm", "tap", x=540, y=1200),
-                _step("capture", "screenshot"),
-            ]}}),
-        Job("nightly-report", QUEUED_CANCEL, "cancelled while it waits in the queue", {
-            "priority": -5,  # last off the queue: it is still waiting when it is cancelled
-            "plan": {"steps": [_step("report", "shell", command="echo report")]}}),
-        Job("photo-share", STEERED, "steered while it loads: `upload` skipped, `crop` inserted after `capture`", {
-            "priority": 3,
-            "plan": {"steps": [
-                _step("open", "launch", package="com.example.app"),
-                _step("load", "shell", command="sleep 2"),
-                _step("capture", "screenshot"),
-                _step("share", "tap", x=540, y=1800),
-                _step("upload", "shell", command="echo upload"),
-            ]}},
-            steers=({"skip": ["upload"]},
-                    {"insert_after": "capture", "steps": [_step("crop", "swipe", x1=100, y1=400, x2=900, y2=1400)]})),
-        Job("inventory-scan", PAUSED, "paused mid-plan over several lease renewals, resumed, then done", {
-            "priority": 4,
-            "plan": {"steps": [
-                _step("open", "launch", package="com.example.app"),
-                _step("scan", "shell", command="sleep 2"),
-                _step("review", "tap", x=540, y=1500),
-                _step("export", "screenshot"),
-            ]}},
-            follow_up={"text": "then send the scan to the warehouse", "data": {"steps": [
-                _step("share", "launch", package="com.example.app", activity=".DetailActivity"),
-                _step("send", "tap", x=980, y=150),
-            ]}}),
-        Job("scan-send", SUCCESSOR, "inventory-scan's follow-up, collected into a successor task when it ended done",
-            None, successor_of="inventory-scan"),
+        Job(
+            "checkout",
+            LEASE_LOSS,
+            "its host h2 is killed mid-run; the lease lapses and h1 runs it again",
+            {
+                "requirements": {"attributes": {"model": "Pixel 7"}},
+                "plan": {
+                    "steps": [
+                        _step("open-shop", "launch", package="com.example.app"),
+                        _step("load-cart", "shell", command="sleep 2"),
+                        _step("pay", "tap", x=540, y=2000),
+                        _step("receipt", "screenshot"),
+                    ]
+                },
+            },
+        ),
+        Job(
+            "settings-smoke",
+            PLAIN,
+            "open Settings and take a screenshot",
+            {
+                "plan": {
+                    "steps": [
+                        _step("open", "launch", package="com.android.settings"),
+                        _step("settle", "wait", seconds=0.5),
+                        _step("capture", "screenshot"),
+                    ]
+                }
+            },
+        ),
+        Job(
+            "login-flow",
+            PLAIN,
+            "log in to the example app",
+            {
+                "plan": {
+                    "steps": [
+                        _step("open", "launch", package="com.example.app"),
+                        _step("focus-email", "tap", x=540, y=900),
+                        _step("type-email", "text", text="demo@example.com"),
+                        _step("submit", "keyevent", key="ENTER"),
+                        _step("settle", "wait", seconds=1),
+                        _step("capture", "screenshot"),
+                    ]
+                }
+            },
+        ),
+        Job(
+            "browser-search",
+            PLAIN,
+            "search in Chrome, on the Samsung only",
+            {
+                "requirements": {"attributes": {"model": "SM-G991B"}},
+                "plan": {
+                    "steps": [
+                        _step("open", "launch", package="com.android.chrome"),
+                        _step("focus", "tap", x=540, y=200),
+                        _step("type", "text", text="android automation"),
+                        _step("search", "keyevent", key="ENTER"),
+                        _step("settle", "wait", seconds=1),
+                    ]
+                },
+            },
+        ),
+        Job(
+            "battery-report",
+            PLAIN,
+            "read the battery state of amc-sim-03",
+            {
+                "requirements": {"serial": "amc-sim-03"},
+                "plan": {
+                    "steps": [
+                        _step("battery", "shell", command="dumpsys battery"),
+                        _step("sdk", "shell", command="getprop ro.build.version.sdk"),
+                    ]
+                },
+            },
+        ),
+        Job(
+            "onboarding",
+            PLAIN,
+            "a three-stage workflow with checkpoints",
+            {
+                "plan": {
+                    "stages": [
+                        {"id": "setup", "steps": [_step("open", "launch", package="com.example.app")]},
+                        {
+                            "id": "act",
+                            "steps": [
+                                _step("swipe-intro", "swipe", x1=900, y1=1200, x2=100, y2=1200),
+                                _step("accept", "tap", x=540, y=2100),
+                            ],
+                        },
+                        {"id": "verify", "steps": [_step("capture", "screenshot")]},
+                    ]
+                }
+            },
+        ),
+        Job(
+            "home-check",
+            PLAIN,
+            "go home and read the screen size",
+            {
+                "plan": {
+                    "steps": [
+                        _step("home", "keyevent", key="HOME"),
+                        _step("size", "shell", command="wm size"),
+                        _step("settle", "wait", seconds=1),
+                    ]
+                }
+            },
+        ),
+        Job(
+            "long-sync",
+            INFLIGHT_CANCEL,
+            "cancelled while a long command runs on the device",
+            {
+                "priority": 5,  # first off the queue, so its cancellation comes early
+                "plan": {
+                    "steps": [
+                        _step("open", "launch", package="com.android.settings"),
+                        _step("sync", "shell", command="sleep 8"),
+                        _step("confirm", "tap", x=540, y=1200),
+                        _step("capture", "screenshot"),
+                    ]
+                },
+            },
+        ),
+        Job(
+            "nightly-report",
+            QUEUED_CANCEL,
+            "cancelled while it waits in the queue",
+            {
+                "priority": -5,  # last off the queue: it is still waiting when it is cancelled
+                "plan": {"steps": [_step("report", "shell", command="echo report")]},
+            },
+        ),
+        Job(
+            "photo-share",
+            STEERED,
+            "steered while it loads: `upload` skipped, `crop` inserted after `capture`",
+            {
+                "priority": 3,
+                "plan": {
+                    "steps": [
+                        _step("open", "launch", package="com.example.app"),
+                        _step("load", "shell", command="sleep 2"),
+                        _step("capture", "screenshot"),
+                        _step("share", "tap", x=540, y=1800),
+                        _step("upload", "shell", command="echo upload"),
+                    ]
+                },
+            },
+            steers=(
+                {"skip": ["upload"]},
+                {"insert_after": "capture", "steps": [_step("crop", "swipe", x1=100, y1=400, x2=900, y2=1400)]},
+            ),
+        ),
+        Job(
+            "inventory-scan",
+            PAUSED,
+            "paused mid-plan over several lease renewals, resumed, then done",
+            {
+                "priority": 4,
+                "plan": {
+                    "steps": [
+                        _step("open", "launch", package="com.example.app"),
+                        _step("scan", "shell", command="sleep 2"),
+                        _step("review", "tap", x=540, y=1500),
+                        _step("export", "screenshot"),
+                    ]
+                },
+            },
+            follow_up={
+                "text": "then send the scan to the warehouse",
+                "data": {
+                    "steps": [
+                        _step("share", "launch", package="com.example.app", activity=".DetailActivity"),
+                        _step("send", "tap", x=980, y=150),
+                    ]
+                },
+            },
+        ),
+        Job(
+            "scan-send",
+            SUCCESSOR,
+            "inventory-scan's follow-up, collected into a successor task when it ended done",
+            None,
+            successor_of="inventory-scan",
+        ),
     ]
 
 
@@ -179,8 +282,9 @@ def _time(text: str) -> float:
     return _dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def check(job: Job, task: dict, events: list[dict], messages: Sequence[dict] = (),
-          seen: dict | None = None) -> list[str]:
+def check(
+    job: Job, task: dict, events: list[dict], messages: Sequence[dict] = (), seen: dict | None = None
+) -> list[str]:
     """How `task` (with its history `events` and its `messages`) differs from what the
     protocol requires of `job`; `seen` is what the demo saw while the task ran (for a pause:
     `paused_renewals`, the attempt's renewal count at each look while the task read paused)."""
@@ -199,11 +303,15 @@ def check(job: Job, task: dict, events: list[dict], messages: Sequence[dict] = (
         return problems
     expect(all(a["outcome"] is not None for a in attempts), "an attempt of an ended task has no outcome")
     ended = [e for e in events if e["type"] == "ended"]
-    expect(len(ended) == 1 and ended[0]["data"].get("status") == task["status"],
-           "the history does not end once, with the task's status")
+    expect(
+        len(ended) == 1 and ended[0]["data"].get("status") == task["status"],
+        "the history does not end once, with the task's status",
+    )
     if steps is not None:
-        expect([s["id"] for s in steps] == reported_step_ids(job, task["plan"]),
-               "the reported steps are not one per planned step, in plan order")
+        expect(
+            [s["id"] for s in steps] == reported_step_ids(job, task["plan"]),
+            "the reported steps are not one per planned step, in plan order",
+        )
 
     if job.kind in (PLAIN, STEERED, PAUSED, SUCCESSOR):
         skipped = skipped_step_ids(job)
@@ -211,8 +319,10 @@ def check(job: Job, task: dict, events: list[dict], messages: Sequence[dict] = (
         expect(result.get("reason") == "reported", f"result reason {result.get('reason')}, expected reported")
         expect([a["outcome"] for a in attempts] == [AttemptState.done], "expected exactly one attempt, done")
         expect(cancellation is None, "has a cancellation nobody asked for")
-        expect(steps is not None and all(s["status"] == StepStatus.completed for s in steps if s["id"] not in skipped),
-               "not every step completed")
+        expect(
+            steps is not None and all(s["status"] == StepStatus.completed for s in steps if s["id"] not in skipped),
+            "not every step completed",
+        )
         if job.kind == STEERED:
             problems += _check_steered(job, steps or [], messages)
         elif job.kind == PAUSED:
@@ -222,43 +332,64 @@ def check(job: Job, task: dict, events: list[dict], messages: Sequence[dict] = (
 
     elif job.kind == QUEUED_CANCEL:
         expect(task["status"] == TaskStatus.cancelled, f"ended {task['status']}, expected cancelled")
-        expect(result.get("reason") == "cancelled_while_queued",
-               f"result reason {result.get('reason')}, expected cancelled_while_queued")
+        expect(
+            result.get("reason") == "cancelled_while_queued",
+            f"result reason {result.get('reason')}, expected cancelled_while_queued",
+        )
         expect(attempts == [] and task.get("attempt") is None, "an attempt was created for a queued cancel")
-        expect(bool(cancellation) and cancellation["state"] == CancellationState.completed
-               and cancellation["attempt"] is None,
-               "the cancellation is not completed with attempt null")
+        expect(
+            bool(cancellation)
+            and cancellation["state"] == CancellationState.completed
+            and cancellation["attempt"] is None,
+            "the cancellation is not completed with attempt null",
+        )
 
     elif job.kind == INFLIGHT_CANCEL:
         expect(task["status"] == TaskStatus.cancelled, f"ended {task['status']}, expected cancelled")
         expect(result.get("reason") == "reported", f"result reason {result.get('reason')}, expected reported")
-        expect(bool(attempts) and attempts[-1]["outcome"] == AttemptState.cancelled,
-               "the last attempt's outcome is not cancelled")
-        expect(bool(cancellation) and cancellation["state"] == CancellationState.completed,
-               "the cancellation is not completed")
-        expect(bool(cancellation) and cancellation.get("delivered_at") is not None, "the cancellation was never delivered")
+        expect(
+            bool(attempts) and attempts[-1]["outcome"] == AttemptState.cancelled,
+            "the last attempt's outcome is not cancelled",
+        )
+        expect(
+            bool(cancellation) and cancellation["state"] == CancellationState.completed,
+            "the cancellation is not completed",
+        )
+        expect(
+            bool(cancellation) and cancellation.get("delivered_at") is not None, "the cancellation was never delivered"
+        )
         outcomes = [s["status"] for s in steps or []]
-        expect(any(s["status"] == StepStatus.not_started and s.get("reason") == "cancelled" for s in steps or []),
-               "no step is not_started for reason cancelled")
+        expect(
+            any(s["status"] == StepStatus.not_started and s.get("reason") == "cancelled" for s in steps or []),
+            "no step is not_started for reason cancelled",
+        )
         unstarted = StepStatus.not_started
         first_unstarted = outcomes.index(unstarted) if unstarted in outcomes else len(outcomes)
         expect(all(o == unstarted for o in outcomes[first_unstarted:]), "a step ran after the stop")
-        expect(TaskStatus.cancelled not in outcomes,
-               "a step is called cancelled (a step is interrupted or not_started)")
+        expect(
+            TaskStatus.cancelled not in outcomes, "a step is called cancelled (a step is interrupted or not_started)"
+        )
 
     elif job.kind == LEASE_LOSS:
         expect(task["status"] == TaskStatus.done, f"ended {task['status']}, expected done")
-        expect([a["outcome"] for a in attempts] == [AttemptState.expired, AttemptState.done],
-               f"attempt outcomes {[a['outcome'] for a in attempts]}, expected [expired, done]")
+        expect(
+            [a["outcome"] for a in attempts] == [AttemptState.expired, AttemptState.done],
+            f"attempt outcomes {[a['outcome'] for a in attempts]}, expected [expired, done]",
+        )
         if len(attempts) == 2:
-            expect(attempts[0]["host_id"] == DOOMED_HOST and attempts[1]["host_id"] == SURVIVOR_HOST,
-                   f"expected attempt 1 on {DOOMED_HOST} and attempt 2 on {SURVIVOR_HOST}")
-            expect(attempts[0]["ended_at"] == attempts[0]["lease_expires_at"],
-                   "the expired attempt did not end at its lease's expiry")
+            expect(
+                attempts[0]["host_id"] == DOOMED_HOST and attempts[1]["host_id"] == SURVIVOR_HOST,
+                f"expected attempt 1 on {DOOMED_HOST} and attempt 2 on {SURVIVOR_HOST}",
+            )
+            expect(
+                attempts[0]["ended_at"] == attempts[0]["lease_expires_at"],
+                "the expired attempt did not end at its lease's expiry",
+            )
         kinds = [e["type"] for e in events]
-        expect("lease_expired" in kinds and "requeued" in kinds
-               and kinds.index("lease_expired") < kinds.index("requeued"),
-               "the history lacks lease_expired followed by requeued")
+        expect(
+            "lease_expired" in kinds and "requeued" in kinds and kinds.index("lease_expired") < kinds.index("requeued"),
+            "the history lacks lease_expired followed by requeued",
+        )
         expect(cancellation is None, "has a cancellation nobody asked for")
     return problems
 
@@ -271,13 +402,15 @@ def _check_steered(job: Job, steps: list[dict], messages: Sequence[dict]) -> lis
         problems.append(f"expected the steers {list(job.steers)}, found {[m['data'] for m in steers]}")
     for message in steers:
         if message["state"] not in APPLIED or message["boundary"] is None:
-            problems.append(f"steer {message['id']} is {message['state']} ({message.get('detail')}), "
-                            f"not applied at a boundary")
+            problems.append(
+                f"steer {message['id']} is {message['state']} ({message.get('detail')}), not applied at a boundary"
+            )
     for step in steps:
         steered_away = (step["status"], step.get("reason")) == (StepStatus.not_started, "steered")
         if step["id"] in skipped_step_ids(job) and not steered_away:
-            problems.append(f"skipped step {step['id']} is {step['status']} ({step.get('reason')}), "
-                            f"expected not_started (steered)")
+            problems.append(
+                f"skipped step {step['id']} is {step['status']} ({step.get('reason')}), expected not_started (steered)"
+            )
     return problems
 
 
@@ -315,8 +448,10 @@ def _check_successor(task: dict) -> list[str]:
     that message's id."""
     collected = task.get("collected") or []
     if not task.get("follow_up_of") or len(collected) != 1:
-        return [f"expected a successor of one follow-up, found follow_up_of {task.get('follow_up_of')}, "
-                f"collected {collected}"]
+        return [
+            f"expected a successor of one follow-up, found follow_up_of {task.get('follow_up_of')}, "
+            f"collected {collected}"
+        ]
     if not all(s["id"].startswith(f"{collected[0]}.") for s in task["plan"]["steps"]) or not task["plan"]["steps"]:
         return ["the successor's steps are not named after the follow-up that asked for them"]
     return []

@@ -163,9 +163,11 @@ def test_a_reported_cancellation_ends_cancelled_and_frees_the_device(scene):
     clock.advance(3)
 
     # When h1 reports cancelled, having stopped at the step boundary after a
-    steps = [{"id": "a", "status": "completed"},
-             {"id": "b", "status": "not_started", "reason": "cancelled"},
-             {"id": "c", "status": "not_started", "reason": "cancelled"}]
+    steps = [
+        {"id": "a", "status": "completed"},
+        {"id": "b", "status": "not_started", "reason": "cancelled"},
+        {"id": "c", "status": "not_started", "reason": "cancelled"},
+    ]
     ended = h1.report(lease, "cancelled", steps=steps)
 
     # Then the task is cancelled, the attempt's outcome is cancelled, the cancellation completed

@@ -59,9 +59,11 @@ def test_requirements_match_serial_and_attributes_first_device_in_serial_order(s
     """A requirement matches serial and every attribute; the first matching device in serial order is used."""
     h1 = scene.h1
     # Given h1 registered emulator-5556 {Pixel 7}, emulator-5554 {Pixel 7, sdk 34}, R58M {Galaxy S21}
-    h1.register(scene.device("emulator-5556", model="Pixel 7"),
-                scene.device("emulator-5554", model="Pixel 7", sdk="34"),
-                scene.device("R58M", model="Galaxy S21"))
+    h1.register(
+        scene.device("emulator-5556", model="Pixel 7"),
+        scene.device("emulator-5554", model="Pixel 7", sdk="34"),
+        scene.device("R58M", model="Galaxy S21"),
+    )
 
     # When the only queued task requires {model: Pixel 7} and h1 claims
     pixel = scene.submit(attributes={"model": "Pixel 7"})
@@ -102,8 +104,9 @@ def test_reserved_and_offline_devices_are_never_offered(scene):
     assert scene.task(b["id"])["status"] == "queued"
     # And after h1 registers no devices, emulator-5554 stays reserved by A, offline
     host = h1.register()
-    assert scene.mine(host) == [{**scene.device("emulator-5554"), "online": False,
-                                 "reservation": {"task_id": a["id"], "attempt": 1}}]
+    assert scene.mine(host) == [
+        {**scene.device("emulator-5554"), "online": False, "reservation": {"task_id": a["id"], "attempt": 1}}
+    ]
     h1.claim(expect=204)
     # And when A's attempt ends the device is dropped, and claims still answer 204
     h1.report(lease, "done")
@@ -249,8 +252,10 @@ def test_registration_replaces_the_inventory(scene):
 
     # Then the host lists exactly those two, online and free, and emulator-5554 is gone
     assert host["id"] == h1.id
-    expected = [{**scene.device("R58M"), "online": True, "reservation": None},
-                {**scene.device("emulator-5556", model="Pixel 8"), "online": True, "reservation": None}]
+    expected = [
+        {**scene.device("R58M"), "online": True, "reservation": None},
+        {**scene.device("emulator-5556", model="Pixel 8"), "online": True, "reservation": None},
+    ]
     assert sorted(scene.mine(host), key=lambda d: d["serial"]) == expected
     if clock.manual:
         assert host["updated_at"] == wire(clock.now())
@@ -297,7 +302,8 @@ def test_an_inventory_listing_a_serial_twice_is_refused(scene):
     scene.acme.register(h1.id, [scene.device("emulator-5558")], expect=(403, "forbidden"))
     h2.caller.get_host(h1.id, expect=(403, "forbidden"))
     assert scene.mine(scene.admin.register(h1.id, [scene.device("emulator-5558")])) == [
-        {**scene.device("emulator-5558"), "online": True, "reservation": None}]
+        {**scene.device("emulator-5558"), "online": True, "reservation": None}
+    ]
 
 
 @pytest.mark.req("INVENTORY/s3")

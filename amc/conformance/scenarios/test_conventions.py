@@ -1,4 +1,4 @@
-"""PROTOCOL.md "Conventions" and the role table: ACCESS, INPUT, LISTING
+"""specs/protocol.md "Conventions" and the role table: ACCESS, INPUT, LISTING
 (specs/requirements/protocol-rules.md), and the health endpoint."""
 
 from __future__ import annotations
@@ -28,8 +28,15 @@ def test_every_role_gets_exactly_its_allowed_answers(scene):
     connection = scene.connection
     stranger = connection.caller("not-a-token-" + scene.tag, "unknown token")
     anonymous = connection.caller(None, "no token")
-    callers = {"acme": acme, "beta": beta, "h1": h1.caller, "h2": h2.caller, "admin": admin,
-               "unknown": stranger, "none": anonymous}
+    callers = {
+        "acme": acme,
+        "beta": beta,
+        "h1": h1.caller,
+        "h2": h2.caller,
+        "admin": admin,
+        "unknown": stranger,
+        "none": anonymous,
+    }
     # Given a task X of acme that h1 holds (dispatched)
     task, lease = scene.running(h1)
     x, lid = task["id"], {"lease_id": lease.lease_id}
@@ -37,22 +44,33 @@ def test_every_role_gets_exactly_its_allowed_answers(scene):
     submit = {"plan": PLAN, "requirements": scene.requirements(model="none")}
     # endpoint -> (method, path, body, {caller: status}); callers not named get 401
     table: dict[str, tuple[str, str, Any, dict]] = {
-        "read task": ("GET", f"/v1/tasks/{x}", None,
-                      dict(acme=200, beta=404, h1=200, h2=404, admin=200)),
+        "read task": ("GET", f"/v1/tasks/{x}", None, dict(acme=200, beta=404, h1=200, h2=404, admin=200)),
         "history": ("GET", f"/v1/tasks/{x}/history", None, dict(acme=200, beta=404, h1=403, h2=403, admin=200)),
         "list tasks": ("GET", "/v1/tasks", None, dict(acme=200, beta=200, h1=403, h2=403, admin=200)),
         "list hosts": ("GET", "/v1/hosts", None, dict(acme=200, beta=200, h1=200, h2=200, admin=200)),
         "read host": ("GET", f"/v1/hosts/{h1.id}", None, dict(acme=200, beta=200, h1=200, h2=403, admin=200)),
         "claim": ("POST", f"/v1/hosts/{h1.id}/claim", {}, dict(acme=403, beta=403, h1=204, h2=403, admin=403)),
-        "start": ("POST", f"/v1/tasks/{x}/attempts/1/start", lid,
-                  dict(acme=403, beta=403, h1=200, h2=(409, "lease_foreign"), admin=403)),
-        "renew": ("POST", f"/v1/tasks/{x}/attempts/1/renew", lid,
-                  dict(acme=403, beta=403, h1=200, h2=(409, "lease_foreign"), admin=403)),
+        "start": (
+            "POST",
+            f"/v1/tasks/{x}/attempts/1/start",
+            lid,
+            dict(acme=403, beta=403, h1=200, h2=(409, "lease_foreign"), admin=403),
+        ),
+        "renew": (
+            "POST",
+            f"/v1/tasks/{x}/attempts/1/renew",
+            lid,
+            dict(acme=403, beta=403, h1=200, h2=(409, "lease_foreign"), admin=403),
+        ),
         "inventory": ("PUT", f"/v1/hosts/{h1.id}", inventory, dict(acme=403, beta=403, h1=200, h2=403, admin=200)),
         "submit": ("POST", "/v1/tasks", submit, dict(acme=201, beta=201, h1=403, h2=403, admin=201)),
         "cancel": ("POST", f"/v1/tasks/{x}/cancel", {}, dict(acme=202, beta=404, h1=403, h2=403, admin=202)),
-        "result": ("POST", f"/v1/tasks/{x}/attempts/1/result", {**lid, "status": "cancelled"},
-                   dict(acme=403, beta=403, h2=(409, "lease_foreign"), admin=403, h1=200)),
+        "result": (
+            "POST",
+            f"/v1/tasks/{x}/attempts/1/result",
+            {**lid, "status": "cancelled"},
+            dict(acme=403, beta=403, h2=(409, "lease_foreign"), admin=403, h1=200),
+        ),
     }
 
     def expected(allowed: dict, name: str):
@@ -66,8 +84,9 @@ def test_every_role_gets_exactly_its_allowed_answers(scene):
             status, code = expected(allowed, name)
             if status < 400:
                 continue
-            answer = caller.call(method, path, *(() if body is None else (body,)), expect=(status, code) if code
-                                 else status)
+            answer = caller.call(
+                method, path, *(() if body is None else (body,)), expect=(status, code) if code else status
+            )
             _no_token_in(answer, callers)
     # Then each got the role table's refusal, and none of them changed the task
     assert admin.get_task(x) == before
@@ -151,8 +170,9 @@ def test_authentication_comes_before_routing_and_the_body(scene):
         caller.call("POST", "/v1/tasks", bad_submit, expect=(401, "unauthorized"))
         response = caller.send("POST", "/v1/tasks", content=b"{not json", headers={"Content-Type": "application/json"})
         check_problem(response, 401, "unauthorized")
-        caller.call("POST", "/v1/tasks", {"plan": PLAN, "requirements": scene.requirements()},
-                    expect=(401, "unauthorized"))
+        caller.call(
+            "POST", "/v1/tasks", {"plan": PLAN, "requirements": scene.requirements()}, expect=(401, "unauthorized")
+        )
         # A path that does not exist, and a known path with a method it lacks
         for path in unknown_paths:
             caller.call("GET", path, expect=(401, "unauthorized"))
@@ -177,7 +197,7 @@ def _allowed(response) -> set[str]:
 def test_a_method_a_path_lacks_is_405_with_every_allowed_method(scene):
     """A known path with another method: 405 method_not_allowed whose Allow lists every method of that path."""
     acme, h1 = scene.acme, scene.h1
-    task, lease = scene.running(h1)
+    task, _lease = scene.running(h1)
     x = task["id"]
     before = acme.get_task(x)
     # (caller, method, path, the methods the protocol gives that path)
@@ -198,7 +218,9 @@ def test_a_method_a_path_lacks_is_405_with_every_allowed_method(scene):
     for caller, method, path, methods in cases:
         caller.call(method, path, expect=(405, "method_not_allowed"))
         allowed = _allowed(caller.last)
-        assert methods <= allowed, f"{method} {path}: Allow {caller.last.headers.get('allow')!r} lacks {methods - allowed}"
+        assert methods <= allowed, (
+            f"{method} {path}: Allow {caller.last.headers.get('allow')!r} lacks {methods - allowed}"
+        )
         assert method not in allowed, f"{method} {path}: Allow {caller.last.headers.get('allow')!r} names {method}"
     # And none of them changed the task
     assert acme.get_task(x) == before
@@ -233,8 +255,13 @@ def test_bad_input_is_400_naming_the_field_and_changes_nothing(scene):
         (host, "PUT", f"/v1/hosts/{h1.id}", {"devices": [{"serial": 5, "attributes": {}}]}, "serial"),
         (host, "POST", f"{attempt}/renew", {"lease_id": 5}, "lease_id"),
         (host, "POST", f"{attempt}/result", {"lease_id": lease.lease_id, "status": "finished"}, "status"),
-        (host, "POST", f"{attempt}/result", {"lease_id": lease.lease_id, "status": "done", "metadata": "x"},
-         "metadata"),
+        (
+            host,
+            "POST",
+            f"{attempt}/result",
+            {"lease_id": lease.lease_id, "status": "done", "metadata": "x"},
+            "metadata",
+        ),
     ]
     # When each is sent
     for caller, method, path, body, field in bad:
@@ -242,8 +269,9 @@ def test_bad_input_is_400_naming_the_field_and_changes_nothing(scene):
         # Then each is 400 invalid_request naming the field
         assert field in problem["detail"], f"{method} {path} {body}: detail {problem['detail']!r} names no {field!r}"
     for raw in (b'{"reason": NaN}', b'{"reason": Infinity}', b'{"reason": ', b"[1, 2]"):
-        response = acme.send("POST", f"/v1/tasks/{queued['id']}/cancel", content=raw,
-                             headers={"Content-Type": "application/json"})
+        response = acme.send(
+            "POST", f"/v1/tasks/{queued['id']}/cancel", content=raw, headers={"Content-Type": "application/json"}
+        )
         check_problem(response, 400, "invalid_request")
     for limit in ("0", "1001", "ten"):
         problem = acme.call("GET", "/v1/tasks", params={"limit": limit}, expect=(400, "invalid_request"))
@@ -266,15 +294,19 @@ def test_nan_and_infinity_are_refused_wherever_they_appear(scene):
     result = f"/v1/tasks/{task['id']}/attempts/1/result"
     for token in NOT_JSON_NUMBERS:
         # When a body carries one where any JSON value would do (metadata is free-form)
-        body = '{"lease_id": %s, "status": "done", "metadata": {"x": %s}}' % (json.dumps(lease.lease_id), token)
+        body = f'{{"lease_id": {json.dumps(lease.lease_id)}, "status": "done", "metadata": {{"x": {token}}}}}'
         check_problem(h1.caller.send("POST", result, content=body.encode(), headers=json_body), 400, "invalid_request")
         # Or where a number is expected
-        claim = '{"lease_seconds": %s}' % token
-        check_problem(h1.caller.send("POST", f"/v1/hosts/{h1.id}/claim", content=claim.encode(), headers=json_body),
-                      400, "invalid_request")
-        submit = '{"plan": {"steps": [{"id": "w", "action": "wait", "args": {"seconds": %s}}]}, "labels": {}}' % token
-        check_problem(acme.send("POST", "/v1/tasks", content=submit.encode(), headers=json_body), 400,
-                      "invalid_request")
+        claim = f'{{"lease_seconds": {token}}}'
+        check_problem(
+            h1.caller.send("POST", f"/v1/hosts/{h1.id}/claim", content=claim.encode(), headers=json_body),
+            400,
+            "invalid_request",
+        )
+        submit = f'{{"plan": {{"steps": [{{"id": "w", "action": "wait", "args": {{"seconds": {token}}}}}]}}, "labels": {{}}}}'
+        check_problem(
+            acme.send("POST", "/v1/tasks", content=submit.encode(), headers=json_body), 400, "invalid_request"
+        )
     # Then the attempt is still running, and the same report with a number is accepted
     assert acme.get_task(task["id"]) == before
     ended = h1.report(lease, "done", metadata={"x": 1.5})

@@ -31,11 +31,13 @@ import os
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
+from amc.conformance.client import PLAN, RUN_ATTRIBUTE, wire
 from amc.core import kernel
 from amc.core.commands import (
     CancelTask,
@@ -47,10 +49,10 @@ from amc.core.commands import (
     StartAttempt,
     SubmitTask,
 )
+from amc.core.events import HostRegistered
 from amc.core.history import history_type
 from amc.core.records import DeviceSpec, Plan, Requirements, Step, Task
 from amc.core.state import State
-from amc.conformance.client import PLAN, RUN_ATTRIBUTE, wire
 
 EXAMPLES = int(os.environ.get("AMC_CONFORMANCE_EXAMPLES", "50"))
 STEPS = int(os.environ.get("AMC_CONFORMANCE_STEPS", "30"))
@@ -73,34 +75,70 @@ LEASE_ACTIONS = {"start_or_renew", "result"}
 # Which lease or task an action picks (see Differential.lease_of_kind); the repeats are weights.
 LEASE_KINDS = ("any", "active", "active", "pending", "pending", "replaced", "ended", "expired")
 RESULT_KINDS = ("any", "active", "active", "pending", "replaced", "replaced", "ended", "expired")
-TASK_KINDS = ("any", "queued", "assigned", "assigned", "dispatched", "dispatched", "done", "done", "failed",
-              "cancelled")
+TASK_KINDS = (
+    "any",
+    "queued",
+    "assigned",
+    "assigned",
+    "dispatched",
+    "dispatched",
+    "done",
+    "done",
+    "failed",
+    "cancelled",
+)
 ARGUMENTS = {
     "submit": dict(
         who=st.sampled_from(["acme", "beta", "admin for acme", "admin for beta"]),
-        priority=st.sampled_from([0, 5]), max_attempts=st.sampled_from([1, 2, 3]),
-        model=st.sampled_from([None, None, "P7", "P8"]), pin=st.sampled_from([None, None, None, "s1", "s3"]),
-        key=st.sampled_from([None, None, None, "k1", "k2"])),
+        priority=st.sampled_from([0, 5]),
+        max_attempts=st.sampled_from([1, 2, 3]),
+        model=st.sampled_from([None, None, "P7", "P8"]),
+        pin=st.sampled_from([None, None, None, "s1", "s3"]),
+        key=st.sampled_from([None, None, None, "k1", "k2"]),
+    ),
     "claim": dict(
-        host=st.sampled_from(["h1", "h2"]), lease_seconds=st.sampled_from([1, 2, 5]),
+        host=st.sampled_from(["h1", "h2"]),
+        lease_seconds=st.sampled_from([1, 2, 5]),
         only=st.sampled_from([None, None, None, None, ["s1"], ["s2", "s3"], []]),
-        inventory=st.sampled_from([None] * 12 + [[], ["s1"], ["s2", "s3"], ["s1", "s2", "s3"]])),
+        inventory=st.sampled_from([None] * 12 + [[], ["s1"], ["s2", "s3"], ["s1", "s2", "s3"]]),
+    ),
     "start_or_renew": dict(
-        kind=st.sampled_from(LEASE_KINDS), pick=st.integers(0, 999), verb=st.sampled_from(["start", "renew"]),
+        kind=st.sampled_from(LEASE_KINDS),
+        pick=st.integers(0, 999),
+        verb=st.sampled_from(["start", "renew"]),
         sender=st.sampled_from(["owner", "owner", "owner", "other host"]),
-        lease_id=st.sampled_from(["own", "own", "own", "another"]), other=st.integers(0, 999)),
+        lease_id=st.sampled_from(["own", "own", "own", "another"]),
+        other=st.integers(0, 999),
+    ),
     "result": dict(
-        kind=st.sampled_from(RESULT_KINDS), pick=st.integers(0, 999),
-        status=st.sampled_from(["done", "done", "failed", "cancelled"]), metadata=st.sampled_from([None, {}, {"n": 1}]),
+        kind=st.sampled_from(RESULT_KINDS),
+        pick=st.integers(0, 999),
+        status=st.sampled_from(["done", "done", "failed", "cancelled"]),
+        metadata=st.sampled_from([None, {}, {"n": 1}]),
         sender=st.sampled_from(["owner", "owner", "owner", "other host"]),
-        lease_id=st.sampled_from(["own", "own", "own", "another"]), other=st.integers(0, 999)),
+        lease_id=st.sampled_from(["own", "own", "own", "another"]),
+        other=st.integers(0, 999),
+    ),
     "cancel": dict(
-        kind=st.sampled_from(TASK_KINDS), pick=st.integers(0, 999),
-        who=st.sampled_from(["owner", "owner", "other tenant", "admin"]), reason=st.sampled_from([None, "r1", "r2"])),
+        kind=st.sampled_from(TASK_KINDS),
+        pick=st.integers(0, 999),
+        who=st.sampled_from(["owner", "owner", "other tenant", "admin"]),
+        reason=st.sampled_from([None, "r1", "r2"]),
+    ),
     "advance": dict(
-        how=st.sampled_from(["0.5 s", "1 s", "2 s", "3 s", "to an active lease's expiry",
-                             "to a pending lease's expiry", "to 1 ms before an active lease's expiry"]),
-        pick=st.integers(0, 999)),
+        how=st.sampled_from(
+            [
+                "0.5 s",
+                "1 s",
+                "2 s",
+                "3 s",
+                "to an active lease's expiry",
+                "to a pending lease's expiry",
+                "to 1 ms before an active lease's expiry",
+            ]
+        ),
+        pick=st.integers(0, 999),
+    ),
 }
 
 
@@ -134,7 +172,7 @@ class Disagreement(AssertionError):
 class Differential(RuleBasedStateMachine):
     """One example: a fresh oracle state, a fresh run tag on the shared target."""
 
-    world = None  # set by the test: the scene (callers, clock) of this run
+    world: Any = None  # set by the test: the scene (callers, clock) of this run
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -173,7 +211,7 @@ class Differential(RuleBasedStateMachine):
         decision = kernel.execute(self.state, command)
         for event in decision.events:
             kind = history_type(event)
-            if kind is not None:
+            if kind is not None and not isinstance(event, HostRegistered):
                 data = getattr(event, "status", None), getattr(event, "reason", None)
                 ended = data if kind == "ended" else None
                 self.history.setdefault(event.task_id, []).append((kind, wire(event.at), ended))
@@ -200,9 +238,11 @@ class Differential(RuleBasedStateMachine):
         OUTCOMES[f"{label.split()[0]}: {status} {code or ''}".strip()] += 1
         note(f"{label} -> {response.status_code} {got_code or ''}")
         if (response.status_code, got_code) != (status, code):
-            raise Disagreement(f"{label}: the target answered {response.status_code} {got_code or ''} "
-                               f"{response.text[:300]}\n  the oracle: {status} {code or ''}"
-                               + (f" ({decision.rejection.detail})" if decision.rejection else ""))
+            raise Disagreement(
+                f"{label}: the target answered {response.status_code} {got_code or ''} "
+                f"{response.text[:300]}\n  the oracle: {status} {code or ''}"
+                + (f" ({decision.rejection.detail})" if decision.rejection else "")
+            )
         return body
 
     # -- views the protocol fixes ----------------------------------------------------------
@@ -226,30 +266,74 @@ class Differential(RuleBasedStateMachine):
             "created_at": wire(task.created_at),
             "attempt": task.attempts[-1].number if task.attempts else None,
             "attempts": [
-                {"number": a.number, "host_id": a.host_id, "device": a.device, "assigned_at": wire(a.assigned_at),
-                 "dispatched_at": time(a.dispatched_at), "lease_expires_at": wire(a.lease_expires_at),
-                 "renewals": a.renewals, "ended_at": time(a.ended_at), "outcome": a.outcome}
+                {
+                    "number": a.number,
+                    "host_id": a.host_id,
+                    "device": a.device,
+                    "assigned_at": wire(a.assigned_at),
+                    "dispatched_at": time(a.dispatched_at),
+                    "lease_expires_at": wire(a.lease_expires_at),
+                    "renewals": a.renewals,
+                    "ended_at": time(a.ended_at),
+                    "outcome": a.outcome,
+                }
                 for a in task.attempts
             ],
-            "cancellation": None if c is None else {
-                "state": c.state, "requested_at": wire(c.requested_at), "attempt": c.attempt,
-                "delivered_at": time(c.delivered_at), "reason": c.reason},
-            "result": None if r is None else {
-                "status": r.status, "attempt": r.attempt, "reason": r.reason, "metadata": r.metadata,
-                "steps": None, "recorded_at": wire(r.recorded_at)},
+            "cancellation": None
+            if c is None
+            else {
+                "state": c.state,
+                "requested_at": wire(c.requested_at),
+                "attempt": c.attempt,
+                "delivered_at": time(c.delivered_at),
+                "reason": c.reason,
+            },
+            "result": None
+            if r is None
+            else {
+                "status": r.status,
+                "attempt": r.attempt,
+                "reason": r.reason,
+                "metadata": r.metadata,
+                "steps": None,
+                "recorded_at": wire(r.recorded_at),
+            },
         }
 
     @staticmethod
     def server_view(task: dict) -> dict:
-        keys = ("id", "tenant", "status", "priority", "max_attempts", "labels", "requirements", "created_at",
-                "attempt", "attempts", "cancellation", "result")
+        keys = (
+            "id",
+            "tenant",
+            "status",
+            "priority",
+            "max_attempts",
+            "labels",
+            "requirements",
+            "created_at",
+            "attempt",
+            "attempts",
+            "cancellation",
+            "result",
+        )
         view = {key: task.get(key) for key in keys}
-        attempt_keys = ("number", "host_id", "device", "assigned_at", "dispatched_at", "lease_expires_at",
-                        "renewals", "ended_at", "outcome")
+        attempt_keys = (
+            "number",
+            "host_id",
+            "device",
+            "assigned_at",
+            "dispatched_at",
+            "lease_expires_at",
+            "renewals",
+            "ended_at",
+            "outcome",
+        )
         view["attempts"] = [{key: a.get(key) for key in attempt_keys} for a in task.get("attempts") or []]
         if task.get("result") is not None:
-            view["result"] = {key: task["result"].get(key)
-                              for key in ("status", "attempt", "reason", "metadata", "steps", "recorded_at")}
+            view["result"] = {
+                key: task["result"].get(key)
+                for key in ("status", "attempt", "reason", "metadata", "steps", "recorded_at")
+            }
         return view
 
     def same_task(self, label: str, server_task: dict, oracle_id: str) -> None:
@@ -263,8 +347,10 @@ class Differential(RuleBasedStateMachine):
         """Read the task and its history from the target; both must be the oracle's."""
         self.same_task(f"{label}, then GET {ref!r}", self.admin.get_task(ref.server_id), ref.oracle_id)
         events = self.admin.history(ref.server_id)
-        got = [(e["type"], e["at"], (e["data"].get("status"), e["data"].get("reason")) if e["type"] == "ended"
-                else None) for e in events]
+        got = [
+            (e["type"], e["at"], (e["data"].get("status"), e["data"].get("reason")) if e["type"] == "ended" else None)
+            for e in events
+        ]
         expected = self.history.get(ref.oracle_id, [])
         if got != expected:
             raise Disagreement(f"{label}, then GET {ref!r}/history: target {got}\n  oracle {expected}")
@@ -277,9 +363,14 @@ class Differential(RuleBasedStateMachine):
             if oracle is None:  # not registered in this example (the shared target may know it)
                 continue
             expected = [
-                {"serial": d.serial, "attributes": d.attributes, "online": d.online,
-                 "reservation": None if d.reservation is None else
-                 {"task_id": self.server_id(d.reservation.task_id), "attempt": d.reservation.attempt}}
+                {
+                    "serial": d.serial,
+                    "attributes": d.attributes,
+                    "online": d.online,
+                    "reservation": None
+                    if d.reservation is None
+                    else {"task_id": self.server_id(d.reservation.task_id), "attempt": d.reservation.attempt},
+                }
                 for d in oracle.devices
             ]
             got = [d for d in host.read()["devices"] if d["serial"].endswith(f".{self.tag}")]
@@ -312,8 +403,9 @@ class Differential(RuleBasedStateMachine):
         tests = {
             "any": lambda lease: True,
             "active": lambda lease: attempt(lease).active,
-            "pending": lambda lease: attempt(lease).active
-            and self.state.tasks[lease.task.oracle_id].cancellation_pending,
+            "pending": lambda lease: (
+                attempt(lease).active and self.state.tasks[lease.task.oracle_id].cancellation_pending
+            ),
             "replaced": lambda lease: not current(lease),
             "ended": lambda lease: attempt(lease).outcome not in (None, "expired"),
             "expired": lambda lease: attempt(lease).outcome == "expired" and current(lease),
@@ -340,28 +432,45 @@ class Differential(RuleBasedStateMachine):
             caller, body["tenant"] = self.admin, self.tenant[tenant_name]
         else:
             caller = self.clients[tenant_name]
-        label = (f"submit by {who} (priority {priority}, max_attempts {max_attempts}, model {model}, pin {pin}, "
-                 f"key {key})")
+        label = (
+            f"submit by {who} (priority {priority}, max_attempts {max_attempts}, model {model}, pin {pin}, key {key})"
+        )
         response = caller.send("POST", "/v1/tasks", body)
         oracle_id = f"t{len(self.refs) + 1}"
-        decision = self.oracle(SubmitTask(
-            now=self.now, task_id=oracle_id, tenant=self.tenant[tenant_name], plan=ORACLE_PLAN,
-            requirements=Requirements(serial=requirements["serial"], attributes=requirements["attributes"]),
-            priority=priority, max_attempts=max_attempts, idempotency_key=body.get("idempotency_key")))
+        decision = self.oracle(
+            SubmitTask(
+                now=self.now,
+                task_id=oracle_id,
+                tenant=self.tenant[tenant_name],
+                plan=ORACLE_PLAN,
+                requirements=Requirements(serial=requirements["serial"], attributes=requirements["attributes"]),
+                priority=priority,
+                max_attempts=max_attempts,
+                idempotency_key=body.get("idempotency_key"),
+            )
+        )
         task = self.agree(label, response, decision)
         if decision.rejection is not None:
             return
-        if decision.reply.created:
+        submitted = decision.reply
+        assert isinstance(submitted, kernel.Submitted)
+        if submitted.created:
             self.refs[oracle_id] = TaskRef(len(self.refs) + 1, task["id"], oracle_id)
             note(f"  {self.refs[oracle_id]!r} is {task['id']}")
-        self.same_task(label, task, decision.reply.task_id)
+        self.same_task(label, task, submitted.task_id)
 
     def register(self, host: str, devices: list[str]) -> None:
-        listed = [{"serial": self.serial(s), "attributes": {RUN_ATTRIBUTE: self.tag, "model": MODELS[s]}}
-                  for s in devices]
+        listed: list[dict[str, Any]] = [
+            {"serial": self.serial(s), "attributes": {RUN_ATTRIBUTE: self.tag, "model": MODELS[s]}} for s in devices
+        ]
         response = self.hosts[host].caller.send("PUT", f"/v1/hosts/{self.hosts[host].id}", {"devices": listed})
-        decision = self.oracle(RegisterHost(now=self.now, host_id=host, devices=tuple(
-            DeviceSpec(serial=d["serial"], attributes=d["attributes"]) for d in listed)))
+        decision = self.oracle(
+            RegisterHost(
+                now=self.now,
+                host_id=host,
+                devices=tuple(DeviceSpec(serial=d["serial"], attributes=d["attributes"]) for d in listed),
+            )
+        )
         self.agree(f"register {host} {devices}", response, decision)
         self.check_hosts(f"register {host} {devices}")
 
@@ -376,17 +485,28 @@ class Differential(RuleBasedStateMachine):
         response = self.hosts[host].caller.send("POST", f"/v1/hosts/{self.hosts[host].id}/claim", body)
         self.lease_count += 1
         oracle_lease = f"L{self.lease_count}"
-        decision = self.oracle(ClaimTask(now=self.now, host_id=host, lease_id=oracle_lease,
-                                         lease_ms=lease_seconds * 1000,
-                                         devices=None if only is None else tuple(body["devices"])))
+        decision = self.oracle(
+            ClaimTask(
+                now=self.now,
+                host_id=host,
+                lease_id=oracle_lease,
+                lease_ms=lease_seconds * 1000,
+                devices=None if only is None else tuple(body["devices"]),
+            )
+        )
         answer = self.agree(label, response, decision)
         reply = decision.reply
         if not isinstance(reply, kernel.Assignment):
             return
         ref = self.refs[reply.task_id]
-        expected = {"task_id": ref.server_id, "attempt": reply.attempt, "device": reply.device,
-                    "lease_expires_at": wire(reply.lease_expires_at), "lease_seconds": lease_seconds,
-                    "cancel_requested": False}
+        expected = {
+            "task_id": ref.server_id,
+            "attempt": reply.attempt,
+            "device": reply.device,
+            "lease_expires_at": wire(reply.lease_expires_at),
+            "lease_seconds": lease_seconds,
+            "cancel_requested": False,
+        }
         got = {key: answer.get(key) for key in expected}
         if got != expected:
             raise Disagreement(f"{label}: target {got}\n  oracle {expected}")
@@ -402,8 +522,10 @@ class Differential(RuleBasedStateMachine):
         path = f"/v1/tasks/{lease.task.server_id}/attempts/{lease.attempt}/{verb}"
         label = f"{verb} {lease!r} by {host} with the lease of {used!r} {body_extra or ''}"
         response = self.hosts[host].caller.send("POST", path, body)
-        common = dict(now=self.now, host_id=host, task_id=lease.task.oracle_id, attempt=lease.attempt,
-                      lease_id=used.oracle_lease)
+        common = dict(
+            now=self.now, host_id=host, task_id=lease.task.oracle_id, attempt=lease.attempt, lease_id=used.oracle_lease
+        )
+        command: StartAttempt | RenewLease | ReportResult
         if verb == "start":
             command = StartAttempt(**common)
         elif verb == "renew":
@@ -414,9 +536,13 @@ class Differential(RuleBasedStateMachine):
         answer = self.agree(label, response, decision)
         if isinstance(decision.reply, kernel.LeaseGranted):
             reply = decision.reply
-            expected = {"task_id": lease.task.server_id, "attempt": reply.attempt, "status": reply.status,
-                        "lease_expires_at": wire(reply.lease_expires_at),
-                        "cancel_requested": reply.cancel_requested}
+            expected = {
+                "task_id": lease.task.server_id,
+                "attempt": reply.attempt,
+                "status": reply.status,
+                "lease_expires_at": wire(reply.lease_expires_at),
+                "cancel_requested": reply.cancel_requested,
+            }
             got = {key: answer.get(key) for key in expected}
             if got != expected:
                 raise Disagreement(f"{label}: target {got}\n  oracle {expected}")
@@ -426,22 +552,21 @@ class Differential(RuleBasedStateMachine):
 
     def start_or_renew(self, kind, pick, verb, sender, lease_id, other):
         lease = self.lease_of_kind(kind, pick)
-        self.lease_request(verb, lease, sender, self.lease_of_kind("any", other) if lease_id == "another" else None,
-                           {})
+        self.lease_request(verb, lease, sender, self.lease_of_kind("any", other) if lease_id == "another" else None, {})
 
     def result(self, kind, pick, status, metadata, sender, lease_id, other):
         extra = {"status": status} if metadata is None else {"status": status, "metadata": metadata}
         lease = self.lease_of_kind(kind, pick)
-        self.lease_request("result", lease, sender,
-                           self.lease_of_kind("any", other) if lease_id == "another" else None, extra)
+        self.lease_request(
+            "result", lease, sender, self.lease_of_kind("any", other) if lease_id == "another" else None, extra
+        )
 
     def cancel(self, kind, pick, who, reason):
         task = self.task_of_kind(kind, pick)
         owner = self.state.tasks[task.oracle_id].tenant
         owner_name = next(name for name, tenant in self.tenant.items() if tenant == owner)
         other_name = "beta" if owner_name == "acme" else "acme"
-        caller = {"owner": self.clients[owner_name], "other tenant": self.clients[other_name],
-                  "admin": self.admin}[who]
+        caller = {"owner": self.clients[owner_name], "other tenant": self.clients[other_name], "admin": self.admin}[who]
         body = {} if reason is None else {"reason": reason}
         label = f"cancel {task!r} by {who} {body}"
         response = caller.send("POST", f"/v1/tasks/{task.server_id}/cancel", body)
@@ -503,10 +628,19 @@ def test_the_target_agrees_with_the_kernel_on_random_request_sequences(scene):
     scene.clock.need_manual("the oracle must know the server's time to the millisecond")
     Differential.world = scene
     try:
-        run_state_machine_as_test(differential_programs, settings=settings(
-            max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, database=None,
-            suppress_health_check=list(HealthCheck), print_blob=False, derandomize=not RANDOM,
-            phases=list(Phase) if SHRINK else [p for p in Phase if p not in (Phase.shrink, Phase.explain)]))
+        run_state_machine_as_test(
+            differential_programs,  # type: ignore[arg-type]  # any factory of a machine will do
+            settings=settings(
+                max_examples=EXAMPLES,
+                stateful_step_count=STEPS,
+                deadline=None,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+                print_blob=False,
+                derandomize=not RANDOM,
+                phases=list(Phase) if SHRINK else [p for p in Phase if p not in (Phase.shrink, Phase.explain)],
+            ),
+        )
     finally:
         Differential.world = None
         print("requests by outcome:", ", ".join(f"{k} x{n}" for k, n in sorted(OUTCOMES.items())))

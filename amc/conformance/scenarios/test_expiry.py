@@ -68,7 +68,11 @@ def test_the_last_allowed_attempt_expiring_fails_the_task(scene):
     assert after["status"] == "failed"
     result = after["result"]
     assert {k: result[k] for k in ("status", "attempt", "reason", "steps")} == {
-        "status": "failed", "attempt": 2, "reason": "attempts_exhausted", "steps": None}
+        "status": "failed",
+        "attempt": 2,
+        "reason": "attempts_exhausted",
+        "steps": None,
+    }
     assert result["metadata"] in ({}, None)  # nobody reported any
     # (recorded when the server applied the expiry: E itself under a manual clock, E or later in real time)
     if clock.manual:

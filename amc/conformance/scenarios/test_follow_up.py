@@ -1,4 +1,4 @@
-"""Follow-ups and their collection, PROTOCOL.md Part B: FOLLOWUP and COLLECT
+"""Follow-ups and their collection, specs/protocol.md Part B: FOLLOWUP and COLLECT
 (specs/requirements/steering.md).
 
 A follow-up waits on its task and is never handed to a host. When the task ends done, the

@@ -103,9 +103,11 @@ def test_renewals_keep_carrying_the_cancellation_until_the_host_reports(scene):
         answer = h1.renew(lease)
         assert answer["cancel_requested"] is True
         assert answer["status"] == "dispatched"
-    steps = [{"id": "a", "status": "interrupted", "reason": "cancelled"},
-             {"id": "b", "status": "not_started", "reason": "cancelled"},
-             {"id": "c", "status": "not_started", "reason": "cancelled"}]
+    steps = [
+        {"id": "a", "status": "interrupted", "reason": "cancelled"},
+        {"id": "b", "status": "not_started", "reason": "cancelled"},
+        {"id": "c", "status": "not_started", "reason": "cancelled"},
+    ]
     ended = h1.report(lease, "cancelled", steps=steps)
 
     # Then the lease never ran out underneath it, and the report is recorded as sent
@@ -129,8 +131,15 @@ def test_report_done(scene):
 
     # When h1 reports done with metadata and every step completed
     if clock.manual:
-        steps = [{"id": "open", "status": "completed", "started_at": wire(clock.now() - 3000),
-                  "ended_at": wire(clock.now() - 1000), "output": "ok"}]
+        steps = [
+            {
+                "id": "open",
+                "status": "completed",
+                "started_at": wire(clock.now() - 3000),
+                "ended_at": wire(clock.now() - 1000),
+                "output": "ok",
+            }
+        ]
     else:
         steps = steps_all(PLAN, output="ok")
     ended = h1.report(lease, "done", metadata={"screens": 3}, steps=steps)
@@ -143,7 +152,12 @@ def test_report_done(scene):
     if clock.manual:
         assert result["recorded_at"] == wire(clock.now())
     assert {k: result[k] for k in ("status", "attempt", "reason", "metadata", "steps")} == {
-        "status": "done", "attempt": 1, "reason": "reported", "metadata": {"screens": 3}, "steps": steps}
+        "status": "done",
+        "attempt": 1,
+        "reason": "reported",
+        "metadata": {"screens": 3},
+        "steps": steps,
+    }
     assert device_of(h1, lease.device)["reservation"] is None
     last = acme.history(task["id"])[-1]
     assert last["type"] == "ended"
@@ -308,8 +322,12 @@ def test_a_failed_report_ends_the_task_without_requeueing(scene):
     assert ended["attempts"][0]["outcome"] == "failed"
     assert ended["attempts"][0]["ended_at"] == ended["result"]["recorded_at"]
     assert {k: ended["result"][k] for k in ("status", "attempt", "reason", "metadata", "steps")} == {
-        "status": "failed", "attempt": 1, "reason": "reported", "metadata": {"error": "launch timed out"},
-        "steps": steps}
+        "status": "failed",
+        "attempt": 1,
+        "reason": "reported",
+        "metadata": {"error": "launch timed out"},
+        "steps": steps,
+    }
     assert device_of(h1, lease.device)["reservation"] is None
     last = acme.history(task["id"])[-1]
     assert (last["type"], last["data"]["status"], last["data"]["reason"]) == ("ended", "failed", "reported")

@@ -1,4 +1,4 @@
-"""Pause and resume, PROTOCOL.md Part B: PAUSE (specs/requirements/steering.md).
+"""Pause and resume, specs/protocol.md Part B: PAUSE (specs/requirements/steering.md).
 
 A pause to a queued task is applied by the server at once: the task is held (`held: true`)
 and no claim returns it until a resume. A pause to a task in flight is carried to its host,

@@ -1,4 +1,4 @@
-"""Steering corrections, PROTOCOL.md Part B: STEER and BOUNDARY (specs/requirements/steering.md).
+"""Steering corrections, specs/protocol.md Part B: STEER and BOUNDARY (specs/requirements/steering.md).
 
 Which step a real Host Agent is running when a correction arrives is the agent's business;
 here the test plays the agent, says in each Given where its steps stand, and checks what the
@@ -165,9 +165,12 @@ def test_the_result_names_every_step_of_the_edited_plan_once(scene, status):
     # When the attempt ends with `status`, reported with steps that miss a2, list a step twice, or
     # put a2 out of place
     stopped = "previous_step_failed" if status == "failed" else "cancelled"
-    outcomes = {"a": ran("a"), "a2": ran("a2", status="failed" if status == "failed" else "completed"),
-                "b": not_started("b", reason=stopped) if status != "done" else ran("b"),
-                "c": not_started("c", reason=stopped) if status != "done" else ran("c")}
+    outcomes = {
+        "a": ran("a"),
+        "a2": ran("a2", status="failed" if status == "failed" else "completed"),
+        "b": not_started("b", reason=stopped) if status != "done" else ran("b"),
+        "c": not_started("c", reason=stopped) if status != "done" else ran("c"),
+    }
 
     def steps(*order: str) -> list[dict]:
         return [outcome for step_id in order for outcome in outcomes[step_id]]

@@ -72,9 +72,17 @@ def test_empty_plans_and_out_of_range_members_are_refused(scene):
     scene.submit(plan={"steps": []}, expect=(400, "invalid_request"))
     empty_stage = scene.submit(plan={"stages": [{"id": "st1", "steps": []}]}, expect=(400, "invalid_request"))
     assert "st1" in empty_stage["detail"]
-    for fields in ({"priority": 1001}, {"priority": -1001}, {"max_attempts": 0}, {"max_attempts": 101},
-                   {"colour": "red"}, {"tenant": scene.beta.tenant}, {"idempotency_key": "not a key!"},
-                   {"idempotency_key": ""}, {"idempotency_key": "k" * 129}):
+    for fields in (
+        {"priority": 1001},
+        {"priority": -1001},
+        {"max_attempts": 0},
+        {"max_attempts": 101},
+        {"colour": "red"},
+        {"tenant": scene.beta.tenant},
+        {"idempotency_key": "not a key!"},
+        {"idempotency_key": ""},
+        {"idempotency_key": "k" * 129},
+    ):
         scene.submit(expect=(400, "invalid_request"), **fields)
     assert queued_ids(acme) == before
     # (the bounds themselves are accepted)
@@ -98,8 +106,9 @@ def test_same_key_same_body_answers_the_existing_task(scene):
     before = queued_ids(acme)
 
     # When it submits the same body with the defaults spelt out
-    again = acme.submit_task(plan=PLAN, requirements=requirements, priority=0, max_attempts=3, labels={},
-                             idempotency_key=key, expect=200)
+    again = acme.submit_task(
+        plan=PLAN, requirements=requirements, priority=0, max_attempts=3, labels={}, idempotency_key=key, expect=200
+    )
 
     # Then the answer is t1, and no second task exists
     assert again == t1
@@ -122,8 +131,9 @@ def test_same_key_different_body_is_a_conflict(scene):
     before = queued_ids(acme)
 
     # When it submits plan P with priority 5 and key k-1
-    acme.submit_task(plan=PLAN, requirements=requirements, priority=5, idempotency_key=key,
-                     expect=(409, "idempotency_conflict"))
+    acme.submit_task(
+        plan=PLAN, requirements=requirements, priority=5, idempotency_key=key, expect=(409, "idempotency_conflict")
+    )
 
     # Then t1 still has priority 0, and no other task exists
     assert acme.get_task(t1["id"]) == t1
@@ -147,9 +157,21 @@ def test_keys_are_scoped_to_the_tenant(scene):
     assert acme.get_task(t1["id"]) == t1
     # And an admin submitting into acme with key k-1 and another body conflicts with t1 (the key is
     # acme's), while the same into beta conflicts with t2: keys belong to the tenant the task goes to
-    admin.submit_task(plan=PLAN, requirements=requirements, priority=3, idempotency_key=key, tenant=acme.tenant,
-                      expect=(409, "idempotency_conflict"))
-    admin.submit_task(plan=PLAN, requirements=requirements, priority=3, idempotency_key=key, tenant=beta.tenant,
-                      expect=(409, "idempotency_conflict"))
+    admin.submit_task(
+        plan=PLAN,
+        requirements=requirements,
+        priority=3,
+        idempotency_key=key,
+        tenant=acme.tenant,
+        expect=(409, "idempotency_conflict"),
+    )
+    admin.submit_task(
+        plan=PLAN,
+        requirements=requirements,
+        priority=3,
+        idempotency_key=key,
+        tenant=beta.tenant,
+        expect=(409, "idempotency_conflict"),
+    )
     assert acme.get_task(t1["id"]) == t1
     assert beta.get_task(t2["id"]) == t2

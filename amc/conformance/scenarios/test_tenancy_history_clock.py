@@ -29,9 +29,11 @@ def test_a_client_never_sees_or_changes_another_tenants_task(scene):
     not_found = without(beta.get_task(unknown, expect=(404, "not_found")), unknown)
 
     # When beta reads X, reads X's history and cancels X
-    answers = [beta.get_task(x["id"], expect=(404, "not_found")),
-               beta.history(x["id"], expect=(404, "not_found")),
-               beta.cancel(x["id"], expect=(404, "not_found"))]
+    answers = [
+        beta.get_task(x["id"], expect=(404, "not_found")),
+        beta.history(x["id"], expect=(404, "not_found")),
+        beta.cancel(x["id"], expect=(404, "not_found")),
+    ]
 
     # Then each is a 404 with the same body as for an unknown id
     assert without(answers[0], x["id"]) == not_found
@@ -106,9 +108,23 @@ def test_history_lists_every_recorded_event_in_order(scene):
     events = acme.history(task["id"])
 
     # Then the events are these ten, numbered 1 to 10, in order of time
-    assert [(e["seq"], e["type"]) for e in events] == list(enumerate([
-        "submitted", "assigned", "dispatched", "lease_expired", "requeued",
-        "assigned", "dispatched", "cancellation_requested", "cancellation_delivered", "ended"], start=1))
+    assert [(e["seq"], e["type"]) for e in events] == list(
+        enumerate(
+            [
+                "submitted",
+                "assigned",
+                "dispatched",
+                "lease_expired",
+                "requeued",
+                "assigned",
+                "dispatched",
+                "cancellation_requested",
+                "cancellation_delivered",
+                "ended",
+            ],
+            start=1,
+        )
+    )
     assert events[-1]["data"]["status"] == "cancelled"
     assert events[-1]["data"]["reason"] == "reported"
     times = [ms(e["at"]) for e in events]

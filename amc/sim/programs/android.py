@@ -19,16 +19,46 @@ LAUNCHER_INTENT = "android.intent.category.LAUNCHER"
 
 # A small part of KeyEvent's table (ppadb keycode.py): enough for agents' keys.
 KEYCODES = {
-    "HOME": 3, "BACK": 4, "CALL": 5, "ENDCALL": 6, "DPAD_UP": 19, "DPAD_DOWN": 20,
-    "DPAD_LEFT": 21, "DPAD_RIGHT": 22, "DPAD_CENTER": 23, "VOLUME_UP": 24,
-    "VOLUME_DOWN": 25, "POWER": 26, "CAMERA": 27, "TAB": 61, "SPACE": 62, "ENTER": 66,
-    "DEL": 67, "MENU": 82, "SEARCH": 84, "MEDIA_PLAY_PAUSE": 85, "ESCAPE": 111,
-    "FORWARD_DEL": 112, "APP_SWITCH": 187, "SLEEP": 223, "WAKEUP": 224,
+    "HOME": 3,
+    "BACK": 4,
+    "CALL": 5,
+    "ENDCALL": 6,
+    "DPAD_UP": 19,
+    "DPAD_DOWN": 20,
+    "DPAD_LEFT": 21,
+    "DPAD_RIGHT": 22,
+    "DPAD_CENTER": 23,
+    "VOLUME_UP": 24,
+    "VOLUME_DOWN": 25,
+    "POWER": 26,
+    "CAMERA": 27,
+    "TAB": 61,
+    "SPACE": 62,
+    "ENTER": 66,
+    "DEL": 67,
+    "MENU": 82,
+    "SEARCH": 84,
+    "MEDIA_PLAY_PAUSE": 85,
+    "ESCAPE": 111,
+    "FORWARD_DEL": 112,
+    "APP_SWITCH": 187,
+    "SLEEP": 223,
+    "WAKEUP": 224,
     **{str(digit): 7 + digit for digit in range(10)},
     **{chr(ord("A") + index): 29 + index for index in range(26)},
 }
-_INPUT_SOURCES = {"touchscreen", "touchpad", "keyboard", "mouse", "trackball", "stylus",
-                  "dpad", "gamepad", "joystick", "touchnavigation"}
+_INPUT_SOURCES = {
+    "touchscreen",
+    "touchpad",
+    "keyboard",
+    "mouse",
+    "trackball",
+    "stylus",
+    "dpad",
+    "gamepad",
+    "joystick",
+    "touchnavigation",
+}
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
 
@@ -93,7 +123,7 @@ def input_(inv: Invocation) -> int:
         if not keys:
             return _usage(inv, "Invalid arguments for command: keyevent")
         for key in keys:
-            name = key[len("KEYCODE_"):] if key.startswith("KEYCODE_") else key
+            name = key[len("KEYCODE_") :] if key.startswith("KEYCODE_") else key
             if not key.isdigit() and name not in KEYCODES:
                 inv.err(f"Error: unknown keycode '{key}'\n")
                 return 1
@@ -133,8 +163,10 @@ def _resolve(inv: Invocation, package: str, activity: str | None) -> str | None:
         return None
     if activity is None:
         return f"{package}/{activities[0]}"
+
     def full(name: str) -> str:
         return package + name if name.startswith(".") else name
+
     for known in activities:
         if full(known) == full(activity):
             return f"{package}/{known}"
@@ -208,13 +240,19 @@ def dumpsys(inv: Invocation) -> int:
     package = foreground.split("/")[0]
     service = inv.args[0] if inv.args else ""
     if inv.args[:2] == ["activity", "top"]:
-        inv.out(f"TASK {package} id=12 userId=0\n  ACTIVITY {foreground} 5f2a1b3 pid=12345\n"
-                f"    mResumed=true mStopped=false mFinished=false\n")
+        inv.out(
+            f"TASK {package} id=12 userId=0\n  ACTIVITY {foreground} 5f2a1b3 pid=12345\n"
+            f"    mResumed=true mStopped=false mFinished=false\n"
+        )
     elif service == "window":
-        inv.out(f"  mCurrentFocus=Window{{1a2b3c u0 {foreground}}}\n  mFocusedApp=ActivityRecord{{9d8e7f u0 {foreground} t12}}\n")
+        inv.out(
+            f"  mCurrentFocus=Window{{1a2b3c u0 {foreground}}}\n  mFocusedApp=ActivityRecord{{9d8e7f u0 {foreground} t12}}\n"
+        )
     elif service == "battery":
-        inv.out("Current Battery Service state:\n  AC powered: true\n  USB powered: false\n"
-                "  status: 2\n  health: 2\n  present: true\n  level: 100\n  scale: 100\n")
+        inv.out(
+            "Current Battery Service state:\n  AC powered: true\n  USB powered: false\n"
+            "  status: 2\n  health: 2\n  present: true\n  level: 100\n  scale: 100\n"
+        )
     else:
         inv.out(f"Can't find service: {service}\n")
     return 0
@@ -269,9 +307,11 @@ def uiautomator(inv: Invocation) -> int:
     args = inv.args
     rest = [arg for arg in args[1:] if arg != "--compressed"]
     if args[:1] != ["dump"] or len(rest) > 1 or any(arg.startswith("-") for arg in rest):
-        inv.err("Usage: uiautomator <subcommand> [options]\n\nAvailable subcommands:\n\n"
-                "dump: creates an XML dump of current UI hierarchy\n"
-                "    dump [--compressed] [file]\n")
+        inv.err(
+            "Usage: uiautomator <subcommand> [options]\n\nAvailable subcommands:\n\n"
+            "dump: creates an XML dump of current UI hierarchy\n"
+            "    dump [--compressed] [file]\n"
+        )
         return 1
     path = rest[0] if rest else UI_DUMP_DEFAULT
     xml = hierarchy_xml(inv.device.screen())
@@ -346,6 +386,14 @@ def logcat(inv: Invocation) -> int:
 
 
 PROGRAMS = {
-    "getprop": getprop, "input": input_, "am": am, "monkey": monkey, "wm": wm,
-    "dumpsys": dumpsys, "screencap": screencap, "pm": pm, "uiautomator": uiautomator, "logcat": logcat,
+    "getprop": getprop,
+    "input": input_,
+    "am": am,
+    "monkey": monkey,
+    "wm": wm,
+    "dumpsys": dumpsys,
+    "screencap": screencap,
+    "pm": pm,
+    "uiautomator": uiautomator,
+    "logcat": logcat,
 }

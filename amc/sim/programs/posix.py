@@ -132,6 +132,14 @@ def raw_bytes(inv: Invocation) -> int:
 
 
 PROGRAMS = {
-    "echo": echo, "true": true, "false": false, "sleep": sleep, "cat": cat, "grep": grep,
-    "rm": rm, "mkdir": mkdir, "amc-sim-ticker": ticker, "amc-sim-bytes": raw_bytes,
+    "echo": echo,
+    "true": true,
+    "false": false,
+    "sleep": sleep,
+    "cat": cat,
+    "grep": grep,
+    "rm": rm,
+    "mkdir": mkdir,
+    "amc-sim-ticker": ticker,
+    "amc-sim-bytes": raw_bytes,
 }

@@ -7,7 +7,6 @@ import pytest
 
 from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.executor import AdbExecutor
-
 from tests.support.realadb import real_adb  # noqa: F401  (a fixture)
 from tests.support.simulator import sim  # noqa: F401  (a fixture)
 
@@ -15,7 +14,7 @@ from .helpers import SERIAL
 
 
 @pytest.fixture
-def client(sim):
+def client(sim):  # noqa: F811  (the imported fixture)
     return BoundedClient("127.0.0.1", sim.server_port, io_timeout=3.0)
 
 
@@ -24,6 +23,7 @@ def make_executor(client, tmp_path):
     def make(serial: str = SERIAL, **options) -> AdbExecutor:
         options.setdefault("artifacts_dir", tmp_path / "artifacts")
         return AdbExecutor(client, serial, **options)
+
     return make
 
 

@@ -35,11 +35,15 @@ def typed_on_device(text: str) -> str:
 
 
 TRICKY = [
-    "it's \"fine\" & $HOME; (ok)",
+    'it\'s "fine" & $HOME; (ok)',
     "two  spaces and a trailing one ",
     "100% sure, %s literal, %%s too",
     "`id` $(id) ${HOME} \\n \\ | > < * ? ~ # !",
-    "'", '"', "%", "%s", " ",
+    "'",
+    '"',
+    "%",
+    "%s",
+    " ",
 ]
 
 
@@ -55,8 +59,7 @@ def test_any_printable_ascii_is_typed_exactly(text):
 
 
 def test_text_is_one_shell_word_with_spaces_as_percent_s():
-    assert commands.text("it's \"fine\" & $HOME; (ok)") == \
-        ["input text 'it'\"'\"'s%s\"fine\"%s&%s$HOME;%s(ok)'"]
+    assert commands.text('it\'s "fine" & $HOME; (ok)') == ["input text 'it'\"'\"'s%s\"fine\"%s&%s$HOME;%s(ok)'"]
     assert commands.text("a%sb") == ["input text a%", "input text sb"]
     assert commands.text("") == []
 
@@ -75,18 +78,25 @@ def test_fixed_commands():
     assert commands.keyevent(3) == "input keyevent 3"
     assert commands.keyevent("home") == "input keyevent KEYCODE_HOME"
     assert commands.keyevent("KEYCODE_BACK") == "input keyevent KEYCODE_BACK"
-    assert commands.launch("com.example.app") == \
-        "monkey -p com.example.app -c android.intent.category.LAUNCHER 1"
+    assert commands.launch("com.example.app") == "monkey -p com.example.app -c android.intent.category.LAUNCHER 1"
     assert commands.launch("com.example.app", ".MainActivity") == "am start -n com.example.app/.MainActivity"
-    assert commands.launch("com.example.app", "com.example.app.Outer$Inner") == \
-        "am start -n 'com.example.app/com.example.app.Outer$Inner'"
+    assert (
+        commands.launch("com.example.app", "com.example.app.Outer$Inner")
+        == "am start -n 'com.example.app/com.example.app.Outer$Inner'"
+    )
 
 
-@pytest.mark.parametrize("build", [
-    lambda: commands.tap(-1, 2), lambda: commands.tap("1; reboot", 2), lambda: commands.tap(True, 2),
-    lambda: commands.keyevent("HOME; reboot"), lambda: commands.launch("com.x; reboot"),
-    lambda: commands.launch("com.example.app", ".Main; reboot"),
-])
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: commands.tap(-1, 2),
+        lambda: commands.tap("1; reboot", 2),
+        lambda: commands.tap(True, 2),
+        lambda: commands.keyevent("HOME; reboot"),
+        lambda: commands.launch("com.x; reboot"),
+        lambda: commands.launch("com.example.app", ".Main; reboot"),
+    ],
+)
 def test_injection_through_arguments_is_refused(build):
     with pytest.raises(StepFailed):
         build()

@@ -6,18 +6,19 @@ import time
 
 import pytest
 
-from amc.adapters.adb.discovery import (DeviceInfo, discover, list_serials, parse_screen_size,
-                                        read_attributes)
+from amc.adapters.adb.discovery import DeviceInfo, discover, list_serials, parse_screen_size, read_attributes
 from amc.adapters.adb.errors import StepTimedOut
 
 
 def test_discover_lists_usable_devices_with_attributes(client, sim):
     found = discover(client)
     assert found[:2] == [
-        DeviceInfo("amc-sim-01", {"model": "Pixel 7", "manufacturer": "Google", "sdk": "34",
-                                  "screen_size": "1080x2400"}),
-        DeviceInfo("amc-sim-02", {"model": "SM-G991B", "manufacturer": "samsung", "sdk": "33",
-                                  "screen_size": "1080x2340"}),
+        DeviceInfo(
+            "amc-sim-01", {"model": "Pixel 7", "manufacturer": "Google", "sdk": "34", "screen_size": "1080x2400"}
+        ),
+        DeviceInfo(
+            "amc-sim-02", {"model": "SM-G991B", "manufacturer": "samsung", "sdk": "33", "screen_size": "1080x2340"}
+        ),
     ]
     assert sim.commands("amc-sim-01") == ["getprop", "wm size"]
 

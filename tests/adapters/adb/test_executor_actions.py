@@ -40,8 +40,14 @@ def test_actions_send_exact_commands_in_order(executor, sim):
         "monkey -p com.android.settings -c android.intent.category.LAUNCHER 1",
     ]
     device = sim.device(SERIAL)
-    assert device.input_events == ["tap 540 1200", "swipe 100 2000 100 400 300", "swipe 1 2 3 4",
-                                   "text hello world", "keyevent 3", "keyevent 4"]
+    assert device.input_events == [
+        "tap 540 1200",
+        "swipe 100 2000 100 400 300",
+        "swipe 1 2 3 4",
+        "text hello world",
+        "keyevent 3",
+        "keyevent 4",
+    ]
     assert device.foreground == "com.android.settings/.Settings"
     assert all(record.end == "completed" for record in sim.log(SERIAL))
 
@@ -54,7 +60,7 @@ def test_result_records(executor):
 
 
 def test_text_with_shell_metacharacters(executor, sim):
-    tricky = "it's \"fine\" & $HOME; (ok)"
+    tricky = 'it\'s "fine" & $HOME; (ok)'
     result = executor.run("text", {"text": tricky})
     assert result.commands == ("input text 'it'\"'\"'s%s\"fine\"%s&%s$HOME;%s(ok)'",)
     assert sim.device(SERIAL).typed_text == tricky
@@ -100,16 +106,19 @@ def test_launch_failures_are_detected_from_the_output(executor):
         executor.run("launch", {"package": "com.example.app", "activity": ".Missing"})
 
 
-@pytest.mark.parametrize("action, args, message", [
-    ("fly", {}, "unknown action"),
-    ("tap", {"x": 1}, "missing argument 'y'"),
-    ("tap", {"x": "1; reboot", "y": 2}, "non-negative integer"),
-    ("text", {"text": 42}, "must be str"),
-    ("text", {"text": "naïve"}, "printable ASCII"),
-    ("shell", {"command": "true", "timeout_seconds": 0}, "positive number"),
-    ("wait", {"seconds": -1}, "non-negative"),
-    ("launch", {"package": "x; reboot"}, "not a package name"),
-])
+@pytest.mark.parametrize(
+    "action, args, message",
+    [
+        ("fly", {}, "unknown action"),
+        ("tap", {"x": 1}, "missing argument 'y'"),
+        ("tap", {"x": "1; reboot", "y": 2}, "non-negative integer"),
+        ("text", {"text": 42}, "must be str"),
+        ("text", {"text": "naïve"}, "printable ASCII"),
+        ("shell", {"command": "true", "timeout_seconds": 0}, "positive number"),
+        ("wait", {"seconds": -1}, "non-negative"),
+        ("launch", {"package": "x; reboot"}, "not a package name"),
+    ],
+)
 def test_bad_arguments_fail_before_anything_is_sent(executor, sim, action, args, message):
     with pytest.raises(StepFailed, match=message):
         executor.run(action, args)

@@ -19,8 +19,7 @@ SUPERVISED = re.compile(r"^sh -c '(?P<command>.*)' amc-step-(?P<token>[0-9a-f]+)
 
 def inner_commands(sim, serial=SERIAL) -> list[str]:
     """The commands the executor supervised, without their wrapper."""
-    return [SUPERVISED.match(command).group("command") for command in sim.commands(serial)
-            if SUPERVISED.match(command)]
+    return [SUPERVISED.match(command).group("command") for command in sim.commands(serial) if SUPERVISED.match(command)]
 
 
 def texts(path) -> list[str]:
@@ -45,8 +44,9 @@ def test_ui_dump_returns_the_hierarchy_as_an_xml_artifact(executor, sim, tmp_pat
 def test_ui_dumps_follow_a_tap_that_opens_a_page(executor):
     executor.run("launch", {"package": "com.android.settings"})
     before = executor.run("ui_dump", {}).artifact
-    row = next(node for node in ElementTree.parse(before).getroot().iter("node")
-               if node.get("text") == "Network & internet")
+    row = next(
+        node for node in ElementTree.parse(before).getroot().iter("node") if node.get("text") == "Network & internet"
+    )
     x1, y1, x2, y2 = map(int, re.findall(r"\d+", row.get("bounds")))
     executor.run("tap", {"x": (x1 + x2) // 2, "y": (y1 + y2) // 2})
     after = executor.run("ui_dump", {}).artifact
@@ -58,6 +58,7 @@ def test_a_dump_the_tool_did_not_confirm_fails(executor, monkeypatch):
     def idle_error(inv):
         inv.out("ERROR: could not get idle state.\n")
         return 0
+
     monkeypatch.setitem(programs.REGISTRY, "uiautomator", idle_error)
     with pytest.raises(StepFailed, match="could not get idle state") as caught:
         executor.run("ui_dump", {})
@@ -70,6 +71,7 @@ def test_a_dump_that_is_not_a_hierarchy_fails(executor, monkeypatch):
         inv.device.files[inv.args[1]] = b"<?xml version='1.0' ?><hierarchy><node"
         inv.out(f"UI hierchary dumped to: {inv.args[1]}\n")
         return 0
+
     monkeypatch.setitem(programs.REGISTRY, "uiautomator", half_written)
     with pytest.raises(StepFailed, match="not well-formed XML"):
         executor.run("ui_dump", {})
@@ -79,6 +81,7 @@ def test_an_interrupted_dump_is_stopped_on_the_device(executor, sim, monkeypatch
     def slow(inv):
         inv.process.sleep(30)
         return 0
+
     monkeypatch.setitem(programs.REGISTRY, "uiautomator", slow)
     threading.Timer(0.3, executor.interrupt).start()
     started = time.monotonic()
@@ -115,6 +118,7 @@ def test_a_failing_logcat_is_a_failed_step(executor, monkeypatch):
     def broken(inv):
         inv.err("logcat: failed to read from log buffers\n")
         return 1
+
     monkeypatch.setitem(programs.REGISTRY, "logcat", broken)
     with pytest.raises(StepFailed, match="logcat exited with status 1") as caught:
         executor.run("logcat", {})

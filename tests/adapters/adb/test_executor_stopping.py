@@ -9,8 +9,7 @@ import pytest
 
 from amc.adapters.adb.errors import DeviceUnavailable, Interrupted, StepTimedOut
 
-from .helpers import SERIAL
-from .helpers import eventually
+from .helpers import SERIAL, eventually
 
 SLACK = 0.5  # allowed overshoot of a deadline or an interrupt
 # How a stopped command ends on the device: its stream closed (SIGHUP, or SIGPIPE when a
@@ -29,8 +28,10 @@ def timed(function):
 
 def supervised_end(sim, serial, needle):
     """(end, signal) of the supervised command containing `needle`, once it has ended."""
+
     def ended():
         return [(r.end, r.signal) for r in sim.log(serial) if needle in r.command and r.end != "running"]
+
     return eventually(ended)[0]
 
 

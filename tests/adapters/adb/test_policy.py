@@ -25,23 +25,26 @@ def policy(tmp_path):
     return ActionPolicy.load(path)
 
 
-@pytest.mark.parametrize("action, args, allowed", [
-    ("tap", {"x": 1, "y": 1}, True),
-    ("swipe", {}, False),
-    ("shell", {"command": "getprop ro.product.model"}, True),
-    ("shell", {"command": "echo hi && sleep 1 | echo done"}, True),
-    ("shell", {"command": "echo hi; rm -rf /sdcard"}, False),  # every piece must be allowed
-    ("shell", {"command": "echo hi\nrm -rf /sdcard"}, False),
-    ("shell", {"command": "echo 'a; rm -rf /'"}, True),  # quoted: one piece
-    ("shell", {"command": "echo $(rm -rf /)"}, False),
-    ("shell", {"command": "echo `rm -rf /`"}, False),
-    ("shell", {"command": "echo my secret"}, False),  # deny wins over allow
-    ("shell", {"command": "getprop; 'reboot'"}, False),  # deny sees unquoted words
-    ("shell", {"command": "echo 'unbalanced"}, False),
-    ("launch", {"package": "com.example.app"}, True),
-    ("launch", {"package": "com.android.vending"}, False),
-    ("launch", {"package": "org.other.app"}, False),
-])
+@pytest.mark.parametrize(
+    "action, args, allowed",
+    [
+        ("tap", {"x": 1, "y": 1}, True),
+        ("swipe", {}, False),
+        ("shell", {"command": "getprop ro.product.model"}, True),
+        ("shell", {"command": "echo hi && sleep 1 | echo done"}, True),
+        ("shell", {"command": "echo hi; rm -rf /sdcard"}, False),  # every piece must be allowed
+        ("shell", {"command": "echo hi\nrm -rf /sdcard"}, False),
+        ("shell", {"command": "echo 'a; rm -rf /'"}, True),  # quoted: one piece
+        ("shell", {"command": "echo $(rm -rf /)"}, False),
+        ("shell", {"command": "echo `rm -rf /`"}, False),
+        ("shell", {"command": "echo my secret"}, False),  # deny wins over allow
+        ("shell", {"command": "getprop; 'reboot'"}, False),  # deny sees unquoted words
+        ("shell", {"command": "echo 'unbalanced"}, False),
+        ("launch", {"package": "com.example.app"}, True),
+        ("launch", {"package": "com.android.vending"}, False),
+        ("launch", {"package": "org.other.app"}, False),
+    ],
+)
 def test_policy_decisions(policy, action, args, allowed):
     assert (policy.refusal(action, args) is None) == allowed
 
@@ -60,9 +63,16 @@ def test_simple_command_split():
     assert split_simple_commands("echo hi > /sdcard/x") == ["echo hi > /sdcard/x"]
 
 
-@pytest.mark.parametrize("data", [
-    [], {"shel": {}}, {"shell": {"allow": "echo *"}}, {"shell": {"permit": []}}, {"shell": {"deny": [1]}},
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        [],
+        {"shel": {}},
+        {"shell": {"allow": "echo *"}},
+        {"shell": {"permit": []}},
+        {"shell": {"deny": [1]}},
+    ],
+)
 def test_invalid_policies_are_rejected(data):
     with pytest.raises(PolicyError):
         ActionPolicy.from_dict(data)
@@ -87,12 +97,15 @@ def test_refused_actions_never_reach_the_device(make_executor, policy, sim):
     assert executor.run("shell", {"command": "echo allowed"}).output == "allowed\n"
 
 
-@pytest.mark.parametrize("rules, refused", [
-    ({"deny": ["ui_dump"]}, {"ui_dump"}),
-    ({"deny": ["logcat"]}, {"logcat"}),
-    ({"allow": ["screenshot", "ui_dump"]}, {"logcat"}),
-    ({"deny": ["*"]}, {"ui_dump", "logcat"}),
-])
+@pytest.mark.parametrize(
+    "rules, refused",
+    [
+        ({"deny": ["ui_dump"]}, {"ui_dump"}),
+        ({"deny": ["logcat"]}, {"logcat"}),
+        ({"allow": ["screenshot", "ui_dump"]}, {"logcat"}),
+        ({"deny": ["*"]}, {"ui_dump", "logcat"}),
+    ],
+)
 def test_the_observation_actions_obey_the_action_rules(make_executor, sim, rules, refused):
     executor = make_executor(policy=ActionPolicy.from_dict({"actions": rules}))
     for action, args in (("ui_dump", {}), ("logcat", {"lines": 5})):

@@ -26,24 +26,26 @@ def test_happy_path(real_adb, sim, tmp_path):
     serial = real_adb.connect(sim.device_ports["amc-sim-01"])
     client = real_adb.client()
     attributes = {info.serial: info.attributes for info in discover(client)}
-    assert attributes[serial] == {"model": "Pixel 7", "manufacturer": "Google", "sdk": "34",
-                                  "screen_size": "1080x2400"}
+    assert attributes[serial] == {"model": "Pixel 7", "manufacturer": "Google", "sdk": "34", "screen_size": "1080x2400"}
     executor = AdbExecutor(client, serial, artifacts_dir=tmp_path)
     assert executor.run("shell", {"command": "getprop ro.product.model"}).output == "Pixel 7\n"
     executor.run("tap", {"x": 540, "y": 1200})
-    executor.run("text", {"text": "it's \"fine\" & $HOME; (ok)"})
+    executor.run("text", {"text": 'it\'s "fine" & $HOME; (ok)'})
     shot = executor.run("screenshot", {}, step_id="real")
     assert png_size(shot.artifact.read_bytes()) == (1080, 2400)
     device = sim.device("amc-sim-01")
     assert device.input_events[0] == "tap 540 1200"
-    assert device.typed_text == "it's \"fine\" & $HOME; (ok)"
+    assert device.typed_text == 'it\'s "fine" & $HOME; (ok)'
     records = [r for r in sim.log("amc-sim-01") if r.service == "shell"]
     assert {r.via for r in records} == {"adbd"}
     commands = [r.command for r in records]
     assert commands[:2] == ["getprop", "wm size"]  # discovery
     assert commands[2].startswith("sh -c 'getprop ro.product.model' amc-step-")
-    assert commands[3:] == ["input tap 540 1200", "input text 'it'\"'\"'s%s\"fine\"%s&%s$HOME;%s(ok)'",
-                            "/system/bin/screencap -p"]
+    assert commands[3:] == [
+        "input tap 540 1200",
+        "input text 'it'\"'\"'s%s\"fine\"%s&%s$HOME;%s(ok)'",
+        "/system/bin/screencap -p",
+    ]
     # The adb CLI itself uses the legacy shell, as the device advertises no shell_v2.
     assert real_adb.run("-s", serial, "shell", "echo", "from cli").stdout == "from cli\n"
 
@@ -79,7 +81,11 @@ def test_deadline_on_a_chatty_command(real_adb, sim, tmp_path):
 
     # The stream's close (SIGHUP, or SIGPIPE on its next write) or the executor's follow-up
     # pkill (SIGTERM) stops it first.
-    assert eventually(ticker_record)[0] in {("interrupted", "SIGHUP"), ("interrupted", "SIGPIPE"), ("killed", "SIGTERM")}
+    assert eventually(ticker_record)[0] in {
+        ("interrupted", "SIGHUP"),
+        ("interrupted", "SIGPIPE"),
+        ("killed", "SIGTERM"),
+    }
 
 
 def test_observations_through_the_real_server(real_adb, sim, tmp_path):
@@ -93,8 +99,10 @@ def test_observations_through_the_real_server(real_adb, sim, tmp_path):
     x1, y1, x2, y2 = map(int, re.findall(r"\d+", row.get("bounds")))
     executor.run("tap", {"x": (x1 + x2) // 2, "y": (y1 + y2) // 2})
     after = ElementTree.parse(executor.run("ui_dump", {}).artifact).getroot()
-    assert [node.get("text") for node in after.iter("node") if node.get("text")][:2] == ["Network & internet",
-                                                                                         "Internet"]
+    assert [node.get("text") for node in after.iter("node") if node.get("text")][:2] == [
+        "Network & internet",
+        "Internet",
+    ]
     log = executor.run("logcat", {"lines": 50}).artifact.read_text()
     assert re.search(r" I ActivityManager: Start proc \d+:com\.android\.settings/", log)
     assert "injectInputEvent: tap" in log

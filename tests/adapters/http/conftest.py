@@ -123,9 +123,17 @@ class Amc:
 
     # -- common set-ups -------------------------------------------------------------------
 
-    def claimed(self, host: str = "h1", serial: str = "emulator-5554", *, start: bool = False,
-                plan: dict | None = None, client: str = "acme", lease_seconds: float | None = None,
-                **submit) -> tuple[str, dict]:
+    def claimed(
+        self,
+        host: str = "h1",
+        serial: str = "emulator-5554",
+        *,
+        start: bool = False,
+        plan: dict | None = None,
+        client: str = "acme",
+        lease_seconds: float | None = None,
+        **submit,
+    ) -> tuple[str, dict]:
         """Submit a task, register `host` with `serial`, claim it: (task id, assignment)."""
         task = getattr(self, client).submit(plan, **submit)
         getattr(self, host).register(host, [serial])

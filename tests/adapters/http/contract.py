@@ -32,8 +32,10 @@ def _pointer(*parts: str) -> str:
 class Contract:
     def __init__(self) -> None:
         self.spec = spec()
-        self.paths = [(re.compile("^" + re.sub(r"\{[^/]+\}", "[^/]+", template) + "$"), template)
-                      for template in self.spec["paths"]]
+        self.paths = [
+            (re.compile("^" + re.sub(r"\{[^/]+\}", "[^/]+", template) + "$"), template)
+            for template in self.spec["paths"]
+        ]
         self.seen: set[tuple[str, str, int]] = set()
 
     def template(self, path: str) -> str | None:
@@ -53,15 +55,17 @@ class Contract:
             node = node[part.replace("~1", "/").replace("~0", "~")]
         return node
 
-    def check(self, method: str, path: str, status: int, content_type: str, body: bytes,
-              request_body: bytes | None = None) -> None:
+    def check(
+        self, method: str, path: str, status: int, content_type: str, body: bytes, request_body: bytes | None = None
+    ) -> None:
         method = method.lower()
         template = self.template(path)
         problem = content_type.startswith("application/problem+json")
         if template is None or method not in self.spec["paths"][template]:
             # Size and authentication come before routing: 413 and 401 are possible here too.
-            assert status in (401, 404, 405, 413) and problem, \
+            assert status in (401, 404, 405, 413) and problem, (
                 f"{method.upper()} {path} is not documented, answered {status}"
+            )
             self._validate_problem(body, status)
             return
         operation = self.spec["paths"][template][method]
@@ -83,17 +87,21 @@ class Contract:
             validator = _validator(self, location + _pointer("content", media, "schema")[1:])
             errors = sorted(validator.iter_errors(orjson.loads(body)), key=lambda e: e.path)
             assert not errors, f"{method.upper()} {template} {status}: " + "; ".join(
-                f"{list(e.absolute_path)}: {e.message}" for e in errors[:5])
+                f"{list(e.absolute_path)}: {e.message}" for e in errors[:5]
+            )
             if problem:
                 assert orjson.loads(body)["status"] == status
         elif schema.get("type") == "string":
             body.decode("utf-8")
         if request_body and 200 <= status < 300 and "requestBody" in operation:
-            validator = _validator(self, _pointer("paths", template, method, "requestBody", "content",
-                                                  "application/json", "schema"))
+            validator = _validator(
+                self, _pointer("paths", template, method, "requestBody", "content", "application/json", "schema")
+            )
             errors = list(validator.iter_errors(orjson.loads(request_body)))
-            assert not errors, f"{method.upper()} {template}: an accepted request does not match the spec: " + \
-                "; ".join(e.message for e in errors[:5])
+            assert not errors, (
+                f"{method.upper()} {template}: an accepted request does not match the spec: "
+                + "; ".join(e.message for e in errors[:5])
+            )
 
     def _validate_problem(self, body: bytes, status: int) -> None:
         data = orjson.loads(body)

@@ -18,26 +18,44 @@ CALLERS = ["anon", "stranger", "admin", "acme", "beta", "h1", "h2"]
 ENDPOINTS = {
     "health": ("GET", "/v1/health", None, dict.fromkeys(CALLERS, 200)),
     "metrics": ("GET", "/metrics", None, dict.fromkeys(CALLERS, 200)),
-    "submit": ("POST", "/v1/tasks", {"plan": PLAN},
-               {"admin": 201, "acme": 201, "beta": 201, "h1": 403, "h2": 403}),
+    "submit": ("POST", "/v1/tasks", {"plan": PLAN}, {"admin": 201, "acme": 201, "beta": 201, "h1": 403, "h2": 403}),
     "list": ("GET", "/v1/tasks", None, {"admin": 200, "acme": 200, "beta": 200, "h1": 403, "h2": 403}),
     "get": ("GET", "/v1/tasks/{x}", None, {"admin": 200, "acme": 200, "beta": 404, "h1": 200, "h2": 404}),
-    "history": ("GET", "/v1/tasks/{x}/history", None,
-                {"admin": 200, "acme": 200, "beta": 404, "h1": 403, "h2": 403}),
+    "history": ("GET", "/v1/tasks/{x}/history", None, {"admin": 200, "acme": 200, "beta": 404, "h1": 403, "h2": 403}),
     "cancel": ("POST", "/v1/tasks/{x}/cancel", {}, {"admin": 202, "acme": 202, "beta": 404, "h1": 403, "h2": 403}),
-    "put_host": ("PUT", "/v1/hosts/h1", {"devices": [{"serial": "emulator-5554", "attributes": {}}]},
-                 {"admin": 200, "acme": 403, "beta": 403, "h1": 200, "h2": 403}),
+    "put_host": (
+        "PUT",
+        "/v1/hosts/h1",
+        {"devices": [{"serial": "emulator-5554", "attributes": {}}]},
+        {"admin": 200, "acme": 403, "beta": 403, "h1": 200, "h2": 403},
+    ),
     "list_hosts": ("GET", "/v1/hosts", None, {"admin": 200, "acme": 200, "beta": 200, "h1": 200, "h2": 200}),
     "get_host": ("GET", "/v1/hosts/h1", None, {"admin": 200, "acme": 200, "beta": 200, "h1": 200, "h2": 403}),
     "claim": ("POST", "/v1/hosts/h1/claim", {}, {"admin": 403, "acme": 403, "beta": 403, "h1": 204, "h2": 403}),
-    "start": ("POST", "/v1/tasks/{x}/attempts/1/start", {"lease_id": "{lease}"},
-              {"admin": 403, "acme": 403, "beta": 403, "h1": 200, "h2": 409}),
-    "renew": ("POST", "/v1/tasks/{x}/attempts/1/renew", {"lease_id": "{lease}"},
-              {"admin": 403, "acme": 403, "beta": 403, "h1": 200, "h2": 409}),
-    "result": ("POST", "/v1/tasks/{x}/attempts/1/result", {"lease_id": "{lease}", "status": "done"},
-               {"admin": 403, "acme": 403, "beta": 403, "h1": 200, "h2": 409}),
-    "clock": ("POST", "/v1/admin/clock", {"advance_seconds": 1},
-              {"admin": 200, "acme": 403, "beta": 403, "h1": 403, "h2": 403}),
+    "start": (
+        "POST",
+        "/v1/tasks/{x}/attempts/1/start",
+        {"lease_id": "{lease}"},
+        {"admin": 403, "acme": 403, "beta": 403, "h1": 200, "h2": 409},
+    ),
+    "renew": (
+        "POST",
+        "/v1/tasks/{x}/attempts/1/renew",
+        {"lease_id": "{lease}"},
+        {"admin": 403, "acme": 403, "beta": 403, "h1": 200, "h2": 409},
+    ),
+    "result": (
+        "POST",
+        "/v1/tasks/{x}/attempts/1/result",
+        {"lease_id": "{lease}", "status": "done"},
+        {"admin": 403, "acme": 403, "beta": 403, "h1": 200, "h2": 409},
+    ),
+    "clock": (
+        "POST",
+        "/v1/admin/clock",
+        {"advance_seconds": 1},
+        {"admin": 200, "acme": 403, "beta": 403, "h1": 403, "h2": 403},
+    ),
 }
 CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "lease_foreign"}
 
@@ -66,8 +84,11 @@ def test_role_endpoint_tenant_matrix(amc, endpoint, caller):
     before = snapshot(amc, task_id)
     who = getattr(amc, caller)
 
-    response = who.request(method, fill(path, task_id, lease["lease_id"]),
-                           **({} if body is None else {"json": fill(body, task_id, lease["lease_id"])}))
+    response = who.request(
+        method,
+        fill(path, task_id, lease["lease_id"]),
+        **({} if body is None else {"json": fill(body, task_id, lease["lease_id"])}),
+    )
 
     assert response.status_code == status, response.text
     if status >= 400:
@@ -112,7 +133,9 @@ def test_a_chunked_body_over_the_limit_is_refused(amc):
         for _ in range(17):
             yield b"x" * 65536
 
-    response = amc.http.post("/v1/tasks", content=chunks(), headers={"Authorization": "Bearer tok-admin-0000000000000000"})
+    response = amc.http.post(
+        "/v1/tasks", content=chunks(), headers={"Authorization": "Bearer tok-admin-0000000000000000"}
+    )
     assert response.status_code == 413
     assert response.json()["code"] == "payload_too_large"
 
@@ -168,15 +191,18 @@ def test_authentication_comes_before_routing(amc):
 
 
 @pytest.mark.req("ACCESS/s5")
-@pytest.mark.parametrize(("method", "path", "allow"), [
-    ("DELETE", "/v1/tasks", "GET, HEAD, POST"),
-    ("PUT", "/v1/tasks/t_x", "GET, HEAD"),
-    ("GET", "/v1/tasks/t_x/cancel", "POST"),
-    ("DELETE", "/v1/hosts/h1", "GET, HEAD, PUT"),
-    ("GET", "/v1/tasks/t_x/attempts/1/renew", "POST"),
-    ("PUT", "/v1/tasks/t_x/messages", "GET, HEAD, POST"),
-    ("GET", "/v1/admin/clock", "POST"),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("DELETE", "/v1/tasks", "GET, HEAD, POST"),
+        ("PUT", "/v1/tasks/t_x", "GET, HEAD"),
+        ("GET", "/v1/tasks/t_x/cancel", "POST"),
+        ("DELETE", "/v1/hosts/h1", "GET, HEAD, PUT"),
+        ("GET", "/v1/tasks/t_x/attempts/1/renew", "POST"),
+        ("PUT", "/v1/tasks/t_x/messages", "GET, HEAD, POST"),
+        ("GET", "/v1/admin/clock", "POST"),
+    ],
+)
 def test_a_method_a_path_lacks_is_405_with_the_complete_allow_header(amc, method, path, allow):
     amc.admin.request(method, path, expect=405)
     assert problem(amc.admin) == (405, "method_not_allowed")
@@ -186,9 +212,10 @@ def test_a_method_a_path_lacks_is_405_with_the_complete_allow_header(amc, method
 @pytest.mark.req("LEASE-CHECKS/s3")
 def test_attempt_numbers_are_canonical_decimals(amc):
     task_id, lease = amc.claimed(start=True)
-    for spelled in ("01", "+1", "1.0", "0", "-1", "1e0", "９"):
-        amc.h1.request("POST", f"/v1/tasks/{task_id}/attempts/{spelled}/renew", json={"lease_id": lease["lease_id"]},
-                       expect=404)
+    for spelled in ("01", "+1", "1.0", "0", "-1", "1e0", "９"):  # noqa: RUF001  (a fullwidth nine, on purpose)
+        amc.h1.request(
+            "POST", f"/v1/tasks/{task_id}/attempts/{spelled}/renew", json={"lease_id": lease["lease_id"]}, expect=404
+        )
     amc.h1.renew(task_id, 1, lease["lease_id"])
     assert amc.admin.task(task_id)["attempts"][0]["renewals"] == 1
 

@@ -39,7 +39,11 @@ SUBMIT = [
     ("priority a boolean", submit(priority=True), "priority"),
     ("priority too high", submit(priority=1001), "priority"),
     ("priority too low", submit(priority=-1001), "priority"),
-    ("priority beyond 64 bits", b'{"plan": {"steps": [{"id": "s", "action": "screenshot"}]}, "priority": 99999999999999999999999}', "priority"),
+    (
+        "priority beyond 64 bits",
+        b'{"plan": {"steps": [{"id": "s", "action": "screenshot"}]}, "priority": 99999999999999999999999}',
+        "priority",
+    ),
     ("max_attempts 0", submit(max_attempts=0), "max_attempts"),
     ("max_attempts 101", submit(max_attempts=101), "max_attempts"),
     ("labels a list", submit(labels=["a"]), "labels"),
@@ -62,10 +66,18 @@ SUBMIT = [
     ("empty stage", orjson.dumps({"plan": {"stages": [{"id": "st1", "steps": []}]}}), "st1"),
     ("stage without steps", orjson.dumps({"plan": {"stages": [{"id": "st1"}]}}), "st1"),
     ("stages empty", orjson.dumps({"plan": {"stages": []}}), "plan.stages"),
-    ("duplicate stage id", orjson.dumps({"plan": {"stages": [{"id": "st", "steps": [step("a")]},
-                                                             {"id": "st", "steps": [step("b")]}]}}), "st"),
-    ("duplicate step id across stages", orjson.dumps({"plan": {"stages": [{"id": "s1", "steps": [step("dup")]},
-                                                                          {"id": "s2", "steps": [step("dup")]}]}}), "dup"),
+    (
+        "duplicate stage id",
+        orjson.dumps({"plan": {"stages": [{"id": "st", "steps": [step("a")]}, {"id": "st", "steps": [step("b")]}]}}),
+        "st",
+    ),
+    (
+        "duplicate step id across stages",
+        orjson.dumps(
+            {"plan": {"stages": [{"id": "s1", "steps": [step("dup")]}, {"id": "s2", "steps": [step("dup")]}]}}
+        ),
+        "dup",
+    ),
     ("duplicate step id", orjson.dumps({"plan": plan_of(step("twice"), step("twice"))}), "twice"),
     ("step without id", orjson.dumps({"plan": plan_of({"action": "screenshot"})}), "plan.steps[0]"),
     ("step id a number", orjson.dumps({"plan": plan_of({"id": 7, "action": "screenshot"})}), "plan.steps[0]"),
@@ -81,8 +93,11 @@ SUBMIT = [
     ("negative wait", orjson.dumps({"plan": plan_of(step("w1", "wait", seconds=-1))}), "w1"),
     ("empty shell command", orjson.dumps({"plan": plan_of(step("sh2", "shell", command=""))}), "sh2"),
     ("timeout zero", orjson.dumps({"plan": plan_of(step("sh3", "shell", command="ls", timeout_seconds=0))}), "sh3"),
-    ("swipe duration float", orjson.dumps({"plan": plan_of(step("sw", "swipe", x1=0, y1=0, x2=1, y2=1,
-                                                                  duration_ms=1.5))}), "sw"),
+    (
+        "swipe duration float",
+        orjson.dumps({"plan": plan_of(step("sw", "swipe", x1=0, y1=0, x2=1, y2=1, duration_ms=1.5))}),
+        "sw",
+    ),
     ("keyevent key a list", orjson.dumps({"plan": plan_of(step("k1", "keyevent", key=[3]))}), "k1"),
     ("launch package a number", orjson.dumps({"plan": plan_of(step("l1", "launch", package=5))}), "l1"),
     ("screenshot with an argument", orjson.dumps({"plan": plan_of(step("sc", "screenshot", scale=2))}), "sc"),
@@ -110,29 +125,77 @@ OTHERS = [
     ("renew unknown member", "POST", "/v1/tasks/{x}/attempts/1/renew", {"lease_id": "{lease}", "x": 1}, "x"),
     ("renew empty body", "POST", "/v1/tasks/{x}/attempts/1/renew", b"", "body"),
     ("start not json", "POST", "/v1/tasks/{x}/attempts/1/start", b"lease", "body"),
-    ("result unknown status", "POST", "/v1/tasks/{x}/attempts/1/result",
-     {"lease_id": "{lease}", "status": "finished"}, "status"),
+    (
+        "result unknown status",
+        "POST",
+        "/v1/tasks/{x}/attempts/1/result",
+        {"lease_id": "{lease}", "status": "finished"},
+        "status",
+    ),
     ("result without status", "POST", "/v1/tasks/{x}/attempts/1/result", {"lease_id": "{lease}"}, "status"),
-    ("result metadata a string", "POST", "/v1/tasks/{x}/attempts/1/result",
-     {"lease_id": "{lease}", "status": "done", "metadata": "x"}, "metadata"),
-    ("result metadata too large", "POST", "/v1/tasks/{x}/attempts/1/result",
-     {"lease_id": "{lease}", "status": "done", "metadata": {"blob": "x" * 70_000}}, "metadata"),
-    ("result steps an object", "POST", "/v1/tasks/{x}/attempts/1/result",
-     {"lease_id": "{lease}", "status": "done", "steps": {"open": "completed"}}, "steps"),
-    ("result step status unknown", "POST", "/v1/tasks/{x}/attempts/1/result",
-     {"lease_id": "{lease}", "status": "done", "steps": [{"id": "open", "status": "cancelled"}]}, "open"),
-    ("result step time malformed", "POST", "/v1/tasks/{x}/attempts/1/result",
-     {"lease_id": "{lease}", "status": "done", "steps": [{"id": "open", "status": "completed",
-                                                          "started_at": "yesterday"}]}, "started_at"),
-    ("result step unplanned", "POST", "/v1/tasks/{x}/attempts/1/result",
-     {"lease_id": "{lease}", "status": "done", "steps": [{"id": "close", "status": "completed"}]}, "steps"),
+    (
+        "result metadata a string",
+        "POST",
+        "/v1/tasks/{x}/attempts/1/result",
+        {"lease_id": "{lease}", "status": "done", "metadata": "x"},
+        "metadata",
+    ),
+    (
+        "result metadata too large",
+        "POST",
+        "/v1/tasks/{x}/attempts/1/result",
+        {"lease_id": "{lease}", "status": "done", "metadata": {"blob": "x" * 70_000}},
+        "metadata",
+    ),
+    (
+        "result steps an object",
+        "POST",
+        "/v1/tasks/{x}/attempts/1/result",
+        {"lease_id": "{lease}", "status": "done", "steps": {"open": "completed"}},
+        "steps",
+    ),
+    (
+        "result step status unknown",
+        "POST",
+        "/v1/tasks/{x}/attempts/1/result",
+        {"lease_id": "{lease}", "status": "done", "steps": [{"id": "open", "status": "cancelled"}]},
+        "open",
+    ),
+    (
+        "result step time malformed",
+        "POST",
+        "/v1/tasks/{x}/attempts/1/result",
+        {
+            "lease_id": "{lease}",
+            "status": "done",
+            "steps": [{"id": "open", "status": "completed", "started_at": "yesterday"}],
+        },
+        "started_at",
+    ),
+    (
+        "result step unplanned",
+        "POST",
+        "/v1/tasks/{x}/attempts/1/result",
+        {"lease_id": "{lease}", "status": "done", "steps": [{"id": "close", "status": "completed"}]},
+        "steps",
+    ),
     ("inventory without devices", "PUT", "/v1/hosts/h1", {}, "devices"),
     ("inventory serial empty", "PUT", "/v1/hosts/h1", {"devices": [{"serial": ""}]}, "devices[0].serial"),
-    ("inventory attribute nested", "PUT", "/v1/hosts/h1",
-     {"devices": [{"serial": "d", "attributes": {"a": ["b"]}}]}, "devices[0].attributes"),
+    (
+        "inventory attribute nested",
+        "PUT",
+        "/v1/hosts/h1",
+        {"devices": [{"serial": "d", "attributes": {"a": ["b"]}}]},
+        "devices[0].attributes",
+    ),
     ("inventory serial twice", "PUT", "/v1/hosts/h1", {"devices": [{"serial": "d"}, {"serial": "d"}]}, "d"),
-    ("inventory too many devices", "PUT", "/v1/hosts/h1",
-     {"devices": [{"serial": f"d{i}"} for i in range(257)]}, "devices"),
+    (
+        "inventory too many devices",
+        "PUT",
+        "/v1/hosts/h1",
+        {"devices": [{"serial": f"d{i}"} for i in range(257)]},
+        "devices",
+    ),
     ("cancel reason a number", "POST", "/v1/tasks/{x}/cancel", {"reason": 5}, "reason"),
     ("cancel reason too long", "POST", "/v1/tasks/{x}/cancel", {"reason": "r" * 1025}, "reason"),
     ("cancel unknown member", "POST", "/v1/tasks/{x}/cancel", {"why": "x"}, "why"),
@@ -142,8 +205,12 @@ OTHERS = [
     ("clock advance zero", "POST", "/v1/admin/clock", {"advance_seconds": 0}, "advance_seconds"),
 ]
 
-CALLER_FOR = {"/v1/hosts/h1/claim": "h1", "/v1/admin/clock": "admin", "/v1/tasks/{x}/cancel": "acme",
-              "/v1/hosts/h1": "h1"}
+CALLER_FOR = {
+    "/v1/hosts/h1/claim": "h1",
+    "/v1/admin/clock": "admin",
+    "/v1/tasks/{x}/cancel": "acme",
+    "/v1/hosts/h1": "h1",
+}
 
 
 @pytest.fixture
@@ -181,19 +248,32 @@ def test_bad_bodies(world, name, method, path, body, named):
 
 
 def test_a_body_that_spells_out_defaults_is_accepted(amc):
-    task = amc.acme.submit(PLAN, requirements={"serial": None, "attributes": {}}, priority=0, max_attempts=3,
-                           labels={}, idempotency_key=None)
+    task = amc.acme.submit(
+        PLAN,
+        requirements={"serial": None, "attributes": {}},
+        priority=0,
+        max_attempts=3,
+        labels={},
+        idempotency_key=None,
+    )
     assert task["status"] == "queued"
 
 
 def test_every_action_with_every_argument_is_accepted(amc):
     plan = plan_of(
-        step("a", "shell", command="ls", timeout_seconds=2.5), step("b", "tap", x=1, y=2),
-        step("c", "swipe", x1=0, y1=0, x2=5, y2=5, duration_ms=300), step("d", "text", text=""),
-        step("e", "keyevent", key="KEYCODE_HOME"), step("f", "keyevent", key=3),
-        step("g", "launch", package="com.x", activity=".Main"), step("h", "screenshot"),
-        step("i", "wait", seconds=0.5), {"id": "j", "action": "screenshot"},
-        step("k", "ui_dump"), step("l", "logcat"), step("m", "logcat", lines=50),
+        step("a", "shell", command="ls", timeout_seconds=2.5),
+        step("b", "tap", x=1, y=2),
+        step("c", "swipe", x1=0, y1=0, x2=5, y2=5, duration_ms=300),
+        step("d", "text", text=""),
+        step("e", "keyevent", key="KEYCODE_HOME"),
+        step("f", "keyevent", key=3),
+        step("g", "launch", package="com.x", activity=".Main"),
+        step("h", "screenshot"),
+        step("i", "wait", seconds=0.5),
+        {"id": "j", "action": "screenshot"},
+        step("k", "ui_dump"),
+        step("l", "logcat"),
+        step("m", "logcat", lines=50),
     )
     task = amc.acme.submit(plan)
     assert [s["id"] for s in task["plan"]["steps"]] == list("abcdefghijklm")

@@ -26,7 +26,10 @@ def test_cancel_a_queued_task_ends_it_at_once(amc):
     assert cancelled["result"]["reason"] == "cancelled_while_queued"
     assert cancelled["result"]["attempt"] is None
     assert cancelled["cancellation"] == {
-        "state": "completed", "requested_at": amc.at(2000), "attempt": None, "delivered_at": None,
+        "state": "completed",
+        "requested_at": amc.at(2000),
+        "attempt": None,
+        "delivered_at": None,
         "reason": "no longer needed",
     }
     history = amc.acme.history(task["id"])
@@ -48,7 +51,11 @@ def test_cancel_an_inflight_task_records_it_pending(amc, started):
     assert task["status"] == status
     assert task["attempts"][0]["outcome"] is None
     assert task["cancellation"] == {
-        "state": "pending", "requested_at": amc.at(), "attempt": 1, "delivered_at": None, "reason": "wrong build",
+        "state": "pending",
+        "requested_at": amc.at(),
+        "attempt": 1,
+        "delivered_at": None,
+        "reason": "wrong build",
     }
     device = amc.h1.host("h1")["devices"][0]
     assert device["reservation"] == {"task_id": task_id, "attempt": 1}
@@ -98,8 +105,11 @@ def test_a_cancelled_report_ends_the_task_cancelled_and_frees_the_device(amc):
     amc.acme.cancel(task_id, expect=202)
     assert amc.h1.renew(task_id, 1, lease["lease_id"])["cancel_requested"] is True
     amc.admin.advance(3)
-    steps = [{"id": "a", "status": "completed"}, {"id": "b", "status": "not_started", "reason": "cancelled"},
-             {"id": "c", "status": "not_started", "reason": "cancelled"}]
+    steps = [
+        {"id": "a", "status": "completed"},
+        {"id": "b", "status": "not_started", "reason": "cancelled"},
+        {"id": "c", "status": "not_started", "reason": "cancelled"},
+    ]
 
     task = amc.h1.report(task_id, 1, lease["lease_id"], "cancelled", steps=steps)
 
@@ -190,7 +200,10 @@ def test_expiry_with_a_pending_cancellation_cancels(amc):
     assert task["attempts"][0]["ended_at"] == amc.at(30_000)
     assert task["status"] == "cancelled"
     assert {k: task["result"][k] for k in ("status", "attempt", "reason")} == {
-        "status": "cancelled", "attempt": 1, "reason": "lease_expired_with_cancellation"}
+        "status": "cancelled",
+        "attempt": 1,
+        "reason": "lease_expired_with_cancellation",
+    }
     assert task["cancellation"]["state"] == "completed"
     assert amc.h1.host("h1")["devices"][0]["reservation"] is None
     assert amc.acme.types(task_id)[-2:] == ["lease_expired", "ended"]

@@ -17,8 +17,14 @@ def test_a_renewal_extends_the_lease_and_changes_nothing_else(amc):
 
     grant = amc.h1.renew(task_id, 1, lease["lease_id"])
 
-    assert grant == {"task_id": task_id, "status": "dispatched", "attempt": 1, "lease_expires_at": amc.at(40_000),
-                     "cancel_requested": False, "messages": []}
+    assert grant == {
+        "task_id": task_id,
+        "status": "dispatched",
+        "attempt": 1,
+        "lease_expires_at": amc.at(40_000),
+        "cancel_requested": False,
+        "messages": [],
+    }
     after = amc.acme.task(task_id)
     assert after["attempts"][0] == before["attempts"][0] | {"renewals": 1, "lease_expires_at": amc.at(40_000)}
     assert after["status"] == before["status"]
@@ -58,8 +64,14 @@ def test_report_done(amc):
 
     assert task["status"] == "done"
     assert task["attempts"][0]["outcome"] == "done" and task["attempts"][0]["ended_at"] == amc.at(2000)
-    assert task["result"] == {"status": "done", "attempt": 1, "reason": "reported", "metadata": {"screens": 3},
-                              "steps": steps, "recorded_at": amc.at(2000)}
+    assert task["result"] == {
+        "status": "done",
+        "attempt": 1,
+        "reason": "reported",
+        "metadata": {"screens": 3},
+        "steps": steps,
+        "recorded_at": amc.at(2000),
+    }
     assert amc.h1.host("h1")["devices"][0]["reservation"] is None
     last = amc.acme.history(task_id)[-1]
     assert (last["type"], last["data"]["status"], last["data"]["reason"]) == ("ended", "done", "reported")
@@ -131,9 +143,11 @@ def test_a_stop_by_cancellation_keeps_the_lease_until_the_truthful_report(amc):
     for _ in range(3):  # the agent keeps renewing until its report is answered
         amc.admin.advance(10)
         assert amc.h1.renew(task_id, 1, lease["lease_id"])["cancel_requested"] is True
-    steps = [{"id": "a", "status": "interrupted", "reason": "stop requested", "started_at": amc.at(1000)},
-             {"id": "b", "status": "not_started", "reason": "cancelled"},
-             {"id": "c", "status": "not_started", "reason": "cancelled"}]
+    steps = [
+        {"id": "a", "status": "interrupted", "reason": "stop requested", "started_at": amc.at(1000)},
+        {"id": "b", "status": "not_started", "reason": "cancelled"},
+        {"id": "c", "status": "not_started", "reason": "cancelled"},
+    ]
 
     task = amc.h1.report(task_id, 1, lease["lease_id"], "cancelled", steps=steps)
 
@@ -150,8 +164,11 @@ def test_a_stop_by_lease_loss_is_reported_failed_and_refused_once_replaced(amc):
     second = amc.h2.claim("h2")
     amc.h1.renew(task_id, 1, first["lease_id"], expect=409)
     assert problem(amc.h1) == (409, "lease_replaced")
-    steps = [{"id": "a", "status": "completed"}, {"id": "b", "status": "interrupted", "reason": "lease lost"},
-             {"id": "c", "status": "not_started", "reason": "lease_lost"}]
+    steps = [
+        {"id": "a", "status": "completed"},
+        {"id": "b", "status": "interrupted", "reason": "lease lost"},
+        {"id": "c", "status": "not_started", "reason": "lease_lost"},
+    ]
 
     amc.h1.report(task_id, 1, first["lease_id"], "failed", steps=steps, expect=409)
 

@@ -36,8 +36,11 @@ def outcomes(*pairs):
 
 def snapshot(amc, *task_ids):
     """Everything a refused request must leave as it was."""
-    return (amc.admin.tasks()["tasks"], amc.admin.hosts(),
-            [(amc.admin.history(t), amc.admin.messages(t)) for t in task_ids])
+    return (
+        amc.admin.tasks()["tasks"],
+        amc.admin.hosts(),
+        [(amc.admin.history(t), amc.admin.messages(t)) for t in task_ids],
+    )
 
 
 def delivered(amc, plan=STEPS_ABC, **message):
@@ -67,9 +70,19 @@ def test_queued_delivered_admitted_and_completed_are_distinct_states(amc):
     assert amc.acme.last.headers["location"] == f"/v1/tasks/{task_id}/messages/{posted['id']}"
     assert posted["id"].startswith("m_")
     assert posted == {
-        "id": posted["id"], "intent": "steer", "text": None, "data": {"skip": ["d"]}, "state": "queued",
-        "created_at": amc.at(1000), "attempt": None, "delivered_at": None, "admitted_at": None,
-        "completed_at": None, "boundary": None, "detail": None, "successor": None,
+        "id": posted["id"],
+        "intent": "steer",
+        "text": None,
+        "data": {"skip": ["d"]},
+        "state": "queued",
+        "created_at": amc.at(1000),
+        "attempt": None,
+        "delivered_at": None,
+        "admitted_at": None,
+        "completed_at": None,
+        "boundary": None,
+        "detail": None,
+        "successor": None,
     }
     assert amc.acme.message(task_id, posted["id"]) == posted
     amc.admin.advance(1)
@@ -79,28 +92,43 @@ def test_queued_delivered_admitted_and_completed_are_distinct_states(amc):
     now = amc.acme.message(task_id, posted["id"])
     assert grant["messages"] == [now]
     assert (now["state"], now["attempt"], now["delivered_at"], now["admitted_at"]) == (
-        "delivered", 1, amc.at(2000), None)
+        "delivered",
+        1,
+        amc.at(2000),
+        None,
+    )
     history = amc.acme.history(task_id)
     assert [e["type"] for e in history[-2:]] == ["message_posted", "message_delivered"]
     assert history[-1]["data"] == {"attempt": 1, "message_ids": [posted["id"]]}
     amc.admin.advance(1)
 
-    admitted = amc.h1.acknowledge(task_id, 1, lease["lease_id"], posted["id"], "admitted",
-                                  boundary={"before_step": "c"})
+    admitted = amc.h1.acknowledge(
+        task_id, 1, lease["lease_id"], posted["id"], "admitted", boundary={"before_step": "c"}
+    )
 
     assert admitted == amc.acme.message(task_id, posted["id"])
     assert (admitted["state"], admitted["delivered_at"], admitted["admitted_at"], admitted["completed_at"]) == (
-        "admitted", amc.at(2000), amc.at(3000), None)
+        "admitted",
+        amc.at(2000),
+        amc.at(3000),
+        None,
+    )
     assert admitted["boundary"] == {"before_step": "c"}
     amc.admin.advance(1)
 
     completed = amc.h1.acknowledge(task_id, 1, lease["lease_id"], posted["id"], "completed")
 
     assert (completed["state"], completed["delivered_at"], completed["admitted_at"], completed["completed_at"]) == (
-        "completed", amc.at(2000), amc.at(3000), amc.at(4000))
+        "completed",
+        amc.at(2000),
+        amc.at(3000),
+        amc.at(4000),
+    )
     acks = [e["data"] for e in amc.acme.history(task_id) if e["type"] == "message_acknowledged"]
     assert [(a["message_id"], a["state"], a["boundary"]) for a in acks] == [
-        (posted["id"], "admitted", {"before_step": "c"}), (posted["id"], "completed", None)]
+        (posted["id"], "admitted", {"before_step": "c"}),
+        (posted["id"], "completed", None),
+    ]
     assert amc.h1.renew(task_id, 1, lease["lease_id"])["messages"] == []
     steps = outcomes(("a", "completed"), ("b", "completed"), ("c", "completed"), ("d", "not_started", "steered"))
     assert amc.h1.report(task_id, 1, lease["lease_id"], "done", steps=steps)["result"]["steps"] == steps
@@ -115,7 +143,8 @@ def test_a_start_response_carries_what_was_posted_before_the_host_started(amc):
 
     assert grant["status"] == "dispatched"
     assert [(m["id"], m["state"], m["text"]) for m in grant["messages"]] == [
-        (posted["id"], "delivered", "use the staging server")]
+        (posted["id"], "delivered", "use the staging server")
+    ]
 
 
 @pytest.mark.req("DELIVERY/s2")
@@ -154,22 +183,41 @@ def test_a_message_is_redelivered_under_its_id_until_acknowledged_and_a_repeated
 
 
 @pytest.mark.req("DELIVERY/s2")
-@pytest.mark.parametrize("path", [
-    ["completed"],  # skipping admitted
-    ["rejected", "admitted"],
-    ["rejected", "completed"],
-    ["admitted", "rejected"],
-], ids=lambda path: "-then-".join(path))
+@pytest.mark.parametrize(
+    "path",
+    [
+        ["completed"],  # skipping admitted
+        ["rejected", "admitted"],
+        ["rejected", "completed"],
+        ["admitted", "rejected"],
+    ],
+    ids=lambda path: "-then-".join(path),
+)
 def test_an_acknowledgement_never_skips_admitted_nor_moves_back(amc, path):
     task_id, lease, message_id = delivered(amc, intent="steer", data={"skip": ["c"]})
     *allowed, refused = path
     for state in allowed:
-        amc.h1.acknowledge(task_id, 1, lease["lease_id"], message_id, state,
-                           boundary={"before_step": "b"}, detail="b had already started")
+        amc.h1.acknowledge(
+            task_id,
+            1,
+            lease["lease_id"],
+            message_id,
+            state,
+            boundary={"before_step": "b"},
+            detail="b had already started",
+        )
     before = snapshot(amc, task_id)
 
-    amc.h1.acknowledge(task_id, 1, lease["lease_id"], message_id, refused,
-                       boundary={"before_step": "b"}, detail="b had already started", expect=409)
+    amc.h1.acknowledge(
+        task_id,
+        1,
+        lease["lease_id"],
+        message_id,
+        refused,
+        boundary={"before_step": "b"},
+        detail="b had already started",
+        expect=409,
+    )
 
     assert problem(amc.h1) == (409, "message_conflict")
     assert snapshot(amc, task_id) == before
@@ -178,11 +226,15 @@ def test_an_acknowledgement_never_skips_admitted_nor_moves_back(amc, path):
 def test_a_rejected_message_says_why(amc):
     task_id, lease, message_id = delivered(amc, intent="steer", data={"skip": ["a"]})
 
-    rejected = amc.h1.acknowledge(task_id, 1, lease["lease_id"], message_id, "rejected",
-                                  detail="step 'a' had already started")
+    rejected = amc.h1.acknowledge(
+        task_id, 1, lease["lease_id"], message_id, "rejected", detail="step 'a' had already started"
+    )
 
     assert (rejected["state"], rejected["detail"], rejected["admitted_at"]) == (
-        "rejected", "step 'a' had already started", None)
+        "rejected",
+        "step 'a' had already started",
+        None,
+    )
     assert amc.h1.renew(task_id, 1, lease["lease_id"])["messages"] == []
 
 
@@ -190,8 +242,7 @@ def test_an_edit_that_does_not_apply_at_its_boundary_cannot_be_admitted(amc):
     task_id, lease, message_id = delivered(amc, intent="steer", data={"skip": ["a"]})
     before = snapshot(amc, task_id)
 
-    amc.h1.acknowledge(task_id, 1, lease["lease_id"], message_id, "admitted",
-                       boundary={"before_step": "b"}, expect=409)
+    amc.h1.acknowledge(task_id, 1, lease["lease_id"], message_id, "admitted", boundary={"before_step": "b"}, expect=409)
 
     assert problem(amc.h1) == (409, "message_conflict")
     assert "'a'" in amc.h1.last.json()["detail"]
@@ -286,7 +337,13 @@ def test_a_paused_queued_task_is_held_and_keeps_its_place_when_resumed(amc):
     assert amc.acme.task(x)["held"] is False
     assert [amc.h1.claim("h1")["task_id"] for _ in range(2)] == [x, y]
     assert [e["type"] for e in amc.acme.history(x)] == [
-        "submitted", "message_posted", "message_acknowledged", "message_posted", "message_acknowledged", "assigned"]
+        "submitted",
+        "message_posted",
+        "message_acknowledged",
+        "message_posted",
+        "message_acknowledged",
+        "assigned",
+    ]
 
 
 def test_a_waiting_claim_takes_a_task_as_soon_as_a_resume_releases_it(amc):
@@ -295,8 +352,10 @@ def test_a_waiting_claim_takes_a_task_as_soon_as_a_resume_releases_it(amc):
     amc.h1.register("h1", ["d1"])
     waiting = amc.caller("tok-host-h1-00000000000000", "h1")
     answer = {}
-    thread = threading.Thread(target=lambda: answer.update(
-        claim=waiting.request("POST", "/v1/hosts/h1/claim", json={"wait_seconds": 20})), daemon=True)
+    thread = threading.Thread(
+        target=lambda: answer.update(claim=waiting.request("POST", "/v1/hosts/h1/claim", json={"wait_seconds": 20})),
+        daemon=True,
+    )
     thread.start()
     time.sleep(0.3)
     started = time.monotonic()
@@ -435,7 +494,9 @@ def test_a_collected_successor_keeps_every_message_id_and_what_each_asked(amc):
     ]
     assert s["plan"] == {"steps": [screenshot(f"{m2}.shot")]}
     assert [(m["id"], m["successor"], m["text"], m["data"]) for m in amc.acme.messages(x)] == [
-        (m1, s["id"], "open Wi-Fi settings", None), (m2, s["id"], "take a screenshot", shot)]
+        (m1, s["id"], "open Wi-Fi settings", None),
+        (m2, s["id"], "take a screenshot", shot),
+    ]
     assert amc.acme.messages(other)[0]["state"] == "queued"
     assert successors(amc, other) == []
     # The successor runs like any task, its steps named after the message that asked for them.
@@ -484,11 +545,18 @@ def test_a_scope_correction_changes_only_the_affected_work(amc):
     unchanged = ("status", "attempt", "attempts", "cancellation", "plan", "paused", "result")
     assert {k: x_after[k] for k in unchanged} == {k: x_before[k] for k in unchanged}
     assert (amc.acme.task(y), amc.acme.messages(y), amc.acme.history(y)) == y_before
-    amc.h1.report(x, 1, lx["lease_id"], "done", steps=outcomes(("a", "completed"), ("b", "completed"),
-                                                                 ("c", "completed")), expect=400)
+    amc.h1.report(
+        x,
+        1,
+        lx["lease_id"],
+        "done",
+        steps=outcomes(("a", "completed"), ("b", "completed"), ("c", "completed")),
+        expect=400,
+    )
     assert "steps" in amc.h1.last.json()["detail"]
-    steps = outcomes(("a", "completed"), ("b", "not_started", "steered"), ("c", "not_started", "steered"),
-                     ("b2", "completed"))
+    steps = outcomes(
+        ("a", "completed"), ("b", "not_started", "steered"), ("c", "not_started", "steered"), ("b2", "completed")
+    )
     assert amc.h1.report(x, 1, lx["lease_id"], "done", steps=steps)["result"]["steps"] == steps
     y_steps = outcomes(("a", "completed"), ("b", "completed"), ("c", "completed"))
     assert amc.h1.report(y, 1, ly["lease_id"], "done", steps=y_steps)["result"]["steps"] == y_steps
@@ -522,13 +590,20 @@ def test_structured_edits_are_refused_for_a_plan_of_stages(amc):
 CALLERS = ["anon", "stranger", "admin", "acme", "beta", "h1", "h2"]
 ACK = {"lease_id": "{lease}", "state": "admitted", "boundary": {"before_step": "b"}}
 ENDPOINTS = {
-    "post": ("POST", "/v1/tasks/{x}/messages", {"intent": "steer", "text": "go slower"},
-             {"admin": 201, "acme": 201, "beta": 404, "h1": 403, "h2": 403}),
+    "post": (
+        "POST",
+        "/v1/tasks/{x}/messages",
+        {"intent": "steer", "text": "go slower"},
+        {"admin": 201, "acme": 201, "beta": 404, "h1": 403, "h2": 403},
+    ),
     "list": ("GET", "/v1/tasks/{x}/messages", None, {"admin": 200, "acme": 200, "beta": 404, "h1": 403, "h2": 403}),
-    "get": ("GET", "/v1/tasks/{x}/messages/{m}", None,
-            {"admin": 200, "acme": 200, "beta": 404, "h1": 403, "h2": 403}),
-    "acknowledge": ("POST", "/v1/tasks/{x}/attempts/1/messages/{m}", ACK,
-                    {"admin": 403, "acme": 403, "beta": 403, "h1": 200, "h2": 409}),
+    "get": ("GET", "/v1/tasks/{x}/messages/{m}", None, {"admin": 200, "acme": 200, "beta": 404, "h1": 403, "h2": 403}),
+    "acknowledge": (
+        "POST",
+        "/v1/tasks/{x}/attempts/1/messages/{m}",
+        ACK,
+        {"admin": 403, "acme": 403, "beta": 403, "h1": 200, "h2": 409},
+    ),
 }
 CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "lease_foreign"}
 
@@ -631,7 +706,9 @@ def test_the_messages_of_an_ended_attempt_are_not_admitted(amc):
     amc.h1.report(task_id, 1, lease["lease_id"], "done")
 
     assert [(m["id"], m["state"]) for m in amc.acme.messages(task_id)] == [
-        (message_id, "not_admitted"), (queued, "not_admitted")]
+        (message_id, "not_admitted"),
+        (queued, "not_admitted"),
+    ]
 
 
 # -- bad input -------------------------------------------------------------------------------
@@ -679,17 +756,18 @@ BAD_MESSAGES = [
     ("insert without steps", steer(insert_after="a"), "data.steps"),
     ("insert no steps", steer(insert_after="a", steps=[]), "data.steps"),
     ("insert unknown action", steer(insert_after="a", steps=[{"id": "fly1", "action": "fly"}]), "data.steps[0]"),
-    ("insert missing argument", steer(insert_after=None, steps=[screenshot("x"), tap("t1", x=1)]),
-     "data.steps[1]"),
+    ("insert missing argument", steer(insert_after=None, steps=[screenshot("x"), tap("t1", x=1)]), "data.steps[1]"),
     ("insert unknown argument", steer(insert_after="a", steps=[tap("t1", x=1, y=2, z=3)]), "data.steps[0]"),
     ("insert argument wrong type", steer(insert_after="a", steps=[tap("t1", x="1", y=2)]), "data.steps[0]"),
     ("insert step id too long", steer(insert_after="a", steps=[screenshot("s" * 129)]), "data.steps[0]"),
-    ("insert step unknown member", steer(insert_after="a", steps=[screenshot("x") | {"when": 1}]),
-     "data.steps[0]"),
+    ("insert step unknown member", steer(insert_after="a", steps=[screenshot("x") | {"when": 1}]), "data.steps[0]"),
     ("insert step ids twice", steer(insert_after="a", steps=[screenshot("x"), screenshot("x")]), "data.steps"),
     ("replace with nothing", steer(replace_remaining=[]), "data.replace_remaining"),
-    ("replace with a bad step", steer(replace_remaining=[screenshot("x"), {"id": "w", "action": "wait"}]),
-     "data.replace_remaining[1]"),
+    (
+        "replace with a bad step",
+        steer(replace_remaining=[screenshot("x"), {"id": "w", "action": "wait"}]),
+        "data.replace_remaining[1]",
+    ),
     ("follow-up steps empty", follow_up([]), "data.steps"),
     ("follow-up steps an object", follow_up({"id": "x"}), "data.steps"),
     ("follow-up step unknown action", follow_up([{"id": "x", "action": "fly"}]), "data.steps[0]"),
@@ -712,12 +790,21 @@ BAD_ACKS = [
     ("admitted with a null boundary", {"lease_id": "{lease}", "state": "admitted", "boundary": None}, "boundary"),
     ("boundary a string", {"lease_id": "{lease}", "state": "admitted", "boundary": "b"}, "boundary"),
     ("boundary empty", {"lease_id": "{lease}", "state": "admitted", "boundary": {}}, "boundary.before_step"),
-    ("before_step a number", {"lease_id": "{lease}", "state": "admitted", "boundary": {"before_step": 2}},
-     "boundary.before_step"),
-    ("before_step empty", {"lease_id": "{lease}", "state": "admitted", "boundary": {"before_step": ""}},
-     "boundary.before_step"),
-    ("boundary unknown member", {"lease_id": "{lease}", "state": "admitted",
-                                 "boundary": {"before_step": "b", "after": "a"}}, "after"),
+    (
+        "before_step a number",
+        {"lease_id": "{lease}", "state": "admitted", "boundary": {"before_step": 2}},
+        "boundary.before_step",
+    ),
+    (
+        "before_step empty",
+        {"lease_id": "{lease}", "state": "admitted", "boundary": {"before_step": ""}},
+        "boundary.before_step",
+    ),
+    (
+        "boundary unknown member",
+        {"lease_id": "{lease}", "state": "admitted", "boundary": {"before_step": "b", "after": "a"}},
+        "after",
+    ),
     ("rejected without detail", {"lease_id": "{lease}", "state": "rejected"}, "detail"),
     ("rejected with empty detail", {"lease_id": "{lease}", "state": "rejected", "detail": ""}, "detail"),
     ("detail a number", {"lease_id": "{lease}", "state": "rejected", "detail": 1}, "detail"),
@@ -762,8 +849,7 @@ def test_bad_acknowledgements(steered, name, body, named):
 
 def test_a_refused_step_names_its_field_and_its_id(amc):
     task_id = amc.acme.submit(STEPS_ABC)["id"]
-    amc.acme.post_message(task_id, **steer(insert_after="a", steps=[screenshot("x"), tap("tap9", x=1)]),
-                          expect=400)
+    amc.acme.post_message(task_id, **steer(insert_after="a", steps=[screenshot("x"), tap("tap9", x=1)]), expect=400)
     detail = amc.acme.last.json()["detail"]
     assert "data.steps[1]" in detail and "'tap9'" in detail and "'y'" in detail
 

@@ -8,8 +8,11 @@ from prometheus_client.parser import text_string_to_metric_families
 def samples(amc) -> dict[tuple[str, tuple], float]:
     text = amc.anon.request("GET", "/metrics", expect=200).text
     assert amc.anon.last.headers["content-type"].startswith("text/plain")
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def test_metrics_count_commands_tasks_and_leases(amc):

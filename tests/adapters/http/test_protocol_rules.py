@@ -29,7 +29,11 @@ def test_a_valid_submission_creates_a_queued_task_with_defaults(amc):
     assert amc.acme.last.headers["location"] == f"/v1/tasks/{task['id']}"
     assert task["id"].startswith("t_")
     assert {k: task[k] for k in ("status", "tenant", "priority", "max_attempts", "labels", "requirements")} == {
-        "status": "queued", "tenant": "acme", "priority": 0, "max_attempts": 3, "labels": {},
+        "status": "queued",
+        "tenant": "acme",
+        "priority": 0,
+        "max_attempts": 3,
+        "labels": {},
         "requirements": {"serial": None, "attributes": {}},
     }
     assert task["attempt"] is None and task["attempts"] == []
@@ -42,12 +46,15 @@ def test_a_valid_submission_creates_a_queued_task_with_defaults(amc):
 
 
 @pytest.mark.req("SUBMIT/s2")
-@pytest.mark.parametrize("bad_step, named", [
-    ({"id": "tap1", "action": "tap", "args": {"x": 10}}, "tap1"),
-    ({"id": "fly1", "action": "fly", "args": {}}, "fly1"),
-    ({"id": "extra", "action": "launch", "args": {"package": "p", "flavour": "x"}}, "extra"),
-    ({"id": "open", "action": "screenshot", "args": {}}, "open"),
-])
+@pytest.mark.parametrize(
+    "bad_step, named",
+    [
+        ({"id": "tap1", "action": "tap", "args": {"x": 10}}, "tap1"),
+        ({"id": "fly1", "action": "fly", "args": {}}, "fly1"),
+        ({"id": "extra", "action": "launch", "args": {"package": "p", "flavour": "x"}}, "extra"),
+        ({"id": "open", "action": "screenshot", "args": {}}, "open"),
+    ],
+)
 def test_an_invalid_plan_is_refused_naming_the_step(amc, bad_step, named):
     plan = {"steps": [PLAN["steps"][0], bad_step]}
 
@@ -123,11 +130,14 @@ def test_a_requeued_task_keeps_its_place(amc):
 
 @pytest.mark.req("CLAIM/s2")
 def test_requirements_match_serial_and_attributes(amc):
-    amc.h1.register("h1", [
-        {"serial": "emulator-5556", "attributes": {"model": "Pixel 7"}},
-        {"serial": "emulator-5554", "attributes": {"model": "Pixel 7", "sdk": "34"}},
-        {"serial": "R58M", "attributes": {"model": "Galaxy S21"}},
-    ])
+    amc.h1.register(
+        "h1",
+        [
+            {"serial": "emulator-5556", "attributes": {"model": "Pixel 7"}},
+            {"serial": "emulator-5554", "attributes": {"model": "Pixel 7", "sdk": "34"}},
+            {"serial": "R58M", "attributes": {"model": "Galaxy S21"}},
+        ],
+    )
     pixel = amc.acme.submit(requirements={"attributes": {"model": "Pixel 7"}})["id"]
     claimed = amc.h1.claim("h1")
     assert (claimed["task_id"], claimed["device"]) == (pixel, "emulator-5554")
@@ -160,8 +170,9 @@ def test_reserved_and_offline_devices_are_never_offered(amc):
     assert amc.acme.task(b)["status"] == "queued"
 
     host = amc.h1.register("h1", [])
-    assert host["devices"] == [{"serial": "emulator-5554", "attributes": {}, "online": False,
-                                "reservation": {"task_id": a, "attempt": 1}}]
+    assert host["devices"] == [
+        {"serial": "emulator-5554", "attributes": {}, "online": False, "reservation": {"task_id": a, "attempt": 1}}
+    ]
     amc.h1.report(a, 1, lease["lease_id"], "done")
     assert amc.h1.host("h1")["devices"] == []
     amc.h1.claim("h1", expect=204)
@@ -245,7 +256,12 @@ def test_expired_attempts_requeue_until_the_last_one_fails(amc):
     task = amc.acme.task(task_id)
     assert task["attempts"][1]["outcome"] == "expired" and task["status"] == "failed"
     assert {k: task["result"][k] for k in ("status", "attempt", "reason", "metadata", "steps")} == {
-        "status": "failed", "attempt": 2, "reason": "attempts_exhausted", "metadata": {}, "steps": None}
+        "status": "failed",
+        "attempt": 2,
+        "reason": "attempts_exhausted",
+        "metadata": {},
+        "steps": None,
+    }
     history = amc.acme.history(task_id)
     assert [e["type"] for e in history[-2:]] == ["lease_expired", "ended"]
     assert history[-1]["data"]["status"] == "failed" and history[-1]["data"]["reason"] == "attempts_exhausted"
@@ -337,8 +353,12 @@ def test_lease_checks_run_in_order(amc):
 @pytest.mark.req("LEASE-CHECKS/s2")
 def test_unknown_tasks_and_attempts_are_not_found(amc):
     task_id, _ = amc.claimed()
-    for path in ("/v1/tasks/t_nope/attempts/1/renew", f"/v1/tasks/{task_id}/attempts/3/renew",
-                 f"/v1/tasks/{task_id}/attempts/0/renew", f"/v1/tasks/{task_id}/attempts/one/renew"):
+    for path in (
+        "/v1/tasks/t_nope/attempts/1/renew",
+        f"/v1/tasks/{task_id}/attempts/3/renew",
+        f"/v1/tasks/{task_id}/attempts/0/renew",
+        f"/v1/tasks/{task_id}/attempts/one/renew",
+    ):
         amc.h2.call("POST", path, {"lease_id": "l_x"}, expect=404)
         assert problem(amc.h2) == (404, "not_found")
     amc.h1.call("POST", f"/v1/tasks/{task_id}/attempts/1/start", {}, expect=400)
@@ -355,8 +375,14 @@ def test_start_dispatches_and_a_repeat_records_nothing(amc):
     amc.admin.advance(5)
 
     grant = amc.h1.start(task_id, 1, lease["lease_id"])
-    assert grant == {"task_id": task_id, "attempt": 1, "status": "dispatched",
-                     "lease_expires_at": amc.at(35_000), "cancel_requested": False, "messages": []}
+    assert grant == {
+        "task_id": task_id,
+        "attempt": 1,
+        "status": "dispatched",
+        "lease_expires_at": amc.at(35_000),
+        "cancel_requested": False,
+        "messages": [],
+    }
     assert amc.acme.task(task_id)["attempts"][0]["dispatched_at"] == amc.at(5000)
     assert amc.acme.types(task_id) == ["submitted", "assigned", "dispatched"]
 
@@ -391,19 +417,25 @@ def test_start_with_a_pending_cancellation_dispatches_and_says_so(amc):
 def test_a_report_ends_the_attempt_frees_the_device_and_records_the_result(amc):
     task_id, lease = amc.claimed(start=True, max_attempts=3, plan=STEPS_ABC)
     amc.admin.advance(7)
-    steps = [{"id": "a", "status": "completed", "started_at": amc.at(1000), "ended_at": amc.at(2000)},
-             {"id": "b", "status": "failed", "reason": "launch timed out", "output": "boom"},
-             {"id": "c", "status": "not_started", "reason": "previous_step_failed"}]
+    steps = [
+        {"id": "a", "status": "completed", "started_at": amc.at(1000), "ended_at": amc.at(2000)},
+        {"id": "b", "status": "failed", "reason": "launch timed out", "output": "boom"},
+        {"id": "c", "status": "not_started", "reason": "previous_step_failed"},
+    ]
 
-    task = amc.h1.report(task_id, 1, lease["lease_id"], "failed", metadata={"error": "launch timed out"},
-                         steps=steps)
+    task = amc.h1.report(task_id, 1, lease["lease_id"], "failed", metadata={"error": "launch timed out"}, steps=steps)
 
     assert task["status"] == "failed"
     assert task["attempts"][0]["outcome"] == "failed" and task["attempts"][0]["ended_at"] == amc.at(7000)
     assert amc.h1.host("h1")["devices"][0]["reservation"] is None
-    assert task["result"] == {"status": "failed", "attempt": 1, "reason": "reported",
-                              "metadata": {"error": "launch timed out"}, "steps": steps,
-                              "recorded_at": amc.at(7000)}
+    assert task["result"] == {
+        "status": "failed",
+        "attempt": 1,
+        "reason": "reported",
+        "metadata": {"error": "launch timed out"},
+        "steps": steps,
+        "recorded_at": amc.at(7000),
+    }
     last = amc.acme.history(task_id)[-1]
     assert last["type"] == "ended" and last["data"]["status"] == "failed" and last["data"]["reason"] == "reported"
 
@@ -427,10 +459,12 @@ def test_a_different_report_for_an_ended_attempt_is_a_conflict(amc):
     amc.h1.report(task_id, 1, lease["lease_id"], "done", metadata={"a": 1}, steps=steps)
     before = amc.acme.task(task_id)
 
-    for status, extra in [("failed", {"metadata": {"a": 1}, "steps": steps}),
-                          ("done", {"metadata": {"a": 2}, "steps": steps}),
-                          ("done", {"metadata": {"a": 1}, "steps": steps[:2] + [{"id": "c", "status": "failed"}]}),
-                          ("done", {"metadata": {"a": 1}})]:
+    for status, extra in [
+        ("failed", {"metadata": {"a": 1}, "steps": steps}),
+        ("done", {"metadata": {"a": 2}, "steps": steps}),
+        ("done", {"metadata": {"a": 1}, "steps": steps[:2] + [{"id": "c", "status": "failed"}]}),
+        ("done", {"metadata": {"a": 1}}),
+    ]:
         amc.h1.report(task_id, 1, lease["lease_id"], status, expect=409, **extra)
         assert problem(amc.h1) == (409, "result_conflict")
     assert amc.acme.task(task_id) == before
@@ -439,10 +473,12 @@ def test_a_different_report_for_an_ended_attempt_is_a_conflict(amc):
 
 def test_steps_must_name_every_planned_step_in_order(amc):
     task_id, lease = amc.claimed(start=True, plan=STEPS_ABC)
-    for steps in ([{"id": "a", "status": "completed"}],
-                  [{"id": s, "status": "completed"} for s in "acb"],
-                  [{"id": s, "status": "completed"} for s in "abcd"],
-                  [{"id": s, "status": "cancelled"} for s in "abc"]):
+    for steps in (
+        [{"id": "a", "status": "completed"}],
+        [{"id": s, "status": "completed"} for s in "acb"],
+        [{"id": s, "status": "completed"} for s in "abcd"],
+        [{"id": s, "status": "cancelled"} for s in "abc"],
+    ):
         amc.h1.report(task_id, 1, lease["lease_id"], "done", steps=steps, expect=400)
         assert problem(amc.h1) == (400, "invalid_request")
     assert amc.acme.task(task_id)["status"] == "dispatched"
@@ -454,11 +490,16 @@ def test_a_result_is_accepted_from_assigned(amc):
 
 
 def test_a_staged_plan_reports_every_step_of_every_stage(amc):
-    plan = {"stages": [{"id": "s1", "steps": [{"id": "a", "action": "screenshot"}]},
-                       {"id": "s2", "steps": [{"id": "b", "action": "keyevent", "args": {"key": "KEYCODE_HOME"}}]}]}
+    plan = {
+        "stages": [
+            {"id": "s1", "steps": [{"id": "a", "action": "screenshot"}]},
+            {"id": "s2", "steps": [{"id": "b", "action": "keyevent", "args": {"key": "KEYCODE_HOME"}}]},
+        ]
+    }
     task_id, lease = amc.claimed(start=True, plan=plan)
-    assert amc.h1.task(task_id)["plan"] == {"stages": [
-        {"id": "s1", "steps": [{"id": "a", "action": "screenshot", "args": {}}]}, plan["stages"][1]]}
+    assert amc.h1.task(task_id)["plan"] == {
+        "stages": [{"id": "s1", "steps": [{"id": "a", "action": "screenshot", "args": {}}]}, plan["stages"][1]]
+    }
     steps = [{"id": "a", "status": "completed"}, {"id": "b", "status": "completed"}]
     assert amc.h1.report(task_id, 1, lease["lease_id"], "done", steps=steps)["result"]["steps"] == steps
 
@@ -489,8 +530,13 @@ def test_a_pending_cancellation_overtaken_by_the_end_is_unfulfilled(amc, status)
     task = amc.h1.report(task_id, 1, lease["lease_id"], status)
 
     assert task["status"] == status and task["result"]["reason"] == "reported"
-    assert task["cancellation"] == {"state": "unfulfilled", "requested_at": amc.at(1000), "attempt": 1,
-                                    "delivered_at": None, "reason": "too slow"}
+    assert task["cancellation"] == {
+        "state": "unfulfilled",
+        "requested_at": amc.at(1000),
+        "attempt": 1,
+        "delivered_at": None,
+        "reason": "too slow",
+    }
     amc.acme.cancel(task_id, expect=409)
     assert problem(amc.acme) == (409, "task_terminal")
 
@@ -500,17 +546,27 @@ def test_a_pending_cancellation_overtaken_by_the_end_is_unfulfilled(amc, status)
 
 @pytest.mark.req("INVENTORY/s1")
 def test_registration_replaces_the_inventory(amc):
-    amc.h1.register("h1", [{"serial": "emulator-5554", "attributes": {"model": "Pixel 7"}},
-                           {"serial": "emulator-5556", "attributes": {}}])
+    amc.h1.register(
+        "h1",
+        [
+            {"serial": "emulator-5554", "attributes": {"model": "Pixel 7"}},
+            {"serial": "emulator-5556", "attributes": {}},
+        ],
+    )
     amc.admin.advance(3)
 
-    host = amc.h1.register("h1", [{"serial": "emulator-5556", "attributes": {"model": "Pixel 8"}},
-                                  {"serial": "R58M", "attributes": {}}])
+    host = amc.h1.register(
+        "h1", [{"serial": "emulator-5556", "attributes": {"model": "Pixel 8"}}, {"serial": "R58M", "attributes": {}}]
+    )
 
-    assert host == {"id": "h1", "updated_at": amc.at(3000), "devices": [
-        {"serial": "R58M", "attributes": {}, "online": True, "reservation": None},
-        {"serial": "emulator-5556", "attributes": {"model": "Pixel 8"}, "online": True, "reservation": None},
-    ]}
+    assert host == {
+        "id": "h1",
+        "updated_at": amc.at(3000),
+        "devices": [
+            {"serial": "R58M", "attributes": {}, "online": True, "reservation": None},
+            {"serial": "emulator-5556", "attributes": {"model": "Pixel 8"}, "online": True, "reservation": None},
+        ],
+    }
     assert amc.acme.host("h1") == host
     assert amc.admin.register("h1", [], expect=200)["devices"] == []
 
@@ -543,8 +599,11 @@ def test_a_serial_listed_twice_is_refused(amc):
 def test_a_client_never_sees_another_tenants_task(amc):
     x = amc.acme.submit()["id"]
 
-    for call in (lambda: amc.beta.task(x, expect=404), lambda: amc.beta.history(x, expect=404),
-                 lambda: amc.beta.cancel(x, expect=404)):
+    for call in (
+        lambda: amc.beta.task(x, expect=404),
+        lambda: amc.beta.history(x, expect=404),
+        lambda: amc.beta.cancel(x, expect=404),
+    ):
         call()
         body = amc.beta.last.json()
         assert problem(amc.beta) == (404, "not_found")
@@ -608,9 +667,23 @@ def test_every_recorded_event_in_order_numbered_from_one(amc):
 
     events = amc.acme.history(task_id)
 
-    assert [(e["seq"], e["type"]) for e in events] == list(enumerate([
-        "submitted", "assigned", "dispatched", "lease_expired", "requeued", "assigned", "dispatched",
-        "cancellation_requested", "cancellation_delivered", "ended"], start=1))
+    assert [(e["seq"], e["type"]) for e in events] == list(
+        enumerate(
+            [
+                "submitted",
+                "assigned",
+                "dispatched",
+                "lease_expired",
+                "requeued",
+                "assigned",
+                "dispatched",
+                "cancellation_requested",
+                "cancellation_delivered",
+                "ended",
+            ],
+            start=1,
+        )
+    )
     assert events[-1]["data"]["status"] == "cancelled" and events[-1]["data"]["reason"] == "reported"
     times = [from_rfc3339(e["at"]) for e in events]
     assert times == sorted(times)
@@ -667,8 +740,14 @@ def test_listing_pages_oldest_first_with_a_cursor(amc):
     assert [t["id"] for t in amc.acme.tasks(status="cancelled")["tasks"]] == [ids[1]]
     assert [t["id"] for t in amc.acme.tasks(status="queued", limit=1000)["tasks"]] == ids[:1] + ids[2:]
     assert len(amc.admin.tasks()["tasks"]) == 6
-    for params in ({"limit": 0}, {"limit": 1001}, {"limit": "x"}, {"status": "nope"}, {"after": "garbage"},
-                   {"sort": "asc"}):
+    for params in (
+        {"limit": 0},
+        {"limit": 1001},
+        {"limit": "x"},
+        {"status": "nope"},
+        {"after": "garbage"},
+        {"sort": "asc"},
+    ):
         amc.acme.tasks(expect=400, **params)
         assert problem(amc.acme) == (400, "invalid_request")
         assert next(iter(params)) in amc.acme.last.json()["detail"]

@@ -40,8 +40,19 @@ class Served:
     """An `amc serve` subprocess and a caller per token."""
 
     def __init__(self, data: Path, *options: str, tokens: Path | None = None):
-        command = [sys.executable, "-c", "from amc.cli import main; main()", "serve", "--data", str(data),
-                   "--port", "0", "--log-level", "warning", *options]
+        command = [
+            sys.executable,
+            "-c",
+            "from amc.cli import main; main()",
+            "serve",
+            "--data",
+            str(data),
+            "--port",
+            "0",
+            "--log-level",
+            "warning",
+            *options,
+        ]
         if tokens is not None:
             command += ["--tokens", str(tokens)]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -114,17 +125,36 @@ def test_the_first_start_writes_a_private_tokens_file_and_prints_only_its_path(t
 def test_a_bad_tokens_file_is_refused_without_a_traceback(tmp_path):
     bad = tmp_path / "tokens.json"
     bad.write_text(json.dumps([{"token": "secret-secret-secret", "role": "root"}]))
-    result = subprocess.run([sys.executable, "-c", "from amc.cli import main; main()", "serve", "--data",
-                             str(tmp_path / "d"), "--tokens", str(bad), "--port", "0"],
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from amc.cli import main; main()",
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--tokens",
+            str(bad),
+            "--port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode != 0
     assert "role" in result.stderr and "Traceback" not in result.stderr
     assert "secret-secret-secret" not in result.stderr + result.stdout
 
 
 def test_serve_help_opens_nothing(tmp_path):
-    result = subprocess.run([sys.executable, "-c", "from amc.cli import main; main()", "serve", "--help"],
-                            capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", "from amc.cli import main; main()", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0 and "--lease-seconds" in result.stdout
     assert list(tmp_path.iterdir()) == []
 
@@ -135,8 +165,10 @@ def test_sigterm_finishes_in_flight_requests_and_releases_waiting_claims(tmp_pat
     host.register("h1", ["emulator-5554"])
     waiting = Caller(http_client(served.url), "serve-host-h1-0000000000")
     result = {}
-    thread = threading.Thread(target=lambda: result.update(claim=waiting.request(
-        "POST", "/v1/hosts/h1/claim", json={"wait_seconds": 20})), daemon=True)
+    thread = threading.Thread(
+        target=lambda: result.update(claim=waiting.request("POST", "/v1/hosts/h1/claim", json={"wait_seconds": 20})),
+        daemon=True,
+    )
     thread.start()
     time.sleep(0.5)
     started = time.monotonic()
@@ -180,7 +212,13 @@ def test_a_pending_cancellation_survives_a_restart(tmp_path, tokens_file, sig):
         done = host.report(task["id"], 1, lease["lease_id"], "cancelled")
         assert done["status"] == "cancelled" and done["cancellation"]["state"] == "completed"
         assert [e["type"] for e in client.history(task["id"])] == [
-            "submitted", "assigned", "dispatched", "cancellation_requested", "cancellation_delivered", "ended"]
+            "submitted",
+            "assigned",
+            "dispatched",
+            "cancellation_requested",
+            "cancellation_delivered",
+            "ended",
+        ]
     finally:
         served.stop()
 

@@ -8,8 +8,8 @@ import stat
 import pytest
 
 from amc.adapters.http.auth import Principal, TokenFileError, TokenTable
-from amc.adapters.http.tokens_file import write_initial as write_initial_tokens
 from amc.adapters.http.plan import parse_plan, plan_to_json
+from amc.adapters.http.tokens_file import write_initial as write_initial_tokens
 from amc.adapters.http.wire import rfc3339, seconds
 from amc.core.errors import InvalidRequest
 from amc.core.records import Plan, Stage, Step
@@ -18,21 +18,25 @@ from amc.core.times import to_rfc3339
 
 def test_a_plan_of_steps_and_one_of_stages_parse_into_records():
     assert parse_plan({"steps": [{"id": "a", "action": "tap", "args": {"x": 1, "y": 2}}]}) == Plan(
-        steps=(Step(id="a", action="tap", args={"x": 1, "y": 2}),))
+        steps=(Step(id="a", action="tap", args={"x": 1, "y": 2}),)
+    )
     staged = {"stages": [{"id": "s", "steps": [{"id": "a", "action": "screenshot"}]}]}
     plan = parse_plan(staged)
     assert plan == Plan(stages=(Stage(id="s", steps=(Step(id="a", action="screenshot", args={}),)),))
     assert plan_to_json(plan) == {"stages": [{"id": "s", "steps": [{"id": "a", "action": "screenshot", "args": {}}]}]}
 
 
-@pytest.mark.parametrize("raw, named", [
-    ({"steps": [{"id": "a", "action": "tap", "args": {"x": 1, "y": True}}]}, "'a'"),
-    ({"steps": [{"id": "a", "action": "wait", "args": {"seconds": 86401}}]}, "'a'"),
-    ({"steps": [{"id": "a", "action": "launch", "args": {}}]}, "package"),
-    ({"stages": [{"id": "s1", "steps": [{"id": "a", "action": "screenshot"}]}, {"id": "s2", "steps": []}]}, "'s2'"),
-    ({"steps": [{"id": "", "action": "screenshot"}]}, "plan.steps[0]"),
-    ({"steps": [{"id": "x" * 129, "action": "screenshot"}]}, "plan.steps[0]"),
-])
+@pytest.mark.parametrize(
+    "raw, named",
+    [
+        ({"steps": [{"id": "a", "action": "tap", "args": {"x": 1, "y": True}}]}, "'a'"),
+        ({"steps": [{"id": "a", "action": "wait", "args": {"seconds": 86401}}]}, "'a'"),
+        ({"steps": [{"id": "a", "action": "launch", "args": {}}]}, "package"),
+        ({"stages": [{"id": "s1", "steps": [{"id": "a", "action": "screenshot"}]}, {"id": "s2", "steps": []}]}, "'s2'"),
+        ({"steps": [{"id": "", "action": "screenshot"}]}, "plan.steps[0]"),
+        ({"steps": [{"id": "x" * 129, "action": "screenshot"}]}, "plan.steps[0]"),
+    ],
+)
 def test_plan_refusals_name_the_step(raw, named):
     with pytest.raises(InvalidRequest) as refused:
         parse_plan(raw)
@@ -40,20 +44,33 @@ def test_plan_refusals_name_the_step(raw, named):
 
 
 def test_the_observation_actions_ui_dump_and_logcat():
-    plan = parse_plan({"steps": [{"id": "ui", "action": "ui_dump"}, {"id": "log", "action": "logcat"},
-                                 {"id": "tail", "action": "logcat", "args": {"lines": 50}}]})
-    assert [(step.action, step.args) for step in plan.steps] == [("ui_dump", {}), ("logcat", {}),
-                                                                ("logcat", {"lines": 50})]
+    plan = parse_plan(
+        {
+            "steps": [
+                {"id": "ui", "action": "ui_dump"},
+                {"id": "log", "action": "logcat"},
+                {"id": "tail", "action": "logcat", "args": {"lines": 50}},
+            ]
+        }
+    )
+    assert [(step.action, step.args) for step in plan.steps] == [
+        ("ui_dump", {}),
+        ("logcat", {}),
+        ("logcat", {"lines": 50}),
+    ]
 
 
-@pytest.mark.parametrize("step, expected", [
-    ({"action": "ui_dump", "args": {"path": "/sdcard/x.xml"}}, "unknown argument 'path'"),
-    ({"action": "logcat", "args": {"lines": 0}}, "1..10000"),
-    ({"action": "logcat", "args": {"lines": 10_001}}, "1..10000"),
-    ({"action": "logcat", "args": {"lines": 2.5}}, "1..10000"),
-    ({"action": "logcat", "args": {"lines": True}}, "1..10000"),
-    ({"action": "logcat", "args": {"lines": "200"}}, "1..10000"),
-])
+@pytest.mark.parametrize(
+    "step, expected",
+    [
+        ({"action": "ui_dump", "args": {"path": "/sdcard/x.xml"}}, "unknown argument 'path'"),
+        ({"action": "logcat", "args": {"lines": 0}}, "1..10000"),
+        ({"action": "logcat", "args": {"lines": 10_001}}, "1..10000"),
+        ({"action": "logcat", "args": {"lines": 2.5}}, "1..10000"),
+        ({"action": "logcat", "args": {"lines": True}}, "1..10000"),
+        ({"action": "logcat", "args": {"lines": "200"}}, "1..10000"),
+    ],
+)
 def test_observation_argument_refusals(step, expected):
     with pytest.raises(InvalidRequest) as refused:
         parse_plan({"steps": [{"id": "o", **step}]})
@@ -64,6 +81,7 @@ def test_the_plan_vocabulary_is_what_the_executor_runs():
     from amc.adapters.adb import commands
     from amc.adapters.adb.executor import AdbExecutor
     from amc.adapters.http import plan
+
     assert set(plan.ACTIONS) == set(AdbExecutor.ACTIONS)
     assert plan.MAX_LOGCAT_LINES == commands.MAX_LOGCAT_LINES
 
@@ -78,15 +96,18 @@ def test_tokens_are_found_by_value_only():
     assert table.authenticate(None) is None and table.authenticate("Basic token-one") is None
 
 
-@pytest.mark.parametrize("entries, complaint", [
-    ({"token": "x"}, "list"),
-    ([{"token": "abc", "role": "root"}], "role"),
-    ([{"token": "abc", "role": "client"}], "tenant"),
-    ([{"token": "abc", "role": "host"}], "host_id"),
-    ([{"token": "abc", "role": "admin", "tenant": "t"}], "tenant"),
-    ([{"token": "", "role": "admin"}], "token"),
-    ([{"token": "abc", "role": "admin"}, {"token": "abc", "role": "admin"}], "twice"),
-])
+@pytest.mark.parametrize(
+    "entries, complaint",
+    [
+        ({"token": "x"}, "list"),
+        ([{"token": "abc", "role": "root"}], "role"),
+        ([{"token": "abc", "role": "client"}], "tenant"),
+        ([{"token": "abc", "role": "host"}], "host_id"),
+        ([{"token": "abc", "role": "admin", "tenant": "t"}], "tenant"),
+        ([{"token": "", "role": "admin"}], "token"),
+        ([{"token": "abc", "role": "admin"}, {"token": "abc", "role": "admin"}], "twice"),
+    ],
+)
 def test_bad_tokens_files_are_refused_without_echoing_tokens(entries, complaint):
     with pytest.raises(TokenFileError) as refused:
         TokenTable.from_data(entries)

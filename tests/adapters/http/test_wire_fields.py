@@ -13,23 +13,68 @@ from amc.core import records as rec
 
 STEP = rec.Step(id="s1", action="tap", args={"x": 1, "y": 2})
 OUTCOME = rec.StepOutcome(id="s1", status="failed", reason="r", started_at=1_000, ended_at=2_000, output="o")
-ATTEMPT = rec.Attempt(number=1, host_id="h", device="d", lease_id="L", lease_ms=30_000, assigned_at=1_000,
-                      lease_expires_at=31_000, dispatched_at=1_500, renewals=2, ended_at=3_000, outcome="failed")
-MESSAGE = rec.Message(id="m", intent="steer", text="t", data={"k": 1}, state="completed", created_at=1_000, attempt=1,
-                      delivered_at=1_100, admitted_at=1_200, completed_at=1_300,
-                      boundary=rec.Boundary(before_step="s1"), detail="d", successor="t2")
+ATTEMPT = rec.Attempt(
+    number=1,
+    host_id="h",
+    device="d",
+    lease_id="L",
+    lease_ms=30_000,
+    assigned_at=1_000,
+    lease_expires_at=31_000,
+    dispatched_at=1_500,
+    renewals=2,
+    ended_at=3_000,
+    outcome="failed",
+)
+MESSAGE = rec.Message(
+    id="m",
+    intent="steer",
+    text="t",
+    data={"k": 1},
+    state="completed",
+    created_at=1_000,
+    attempt=1,
+    delivered_at=1_100,
+    admitted_at=1_200,
+    completed_at=1_300,
+    boundary=rec.Boundary(before_step="s1"),
+    detail="d",
+    successor="t2",
+)
 FOLLOW_UP = rec.FollowUp(message_id="m", text="t", data={"k": 1})
 TASK = rec.Task(
-    id="t", tenant="a", status="failed", plan=rec.Plan(steps=(STEP,)),
-    requirements=rec.Requirements(serial="d", attributes={"model": "P7"}), priority=1, max_attempts=2,
-    labels={"l": "v"}, idempotency_key="k", created_at=1_000, updated_at=2_000, seq=7, attempts=(ATTEMPT,),
+    id="t",
+    tenant="a",
+    status="failed",
+    plan=rec.Plan(steps=(STEP,)),
+    requirements=rec.Requirements(serial="d", attributes={"model": "P7"}),
+    priority=1,
+    max_attempts=2,
+    labels={"l": "v"},
+    idempotency_key="k",
+    created_at=1_000,
+    updated_at=2_000,
+    seq=7,
+    attempts=(ATTEMPT,),
     cancellation=rec.Cancellation(state="completed", requested_at=1_000, attempt=1, delivered_at=1_100, reason="r"),
-    result=rec.Result(status="failed", attempt=1, reason="reported", metadata={"m": 1}, steps=(OUTCOME,), recorded_at=3_000),
-    paused=True, messages=(MESSAGE,), admissions=("m",), follow_up_of="t0", collected=(FOLLOW_UP,),
+    result=rec.Result(
+        status="failed", attempt=1, reason="reported", metadata={"m": 1}, steps=(OUTCOME,), recorded_at=3_000
+    ),
+    paused=True,
+    messages=(MESSAGE,),
+    admissions=("m",),
+    follow_up_of="t0",
+    collected=(FOLLOW_UP,),
 )
-HOST = rec.Host(id="h", updated_at=1_000, devices=(
-    rec.Device(serial="d", attributes={"model": "P7"}, online=False, reservation=rec.Reservation(task_id="t", attempt=1)),
-))
+HOST = rec.Host(
+    id="h",
+    updated_at=1_000,
+    devices=(
+        rec.Device(
+            serial="d", attributes={"model": "P7"}, online=False, reservation=rec.Reservation(task_id="t", attempt=1)
+        ),
+    ),
+)
 STAGED = rec.Plan(stages=(rec.Stage(id="g", steps=(STEP,)),))
 
 # Each record and the views that show it (a record shown in two shapes: the union of both).
@@ -78,7 +123,9 @@ def test_every_record_a_task_or_host_holds_has_its_view_checked_here():
             seen.add(cls)
             for field in attrs.fields(attrs.resolve_types(cls)):
                 todo.extend(t for t in _types_in(field.type) if attrs.has(t))
-    assert seen <= VIEWS.keys(), f"records without a checked wire view: {sorted(c.__name__ for c in seen - VIEWS.keys())}"
+    assert seen <= VIEWS.keys(), (
+        f"records without a checked wire view: {sorted(c.__name__ for c in seen - VIEWS.keys())}"
+    )
 
 
 def _types_in(tp) -> list:

@@ -7,4 +7,3 @@ import pytest
 def data_dir(tmp_path):
     """A path for a new store (the directory does not exist yet)."""
     return tmp_path / "store"
-

@@ -43,7 +43,9 @@ async def main(path: str, ack_path: str, seed: int) -> None:
         while True:
             n += 1
             task_id = f"t{run}-{w}-{n}"
-            await service.execute(SubmitTask(now=0, task_id=task_id, tenant=f"tenant{w % 3}", plan=PLAN, max_attempts=2))
+            await service.execute(
+                SubmitTask(now=0, task_id=task_id, tenant=f"tenant{w % 3}", plan=PLAN, max_attempts=2)
+            )
             ack(f"submit {task_id}")
             claimed = await service.execute(ClaimTask(now=0, host_id=host, lease_id=f"L-{task_id}", lease_ms=LEASE_MS))
             if not isinstance(claimed.reply, Assignment):
@@ -62,7 +64,9 @@ async def main(path: str, ack_path: str, seed: int) -> None:
                 continue  # abandon the lease: it expires later, maybe in another run
             status = rng.choice(("done", "failed"))
             if roll < 0.25:
-                cancelled = await service.execute(CancelTask(now=0, task_id=a.task_id, tenant=None, reason="crash test"))
+                cancelled = await service.execute(
+                    CancelTask(now=0, task_id=a.task_id, tenant=None, reason="crash test")
+                )
                 if cancelled.accepted:
                     ack(f"cancel {a.task_id}")
                     status = "cancelled"

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import attrs
 import lmdb
-
-from amc.core.lifecycle import TaskStatus
 from click.testing import CliRunner
 
 from amc.adapters.lmdb import LmdbService, layout
 from amc.cli.store import store
 from amc.core.commands import RegisterHost, SubmitTask
+from amc.core.lifecycle import TaskStatus
 from amc.core.records import DeviceSpec
 from tests.support.plans import PLAN_RECORD as PLAN
 
@@ -37,11 +36,15 @@ def test_verify_says_ok_for_a_consistent_store(data_dir):
 def test_verify_names_each_difference(data_dir):
     make_store(data_dir)
     with lmdb.open(str(data_dir), max_dbs=16) as env:
-        tasks, task_ids, listing = (env.open_db(name) for name in (layout.DB_TASKS, layout.DB_TASK_IDS, layout.DB_LISTING))
+        tasks, task_ids, listing = (
+            env.open_db(name) for name in (layout.DB_TASKS, layout.DB_TASK_IDS, layout.DB_LISTING)
+        )
         with env.begin(write=True) as txn:
             key = txn.get(b"t1", db=task_ids)
             task = layout.decode_task(txn.get(key, db=tasks))
-            txn.put(key, layout.encode(attrs.evolve(task, status=TaskStatus.done)), db=tasks)  # a record the log never made
+            txn.put(
+                key, layout.encode(attrs.evolve(task, status=TaskStatus.done)), db=tasks
+            )  # a record the log never made
             txn.delete(layout.listing_keys(task)[0], db=listing)
     result = CliRunner().invoke(store, ["verify", "--data", str(data_dir)])
     assert result.exit_code == 1

@@ -8,12 +8,11 @@ import typing
 
 import attrs
 import orjson
-from hypothesis import given, settings
 from cattrs.preconf.orjson import make_converter
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amc.adapters.lmdb import codec
-from amc.adapters.lmdb import layout
+from amc.adapters.lmdb import codec, layout
 from amc.core import records
 from amc.core.lifecycle import AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
 
@@ -21,7 +20,9 @@ text = st.text(max_size=8)
 opt_int = st.none() | st.integers(min_value=0, max_value=2**53)
 opt_text = st.none() | text
 json_leaf = st.none() | st.booleans() | st.integers(min_value=-(2**53), max_value=2**53) | text
-json_value = st.recursive(json_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3), max_leaves=6)
+json_value = st.recursive(
+    json_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3), max_leaves=6
+)
 json_dict = st.dictionaries(text, json_value, max_size=3)
 str_dict = st.dictionaries(text, text, max_size=3)
 
@@ -33,7 +34,11 @@ steps = st.lists(st.builds(records.Step, id=text, action=text, args=json_dict), 
 plans = st.one_of(
     st.builds(records.Plan, steps=steps),
     st.builds(records.Plan, stages=st.lists(st.builds(records.Stage, id=text, steps=steps), max_size=3).map(tuple)),
-    st.builds(records.Plan, steps=st.none() | steps, stages=st.none() | st.lists(st.builds(records.Stage, id=text, steps=steps), max_size=2).map(tuple)),
+    st.builds(
+        records.Plan,
+        steps=st.none() | steps,
+        stages=st.none() | st.lists(st.builds(records.Stage, id=text, steps=steps), max_size=2).map(tuple),
+    ),
 )
 attempts = st.builds(
     records.Attempt,
@@ -50,7 +55,13 @@ attempts = st.builds(
     outcome=st.none() | st.sampled_from(AttemptState),
 )
 outcomes = st.builds(
-    records.StepOutcome, id=text, status=st.sampled_from(StepStatus), reason=opt_text, started_at=opt_int, ended_at=opt_int, output=opt_text
+    records.StepOutcome,
+    id=text,
+    status=st.sampled_from(StepStatus),
+    reason=opt_text,
+    started_at=opt_int,
+    ended_at=opt_int,
+    output=opt_text,
 )
 boundaries = st.none() | st.builds(records.Boundary, before_step=opt_text)
 messages = st.builds(
@@ -86,7 +97,14 @@ tasks = st.builds(
     seq=st.integers(0, 2**53),
     attempts=st.lists(attempts, max_size=3).map(tuple),
     cancellation=st.none()
-    | st.builds(records.Cancellation, state=st.sampled_from(CancellationState), requested_at=st.integers(0, 2**53), attempt=opt_int, delivered_at=opt_int, reason=opt_text),
+    | st.builds(
+        records.Cancellation,
+        state=st.sampled_from(CancellationState),
+        requested_at=st.integers(0, 2**53),
+        attempt=opt_int,
+        delivered_at=opt_int,
+        reason=opt_text,
+    ),
     result=st.none()
     | st.builds(
         records.Result,
@@ -202,7 +220,11 @@ def test_enum_fields_are_stored_by_value():
     codec._generate(Painted)
     value = Painted(colour=Colour.red, previous=None, history=(Colour.red,))
     data = codec.converter.unstructure(value)
-    assert orjson.dumps(data) == orjson.dumps(plain.unstructure(value)) == b'{"colour":"red","previous":null,"history":["red"]}'
+    assert (
+        orjson.dumps(data)
+        == orjson.dumps(plain.unstructure(value))
+        == b'{"colour":"red","previous":null,"history":["red"]}'
+    )
     back = codec.converter.structure(orjson.loads(orjson.dumps(data)), Painted)
     assert back == value and type(back.colour) is Colour and type(back.history[0]) is Colour
 
@@ -261,20 +283,38 @@ def _flat(cls):
     return st.builds(cls, **{f.name: _FLAT[f.type] for f in attrs.fields(attrs.resolve_types(cls))})
 
 
-any_event = st.one_of(*(event_strategies[cls] if cls in event_strategies else _flat(cls) for cls in codec.EVENT_TAGS.values()))
+any_event = st.one_of(
+    *(event_strategies[cls] if cls in event_strategies else _flat(cls) for cls in codec.EVENT_TAGS.values())
+)
 
 
 @settings(max_examples=400, deadline=None)
 @given(any_event)
 def test_event_encoders_are_cattrs(event):
-    assert layout.encode(event) == codec.dumps(event) == orjson.dumps({**plain.unstructure(event), "type": codec._TAG_OF[type(event)]})
+    assert (
+        layout.encode(event)
+        == codec.dumps(event)
+        == orjson.dumps({**plain.unstructure(event), "type": codec._TAG_OF[type(event)]})
+    )
     assert layout.decode_event(layout.encode(event)) == event
 
 
 def test_an_unknown_key_is_refused_by_name():
     plan = records.Plan(steps=(records.Step(id="a", action="tap"),))
-    task = records.Task(id="t", tenant="x", status=TaskStatus.queued, plan=plan, requirements=records.Requirements(), priority=0,
-                        max_attempts=1, labels={}, idempotency_key=None, created_at=0, updated_at=0, seq=1)
+    task = records.Task(
+        id="t",
+        tenant="x",
+        status=TaskStatus.queued,
+        plan=plan,
+        requirements=records.Requirements(),
+        priority=0,
+        max_attempts=1,
+        labels={},
+        idempotency_key=None,
+        created_at=0,
+        updated_at=0,
+        seq=1,
+    )
     encoded = layout.encode(task)
     variants = (
         encoded.replace(b'"action":"tap"', b'"action":"tap","surprise":1'),
@@ -299,8 +339,20 @@ def test_the_loader_stops_sharing_plans_when_all_are_distinct_and_still_decodes_
     shared = records.Plan(steps=(records.Step(id="s", action="tap"),))
 
     def task(n, plan):
-        return records.Task(id=f"t{n}", tenant="x", status=TaskStatus.queued, plan=plan, requirements=records.Requirements(),
-                            priority=0, max_attempts=1, labels={}, idempotency_key=None, created_at=0, updated_at=0, seq=n)
+        return records.Task(
+            id=f"t{n}",
+            tenant="x",
+            status=TaskStatus.queued,
+            plan=plan,
+            requirements=records.Requirements(),
+            priority=0,
+            max_attempts=1,
+            labels={},
+            idempotency_key=None,
+            created_at=0,
+            updated_at=0,
+            seq=n,
+        )
 
     for n in range(6000):
         own = records.Plan(steps=(records.Step(id="s", action="tap", args={"n": n}),))

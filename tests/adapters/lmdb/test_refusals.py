@@ -89,7 +89,11 @@ def test_an_unknown_schema_version_is_refused(data_dir):
         with pytest.raises(SchemaMismatch) as refused:
             attempt()
         message = str(refused.value)
-        assert str(data_dir) in message and "schema version 99" in message and f"version {layout.SCHEMA_VERSION}" in message
+        assert (
+            str(data_dir) in message
+            and "schema version 99" in message
+            and f"version {layout.SCHEMA_VERSION}" in message
+        )
 
 
 def test_a_directory_that_is_not_a_store_is_refused_and_left_alone(tmp_path):

@@ -8,12 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amc.adapters.lmdb import codec
-from amc.core.lifecycle import AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
-from amc.adapters.lmdb import layout, reads
+from amc.adapters.lmdb import codec, layout, reads
 from amc.adapters.lmdb.store import Store
 from amc.core import events as ev
 from amc.core import records as rec
+from amc.core.lifecycle import AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
 
 text = st.text(max_size=8)
 ids = st.text(min_size=1, max_size=12)
@@ -21,7 +20,11 @@ times = st.integers(0, 2**62)
 small = st.integers(-(2**31), 2**31)
 maybe = lambda s: st.none() | s  # noqa: E731
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False) | text,
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | text,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
     max_leaves=6,
 )
@@ -30,7 +33,8 @@ str_maps = st.dictionaries(text, text, max_size=3)
 
 steps = st.builds(rec.Step, id=ids, action=text, args=json_objects)
 plans = st.builds(rec.Plan, steps=st.lists(steps, min_size=1, max_size=3).map(tuple)) | st.builds(
-    rec.Plan, stages=st.lists(st.builds(rec.Stage, id=ids, steps=st.lists(steps, max_size=2).map(tuple)), max_size=2).map(tuple)
+    rec.Plan,
+    stages=st.lists(st.builds(rec.Stage, id=ids, steps=st.lists(steps, max_size=2).map(tuple)), max_size=2).map(tuple),
 )
 requirements = st.builds(rec.Requirements, serial=maybe(ids), attributes=str_maps)
 outcomes = st.builds(
@@ -55,7 +59,9 @@ attempts = st.builds(
     dispatched_at=maybe(times),
     renewals=st.integers(0, 10**6),
     ended_at=maybe(times),
-    outcome=maybe(st.sampled_from([AttemptState.done, AttemptState.failed, AttemptState.cancelled, AttemptState.expired])),
+    outcome=maybe(
+        st.sampled_from([AttemptState.done, AttemptState.failed, AttemptState.cancelled, AttemptState.expired])
+    ),
 )
 cancellations = st.builds(
     rec.Cancellation,
@@ -69,7 +75,9 @@ results = st.builds(
     rec.Result,
     status=st.sampled_from([TaskStatus.done, TaskStatus.failed, TaskStatus.cancelled]),
     attempt=maybe(st.integers(1, 100)),
-    reason=st.sampled_from(["reported", "cancelled_while_queued", "lease_expired_with_cancellation", "attempts_exhausted"]),
+    reason=st.sampled_from(
+        ["reported", "cancelled_while_queued", "lease_expired_with_cancellation", "attempts_exhausted"]
+    ),
     metadata=json_objects,
     steps=outcome_lists,
     recorded_at=times,
@@ -128,18 +136,40 @@ specs = st.lists(st.builds(rec.DeviceSpec, serial=ids, attributes=str_maps), max
 
 EVENTS = {
     ev.TaskSubmitted: st.builds(
-        ev.TaskSubmitted, at=times, task_id=ids, tenant=ids, plan=plans, requirements=requirements,
-        priority=small, max_attempts=st.integers(1, 100), labels=str_maps, idempotency_key=maybe(text),
-        follow_up_of=maybe(ids), collected=st.lists(follow_ups, max_size=2).map(tuple),
+        ev.TaskSubmitted,
+        at=times,
+        task_id=ids,
+        tenant=ids,
+        plan=plans,
+        requirements=requirements,
+        priority=small,
+        max_attempts=st.integers(1, 100),
+        labels=str_maps,
+        idempotency_key=maybe(text),
+        follow_up_of=maybe(ids),
+        collected=st.lists(follow_ups, max_size=2).map(tuple),
     ),
     ev.HostRegistered: st.builds(ev.HostRegistered, at=times, host_id=ids, devices=specs),
     ev.TaskAssigned: st.builds(
-        ev.TaskAssigned, at=times, task_id=ids, attempt=st.integers(1, 100), host_id=ids, device=ids,
-        lease_id=ids, lease_ms=times, lease_expires_at=times,
+        ev.TaskAssigned,
+        at=times,
+        task_id=ids,
+        attempt=st.integers(1, 100),
+        host_id=ids,
+        device=ids,
+        lease_id=ids,
+        lease_ms=times,
+        lease_expires_at=times,
     ),
-    ev.AttemptStarted: st.builds(ev.AttemptStarted, at=times, task_id=ids, attempt=st.integers(1, 9), lease_expires_at=times),
-    ev.LeaseRenewed: st.builds(ev.LeaseRenewed, at=times, task_id=ids, attempt=st.integers(1, 9), lease_expires_at=times),
-    ev.LeaseExtended: st.builds(ev.LeaseExtended, at=times, task_id=ids, attempt=st.integers(1, 9), lease_expires_at=times),
+    ev.AttemptStarted: st.builds(
+        ev.AttemptStarted, at=times, task_id=ids, attempt=st.integers(1, 9), lease_expires_at=times
+    ),
+    ev.LeaseRenewed: st.builds(
+        ev.LeaseRenewed, at=times, task_id=ids, attempt=st.integers(1, 9), lease_expires_at=times
+    ),
+    ev.LeaseExtended: st.builds(
+        ev.LeaseExtended, at=times, task_id=ids, attempt=st.integers(1, 9), lease_expires_at=times
+    ),
     ev.CancellationRequested: st.builds(
         ev.CancellationRequested, at=times, task_id=ids, attempt=maybe(st.integers(1, 9)), reason=maybe(text)
     ),
@@ -147,19 +177,36 @@ EVENTS = {
     ev.LeaseExpired: st.builds(ev.LeaseExpired, at=times, task_id=ids, attempt=st.integers(1, 9)),
     ev.TaskRequeued: st.builds(ev.TaskRequeued, at=times, task_id=ids),
     ev.TaskEnded: st.builds(
-        ev.TaskEnded, at=times, task_id=ids, status=st.sampled_from([TaskStatus.done, TaskStatus.failed, TaskStatus.cancelled]),
-        reason=text, attempt=maybe(st.integers(1, 9)), metadata=json_objects, steps=outcome_lists,
+        ev.TaskEnded,
+        at=times,
+        task_id=ids,
+        status=st.sampled_from([TaskStatus.done, TaskStatus.failed, TaskStatus.cancelled]),
+        reason=text,
+        attempt=maybe(st.integers(1, 9)),
+        metadata=json_objects,
+        steps=outcome_lists,
     ),
     ev.MessagePosted: st.builds(
-        ev.MessagePosted, at=times, task_id=ids, message_id=ids,
-        intent=st.sampled_from(["steer", "follow_up", "pause", "resume"]), text=maybe(text), data=maybe(json_objects),
+        ev.MessagePosted,
+        at=times,
+        task_id=ids,
+        message_id=ids,
+        intent=st.sampled_from(["steer", "follow_up", "pause", "resume"]),
+        text=maybe(text),
+        data=maybe(json_objects),
     ),
     ev.MessagesDelivered: st.builds(
         ev.MessagesDelivered, at=times, task_id=ids, attempt=st.integers(1, 9), message_ids=message_ids
     ),
     ev.MessageAcknowledged: st.builds(
-        ev.MessageAcknowledged, at=times, task_id=ids, attempt=st.integers(1, 9), message_id=ids,
-        state=st.sampled_from([MessageState.admitted, MessageState.completed, MessageState.rejected]), boundary=boundaries, detail=maybe(text),
+        ev.MessageAcknowledged,
+        at=times,
+        task_id=ids,
+        attempt=st.integers(1, 9),
+        message_id=ids,
+        state=st.sampled_from([MessageState.admitted, MessageState.completed, MessageState.rejected]),
+        boundary=boundaries,
+        detail=maybe(text),
     ),
     ev.MessageApplied: st.builds(ev.MessageApplied, at=times, task_id=ids, message_id=ids),
     ev.MessagesNotAdmitted: st.builds(ev.MessagesNotAdmitted, at=times, task_id=ids, message_ids=message_ids),
@@ -203,6 +250,7 @@ def test_tasks_round_trip_through_the_records(store):
     @given(tasks)
     def check(task):
         assert layout.encode(task) == codec.dumps(task)
+
         def put(txn):
             txn.put(layout.task_key(task), layout.encode(task), db=store.tasks)
             txn.put(task.id.encode(), layout.task_key(task), db=store.task_ids)
@@ -230,7 +278,7 @@ def test_hosts_round_trip_through_the_records(store):
 @given(tasks, hosts)
 def test_records_are_stored_under_stable_tags_not_class_names(task, host):
     raw = layout.encode(task)
-    assert raw.startswith(b'{') and b'"type":"task"' in raw
+    assert raw.startswith(b"{") and b'"type":"task"' in raw
     assert layout.decode_task(raw) == task
     with pytest.raises(ValueError, match="expected a 'task' record"):
         layout.decode_task(layout.encode(host))
@@ -248,9 +296,24 @@ def test_the_start_up_loader_shares_equal_plans_and_refuses_unknown_fields():
     load = layout.TaskLoader()
     plan = rec.Plan(steps=(rec.Step(id="a", action="tap", args={"x": 1}),))
     first, second = (
-        load(layout.encode(rec.Task(id=i, tenant="t", status=TaskStatus.queued, plan=plan, requirements=rec.Requirements(),
-                                    priority=0, max_attempts=1, labels={}, idempotency_key=None, created_at=0,
-                                    updated_at=0, seq=n)))
+        load(
+            layout.encode(
+                rec.Task(
+                    id=i,
+                    tenant="t",
+                    status=TaskStatus.queued,
+                    plan=plan,
+                    requirements=rec.Requirements(),
+                    priority=0,
+                    max_attempts=1,
+                    labels={},
+                    idempotency_key=None,
+                    created_at=0,
+                    updated_at=0,
+                    seq=n,
+                )
+            )
+        )
         for n, i in enumerate(("t1", "t2"))
     )
     assert first.plan is second.plan and first.plan == plan

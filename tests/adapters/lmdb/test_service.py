@@ -165,7 +165,10 @@ def test_a_batch_without_events_needs_no_commit(data_dir):
     with LmdbService.open(data_dir, on_commit=lambda size, seconds: batches.append(size)) as store:
         store.execute_sync(RegisterHost(now=0, host_id="h1", devices=(DeviceSpec(serial="s1"),)))
         for _ in range(5):
-            assert store.execute_sync(ClaimTask(now=0, host_id="h1", lease_id="L", lease_ms=1000)).reply == kernel.NoAssignment()
+            assert (
+                store.execute_sync(ClaimTask(now=0, host_id="h1", lease_id="L", lease_ms=1000)).reply
+                == kernel.NoAssignment()
+            )
     assert batches == [1]
 
 
@@ -278,7 +281,13 @@ def test_leases_expire_through_the_store(data_dir):
         task = store.task("t1")
         assert (task.status, task.result.reason) == ("failed", "attempts_exhausted")
         assert store.host("h1").devices[0].reservation is None
-        assert [e.type for e in store.history("t1")] == ["submitted", "assigned", "dispatched", "lease_expired", "ended"]
+        assert [e.type for e in store.history("t1")] == [
+            "submitted",
+            "assigned",
+            "dispatched",
+            "lease_expired",
+            "ended",
+        ]
     assert verify(data_dir) == []
 
 

@@ -13,8 +13,7 @@ import lmdb
 import orjson
 import pytest
 
-from amc.adapters.lmdb import codec
-from amc.adapters.lmdb import LmdbService, SchemaMismatch, layout, upgrade, verify
+from amc.adapters.lmdb import LmdbService, SchemaMismatch, codec, layout, upgrade, verify
 from tests.adapters.lmdb.helpers import writer_state
 from tests.adapters.lmdb.workload import Workload
 
@@ -35,9 +34,10 @@ def answered():
 
 
 def schema_of(path) -> bytes:
-    with lmdb.open(str(path), max_dbs=16, readonly=True) as env, env.begin(
-        db=env.open_db(layout.DB_META, create=False)
-    ) as txn:
+    with (
+        lmdb.open(str(path), max_dbs=16, readonly=True) as env,
+        env.begin(db=env.open_db(layout.DB_META, create=False)) as txn,
+    ):
         return txn.get(layout.META_SCHEMA)
 
 

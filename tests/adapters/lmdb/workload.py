@@ -33,7 +33,12 @@ MODELS = ("pixel", "galaxy")
 PLANS = (
     Plan(steps=(Step(id="open", action="launch", args={"package": "com.android.settings"}),)),
     Plan(steps=(Step(id="a", action="tap", args={"x": 1, "y": 2}), Step(id="b", action="wait", args={"seconds": 0.5}))),
-    Plan(stages=(Stage(id="one", steps=(Step(id="s", action="screenshot"),)), Stage(id="two", steps=(Step(id="t", action="text", args={"text": "héllo"}),)))),
+    Plan(
+        stages=(
+            Stage(id="one", steps=(Step(id="s", action="screenshot"),)),
+            Stage(id="two", steps=(Step(id="t", action="text", args={"text": "héllo"}),)),
+        )
+    ),
 )
 REQUIREMENTS = (
     Requirements(),
@@ -64,7 +69,13 @@ class Workload:
             return self.register()
         if roll < 0.42:
             devices = None if rng.random() < 0.8 else tuple(rng.sample(SERIALS, 2))
-            return ClaimTask(now=0, host_id=rng.choice(HOSTS), lease_id=self.fresh("L"), lease_ms=rng.choice((1000, 4000, 9000)), devices=devices)
+            return ClaimTask(
+                now=0,
+                host_id=rng.choice(HOSTS),
+                lease_id=self.fresh("L"),
+                lease_ms=rng.choice((1000, 4000, 9000)),
+                devices=devices,
+            )
         active = [t for t in tasks if t.active_attempt is not None]
         if roll < 0.50:
             task = rng.choice(active if active and rng.random() < 0.5 else tasks)
@@ -91,11 +102,14 @@ class Workload:
         steps = None
         if rng.random() < 0.5:
             steps = tuple(
-                StepOutcome(id=e.step.id, status="not_started", reason="steered") if e.removed_by
+                StepOutcome(id=e.step.id, status="not_started", reason="steered")
+                if e.removed_by
                 else StepOutcome(id=e.step.id, status="completed", started_at=1, ended_at=2, output="ok")
                 for e in attempt_outline(task, number)
             )
-        return ReportResult(**common, status=status, metadata={"exit": rng.randint(0, 2), "notes": ["a", {"b": None}]}, steps=steps)
+        return ReportResult(
+            **common, status=status, metadata={"exit": rng.randint(0, 2), "notes": ["a", {"b": None}]}, steps=steps
+        )
 
     def submit(self) -> SubmitTask:
         rng = self.rng
@@ -119,13 +133,26 @@ class Workload:
         text, data = rng.choice((None, "look again")), None
         new = [{"id": self.fresh("n"), "action": "screenshot", "args": {}}]
         if intent == "steer":
-            data = rng.choice(({"skip": [rng.choice(step_ids)]}, {"insert_after": rng.choice([None, *step_ids]), "steps": new},
-                               {"replace_remaining": new}, None))
+            data = rng.choice(
+                (
+                    {"skip": [rng.choice(step_ids)]},
+                    {"insert_after": rng.choice([None, *step_ids]), "steps": new},
+                    {"replace_remaining": new},
+                    None,
+                )
+            )
             text = text if data else "look again"
         elif intent == "follow_up" and rng.random() < 0.5:
             data = {"steps": new}
-        return PostMessage(now=0, task_id=task.id, tenant=rng.choice((task.tenant, None)), message_id=self.fresh("m"),
-                           intent=intent, text=text, data=data)
+        return PostMessage(
+            now=0,
+            task_id=task.id,
+            tenant=rng.choice((task.tenant, None)),
+            message_id=self.fresh("m"),
+            intent=intent,
+            text=text,
+            data=data,
+        )
 
     def acknowledge(self, task: Task, common: dict) -> AcknowledgeMessage:
         rng = self.rng
@@ -134,8 +161,13 @@ class Workload:
         state = rng.choice(("admitted", "admitted", "completed", "rejected"))
         outline = planned_step_ids(task, common["attempt"]) if task.attempts else []
         boundary = Boundary(before_step=rng.choice([None, *outline])) if state == "admitted" else None
-        return AcknowledgeMessage(**common, message_id=message_id, state=state, boundary=boundary,
-                                  detail="could not" if state == "rejected" else None)
+        return AcknowledgeMessage(
+            **common,
+            message_id=message_id,
+            state=state,
+            boundary=boundary,
+            detail="could not" if state == "rejected" else None,
+        )
 
     def register(self) -> RegisterHost:
         rng = self.rng
