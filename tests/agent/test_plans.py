@@ -66,7 +66,7 @@ def test_observation_steps_leave_a_ui_dump_and_a_logcat_excerpt(server, sim, mak
             {"id": "log-default", "action": "logcat", "args": {}},
         ]
     }
-    task_id = server.api.submit(plan)
+    task_id = server.api.submit(plan)["id"]
 
     task = server.api.wait_status(task_id)
 
