@@ -632,3 +632,21 @@ class HostAgainstKernel(RuleBasedStateMachine):
 
 HostAgainstKernel.TestCase.settings = settings(max_examples=250, stateful_step_count=40, deadline=None)
 test_the_host_agrees_with_the_kernel = HostAgainstKernel.TestCase
+
+
+@req("AGENT-STEPS/s1")
+def test_a_failed_step_stops_the_plan_and_the_rest_never_starts():
+    execution = Execution(Plan(steps=ABCD.steps), lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    assert execution.next_step(now).id == "b"
+    execution.step_failed(now + 1, "boom")
+    assert execution.next_step(now + 1) is None
+    report = execution.report()
+    assert report.status == "failed"
+    assert [(s.id, s.status) for s in report.steps] == [
+        ("a", "completed"),
+        ("b", "failed"),
+        ("c", "not_started"),
+        ("d", "not_started"),
+    ]
+    assert {s.reason for s in report.steps[2:]} == {"previous_step_failed"}
