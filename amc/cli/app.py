@@ -29,6 +29,7 @@ from typing import Any, NoReturn
 import click
 
 from amc.cli.client import DEFAULT_URL, SERVER_FILE, ApiClient, ApiError, Refused, Unreachable, local_token, local_url
+from amc.cli.options import data_option
 
 
 class Exit(enum.IntEnum):
@@ -197,15 +198,7 @@ def caller_command(function: Callable) -> Callable:
     """
 
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (for scripts) instead of tables.")
-    @click.option(
-        "--data",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=Path(".amc"),
-        show_default=True,
-        envvar="AMC_DATA",
-        show_envvar=True,
-        help="Local data directory whose tokens.json supplies the token when none is given.",
-    )
+    @data_option("Local data directory whose tokens.json supplies the token when none is given.")
     @click.option(
         "--token",
         envvar="AMC_TOKEN",

@@ -15,6 +15,8 @@ from typing import Literal
 
 import click
 
+from amc.cli.options import data_option
+
 
 def _open_store(data: Path, clock: Literal["system", "manual"], on_commit, store: str):
     """The durable `LmdbService` when `amc.adapters.lmdb` provides it, else an in-memory service."""
@@ -61,15 +63,7 @@ def _tokens(data: Path, tokens_file: Path | None):
 
 
 @click.command()
-@click.option(
-    "--data",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".amc"),
-    show_default=True,
-    envvar="AMC_DATA",
-    show_envvar=True,
-    help="Data directory: the store and, without --tokens, tokens.json.",
-)
+@data_option("Data directory: the store and, without --tokens, tokens.json.")
 @click.option(
     "--host", default="127.0.0.1", show_default=True, envvar="AMC_HOST", show_envvar=True, help="Address to listen on."
 )

@@ -9,15 +9,9 @@ from pathlib import Path
 
 import click
 
-_DATA = click.option(
-    "--data",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".amc"),
-    show_default=True,
-    envvar="AMC_DATA",
-    show_envvar=True,
-    help="The data directory: a store, or a server's --data directory holding one in store/.",
-)
+from amc.cli.options import data_option
+
+_DATA = data_option("The data directory: a store, or a server's --data directory holding one in store/.")
 
 
 def _store_dir(data: Path) -> Path:

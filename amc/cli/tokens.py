@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from amc.cli.app import Exit
+from amc.cli.options import data_option
 
 
 def _file_options(function):
@@ -24,15 +25,7 @@ def _file_options(function):
         show_envvar=True,
         help="The tokens file. Default: DATA/tokens.json.",
     )(function)
-    return click.option(
-        "--data",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=Path(".amc"),
-        show_default=True,
-        envvar="AMC_DATA",
-        show_envvar=True,
-        help="Data directory of the server whose tokens these are.",
-    )(function)
+    return data_option("Data directory of the server whose tokens these are.")(function)
 
 
 def _path(data: Path, tokens_file: Path | None) -> Path:

@@ -13,17 +13,11 @@ from pathlib import Path
 
 import click
 
+from amc.cli.options import data_option
+
 
 @click.command()
-@click.option(
-    "--data",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".amc"),
-    show_default=True,
-    envvar="AMC_DATA",
-    show_envvar=True,
-    help="Data directory of the server: the store and tokens.json.",
-)
+@data_option("Data directory of the server: the store and tokens.json.")
 @click.option("--host", "listen", default="127.0.0.1", show_default=True, help="Address the server listens on.")
 @click.option(
     "--port",

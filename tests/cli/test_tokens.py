@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import signal
 import stat
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import httpx
 import pytest
@@ -20,9 +17,8 @@ from click.testing import CliRunner
 from amc.adapters.http import tokens_file
 from amc.adapters.http.auth import TokenFile, TokenFileError
 from amc.cli import main
+from tests.support.served import Served
 from tests.support.waiting import eventually
-
-LISTENING = re.compile(r"listening on (http://\S+)")
 
 
 def amc(*args: str, env: dict | None = None):
@@ -123,40 +119,6 @@ def test_token_file_follows_changes_and_keeps_the_last_good_table(tmp_path):
     assert watched.authenticate(f"Bearer {admin['token']}") is None
     with pytest.raises(TokenFileError):
         TokenFile(tmp_path / "missing.json")
-
-
-class Served:
-    """`amc serve --port 0` as a real process on `data`."""
-
-    def __init__(self, data: Path):
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "from amc.cli import main; main()",
-                "serve",
-                "--data",
-                str(data),
-                "--port",
-                "0",
-                "--log-level",
-                "warning",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for line in self.process.stdout:
-            found = LISTENING.search(line)
-            if found:
-                self.url = found.group(1)
-                break
-        else:
-            raise AssertionError(f"amc serve exited: {self.process.stderr.read()}")
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=20)
 
 
 @pytest.fixture

@@ -1,29 +1,8 @@
 """`amc demo`: the local stack with a small workload, a live table, and a verdict.
 
-What happens, in order (about ten seconds):
-
-1. A server on a fresh temporary store, with 3-second leases so expiries show quickly,
-   and its own tokens file (admin, client, hosts h1 and h2); simulated phones: three for
-   host h1, one (a Pixel 7, like one of h1's) for host h2.
-2. Only h2's Host Agent starts at first, and `checkout` (any Pixel 7) is submitted: h2 is
-   then the only host that can claim it.
-3. h1's agent starts and the rest of the workload is submitted (`workload`);
-   `nightly-report`, last in line, is cancelled while still queued.
-4. While `checkout` runs a shell command on h2's phone, the h2 agent is SIGKILLed: its
-   lease lapses, the server requeues the task, and h1 runs it on its own Pixel 7.
-5. While `long-sync` runs `sleep 8` on its phone, it is cancelled: the agent learns it at
-   its next lease renewal, stops the command at once and reports `cancelled`.
-6. While `photo-share` runs `sleep 2`, it is steered twice (skip `upload`, insert `crop`
-   after `capture`): its agent applies both at the next step boundary.
-7. While `inventory-scan` runs `sleep 2`, it is paused and sent a follow-up. The demo
-   keeps it paused until it has seen the lease renewed twice while the task reads
-   `paused`, then resumes it; when it ends done, the server collects the follow-up into a
-   successor task (`scan-send`), which a host then runs.
-8. When every task has ended, the verdict (`workload.check`) compares each task resource,
-   history and messages with what the protocol says, and the summary shows the tasks by
-   status, the messages and what became of them, and each cancellation's request-to-stop
-   latency (to the delivery, to the last device command of the attempt from the
-   simulator's log, and to the recorded result).
+What the run does, step by step, is told in `run` (the `DemoRun`); what each task must end
+as, in `workload`. This module is the command line: its options, the run's working
+directory and logs, and the exit status.
 
 Exit 0 only when every task ended as it must. With --json the narration and tables go to
 stderr and stdout carries one JSON document: the verdict, and per job its task, messages

@@ -7,7 +7,7 @@ What happens, in order (about ten seconds):
    host h1, one (a Pixel 7, like one of h1's) for host h2.
 2. Only h2's Host Agent starts at first, and `checkout` (any Pixel 7) is submitted: h2 is
    then the only host that can claim it.
-3. h1's agent starts and the rest of the workload is submitted (`amc.cli.workload`);
+3. h1's agent starts and the rest of the workload is submitted (`workload`);
    `nightly-report`, last in line, is cancelled while still queued.
 4. While `checkout` runs a shell command on h2's phone, the h2 agent is SIGKILLed: its
    lease lapses, the server requeues the task, and h1 runs it on its own Pixel 7.

@@ -1,0 +1,66 @@
+"""`amc serve` as a real process on a free port, for the tests that need the whole command."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from tests.support.http import Caller, http_client
+
+LISTENING = re.compile(r"listening on (http://\S+)")
+
+
+class Served:
+    """An `amc serve` subprocess and a caller per token."""
+
+    def __init__(self, data: Path, *options: str, tokens: Path | None = None):
+        command = [
+            sys.executable,
+            "-c",
+            "from amc.cli import main; main()",
+            "serve",
+            "--data",
+            str(data),
+            "--port",
+            "0",
+            "--log-level",
+            "warning",
+            *options,
+        ]
+        if tokens is not None:
+            command += ["--tokens", str(tokens)]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.output: list[str] = []
+        self.url = self._wait_for_url()
+        self.http = http_client(self.url)
+
+    def _wait_for_url(self, timeout: float = 20) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                raise AssertionError(f"amc serve exited: {self.process.wait()} {self.process.stderr.read()}")
+            self.output.append(line)
+            found = LISTENING.search(line)
+            if found:
+                threading.Thread(target=self._drain, daemon=True).start()
+                return found.group(1)
+        raise AssertionError("amc serve did not start")
+
+    def _drain(self) -> None:
+        for line in self.process.stdout:
+            self.output.append(line)
+
+    def caller(self, token: str) -> Caller:
+        return Caller(self.http, token)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
+        self.process.send_signal(sig)
+        code = self.process.wait(timeout)
+        self.http.close()
+        return code
