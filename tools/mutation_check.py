@@ -188,6 +188,22 @@ MUTANTS: dict[str, list[Edit]] = {
             """if follow_ups and status == "never":""",
         )
     ],
+    "artifact-from-an-ended-attempt": [
+        Edit(
+            "amc.core.artifacts",
+            "store",
+            """refusal = check_ownership(task, attempt, c) or check_live(attempt, c.now)""",
+            """refusal = check_ownership(task, attempt, c)""",
+        )
+    ],
+    "artifact-name-reused-with-other-bytes": [
+        Edit(
+            "amc.core.artifacts",
+            "store",
+            """if existing.sha256 == c.sha256 and existing.step == c.step:""",
+            """if True:""",
+        )
+    ],
     "agent-applies-a-redelivered-message-again": [
         Edit(
             "amc.core.execution",

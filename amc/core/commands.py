@@ -117,6 +117,25 @@ class ExpireLeases:
     now: int
 
 
+@attrs.frozen(kw_only=True)
+class StoreArtifact:
+    """The owning host stored evidence of a step (specs/protocol.md Part C); its bytes are
+    already durable in a blob store under `sha256`."""
+
+    now: int
+    host_id: str
+    task_id: str
+    attempt: int
+    lease_id: str
+    artifact_id: str  # the id to give the artifact if this creates one
+    step: str
+    name: str
+    content_type: str
+    size: int
+    sha256: str
+    max_task_bytes: int  # the task's artifacts together may not pass this
+
+
 Command = Union[
     SubmitTask,
     CancelTask,
@@ -128,8 +147,9 @@ Command = Union[
     PostMessage,
     AcknowledgeMessage,
     ExpireLeases,
+    StoreArtifact,
 ]
-LeaseCommand = Union[StartAttempt, RenewLease, ReportResult, AcknowledgeMessage]
+LeaseCommand = Union[StartAttempt, RenewLease, ReportResult, AcknowledgeMessage, StoreArtifact]
 
 # Each command's stable name: the store's log tags commands with it and metrics label them
 # with it, so it is part of the storage format. Add names, never change one.
@@ -144,4 +164,5 @@ NAMES: dict[str, type[Command]] = {
     "post_message": PostMessage,
     "acknowledge_message": AcknowledgeMessage,
     "expire_leases": ExpireLeases,
+    "store_artifact": StoreArtifact,
 }

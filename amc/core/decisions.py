@@ -16,7 +16,7 @@ from amc.core.commands import LeaseCommand
 from amc.core.errors import Code, Rejection
 from amc.core.events import Event
 from amc.core.lifecycle import AttemptState
-from amc.core.records import Attempt, Message, Plan, Task
+from amc.core.records import Artifact, Attempt, Message, Plan, Task
 from amc.core.state import State
 
 # ---------------------------------------------------------------------------------------
@@ -92,6 +92,13 @@ class LeasesExpired:
     count: int
 
 
+@attrs.frozen
+class ArtifactRecorded:
+    task_id: str
+    artifact: Artifact
+    created: bool  # False: the same name and bytes were already recorded (a retried upload)
+
+
 Reply = Union[
     Submitted,
     CancelAccepted,
@@ -103,6 +110,7 @@ Reply = Union[
     MessageAccepted,
     AcknowledgementRecorded,
     LeasesExpired,
+    ArtifactRecorded,
 ]
 
 

@@ -26,6 +26,8 @@ class Code(enum.Enum):
     result_conflict = 409
     no_cancellation_requested = 409
     message_conflict = 409
+    artifact_conflict = 409
+    payload_too_large = 413
 
     http_status: int  # set per member by __new__; a bare annotation is not a member
 

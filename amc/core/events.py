@@ -11,7 +11,7 @@ from typing import Union
 import attrs
 
 from amc.core.lifecycle import MessageState, TaskStatus
-from amc.core.records import JSON, Boundary, DeviceSpec, FollowUp, Plan, Requirements, StepOutcome
+from amc.core.records import JSON, Artifact, Boundary, DeviceSpec, FollowUp, Plan, Requirements, StepOutcome
 
 
 @attrs.frozen(kw_only=True)
@@ -175,6 +175,13 @@ class FollowUpsCollected:
     message_ids: tuple[str, ...]
 
 
+@attrs.frozen(kw_only=True)
+class ArtifactStored:
+    at: int
+    task_id: str
+    artifact: Artifact
+
+
 Event = Union[
     TaskSubmitted,
     HostRegistered,
@@ -193,4 +200,5 @@ Event = Union[
     MessageApplied,
     MessagesNotAdmitted,
     FollowUpsCollected,
+    ArtifactStored,
 ]

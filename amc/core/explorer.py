@@ -6,7 +6,10 @@ report, cancel, a device leaving and coming back, and a clock step of one tick. 
 `messages` on, it also posts every kind of message (a pause, a resume, a steer that skips
 the second step, a follow-up) up to `messages` per task, and acknowledges every message an
 attempt was given in every way (admitted before each step or after the last, completed,
-rejected); results then report the steps the attempt's edited plan has. After each
+rejected); results then report the steps the attempt's edited plan has. With `artifacts`
+on, every attempt (live or stale), and a foreign host on its behalf, stores evidence: two
+names, two contents, a step of the plan and one that is not, up to `artifacts` per task,
+against a per-task limit that the last one passes. After each
 transition it checks the invariants (`amc.core.invariants`), and that a rejected command
 changed nothing. Breadth-first order makes the first violation found a shortest one.
 
@@ -37,6 +40,7 @@ from amc.core.commands import (
     RenewLease,
     ReportResult,
     StartAttempt,
+    StoreArtifact,
     SubmitTask,
 )
 from amc.core.lifecycle import MessageState, StepStatus, TaskStatus
@@ -83,6 +87,7 @@ class Scope:
     tick_ms: int = 1_000
     churn: bool = False  # also let devices leave and come back
     messages: int = 0  # Part B: up to this many messages per submitted task
+    artifacts: int = 0  # Part C: up to this many artifacts per task (the limit lets one fewer in)
     max_states: int = 1_000_000
 
 
@@ -144,6 +149,8 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
                 yield f"report {status} {tag}", ReportResult(**lease, status=status, steps=steps)
             if scope.messages:
                 yield from _acknowledgements(task, attempt.number, lease, tag)
+            if len(task.artifacts) < scope.artifacts:
+                yield from _artifact_uploads(state, task, lease, tag, scope)
     yield "tick", ExpireLeases(now=now + scope.tick_ms)
 
 
@@ -171,6 +178,44 @@ def _acknowledgements(task: Task, number: int, lease: _Lease, tag: str) -> Itera
             )
         yield f"complete {m.id} {tag}", AcknowledgeMessage(**ack, state=MessageState.completed)
         yield f"reject {m.id} {tag}", AcknowledgeMessage(**ack, state=MessageState.rejected, detail="cannot")
+
+
+def _artifact_uploads(state: State, task: Task, lease: _Lease, tag: str, scope: Scope) -> Iterator[tuple[str, Command]]:
+    """Uploads by the attempt's host and by another one: a step of the plan or not, two names
+    and two contents; each artifact is one byte, and the task may hold one fewer than
+    `scope.artifacts`, so the last upload is over the limit."""
+    step = planned_step_ids(task, lease["attempt"])[0]
+    others = [h for h in sorted(state.hosts) if h != lease["host_id"]][:1]
+    for host in [lease["host_id"], *others]:
+        who = "" if host == lease["host_id"] else f" by {host}"
+        sent: _Lease = {**lease, "host_id": host}
+        for name, content in (("x", "a"), ("x", "b"), ("y", "a")):
+            yield (
+                f"store {name}={content}{who} {tag}",
+                StoreArtifact(
+                    **sent,
+                    artifact_id=f"{task.id}a{len(task.artifacts) + 1}",
+                    step=step,
+                    name=name,
+                    content_type="text/plain",
+                    size=1,
+                    sha256=content * 64,
+                    max_task_bytes=scope.artifacts - 1,
+                ),
+            )
+    yield (
+        f"store for an unplanned step {tag}",
+        StoreArtifact(
+            **lease,
+            artifact_id="unplanned",
+            step="nowhere",
+            name="z",
+            content_type="text/plain",
+            size=1,
+            sha256="c" * 64,
+            max_task_bytes=scope.artifacts,
+        ),
+    )
 
 
 def fingerprint(state: State, now: int) -> Fingerprint:
@@ -205,6 +250,7 @@ def _fingerprint(state: State, now: int, rename: dict[str, str]) -> Fingerprint:
             t.paused,
             tuple((m.intent, m.state, m.attempt, m.boundary, m.successor) for m in t.messages),
             t.admissions,
+            tuple((a.attempt, a.step, a.name, a.sha256) for a in t.artifacts),
         )
         for t in sorted(state.tasks.values(), key=lambda t: t.id)
     )

@@ -8,6 +8,7 @@ and host registrations belong to no task.
 from __future__ import annotations
 
 from amc.core.events import (
+    ArtifactStored,
     AttemptStarted,
     CancellationDelivered,
     CancellationRequested,
@@ -40,6 +41,7 @@ HISTORY_TYPES: dict[type, str] = {
     MessageAcknowledged: "message_acknowledged",
     MessageApplied: "message_acknowledged",  # by the server itself: a queued task held or released
     FollowUpsCollected: "follow_ups_collected",
+    ArtifactStored: "artifact_stored",
 }
 
 
@@ -83,4 +85,7 @@ def history_data(event: Event) -> dict[str, JSON]:
             return {"message_id": event.message_id, "state": MessageState.completed, "by": "server"}
         case FollowUpsCollected():
             return {"successor": event.successor_id, "message_ids": list(event.message_ids)}
+        case ArtifactStored():
+            a = event.artifact
+            return {"id": a.id, "step": a.step, "name": a.name, "size": a.size, "sha256": a.sha256}
     raise TypeError(f"{type(event).__name__} is not shown in histories")

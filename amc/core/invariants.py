@@ -8,6 +8,9 @@ rebuilds the state) needs the log, so the model tests check it themselves.
 
 Part B adds 10 (messages: their states carry their times, only move forward, and none is
 left open on an ended task) and 11 (each collected follow-up is in exactly one successor).
+Part C adds 12 (artifacts: each belongs to an attempt that held the lease when it was
+stored, names a step of that attempt's plan, is unique by name within it, and is never
+changed or removed).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from amc.core.lifecycle import (
     ACTIVE_STATUSES,
     TERMINAL_STATUSES,
+    AttemptState,
     CancellationState,
     MessageState,
     StepStatus,
@@ -110,6 +114,37 @@ def _task_violations(task: Task) -> list[str]:
         if bad:
             found.append(f"I9: task {task.id} steps {bad} have no valid outcome")
     found.extend(_message_violations(task))
+    found.extend(_artifact_violations(task))
+    return found
+
+
+def _artifact_violations(task: Task) -> list[str]:
+    """12. Each artifact was stored by its attempt while that attempt held the lease, for a
+    step of its plan; names are unique per attempt, ids per task; upload order is time order."""
+    found = []
+    ids = [a.id for a in task.artifacts]
+    if len(set(ids)) != len(ids):
+        found.append(f"I12: task {task.id} has artifact ids {ids}")
+    names = [(a.attempt, a.name) for a in task.artifacts]
+    if len(set(names)) != len(names):
+        found.append(f"I12: task {task.id} has an artifact name twice in one attempt: {names}")
+    times = [a.created_at for a in task.artifacts]
+    if times != sorted(times):
+        found.append(f"I12: task {task.id}'s artifacts are not in upload order")
+    for a in task.artifacts:
+        if not 1 <= a.attempt <= len(task.attempts):
+            found.append(f"I12: artifact {task.id}/{a.id} names attempt {a.attempt}, which does not exist")
+            continue
+        attempt = task.attempts[a.attempt - 1]
+        held = attempt.assigned_at <= a.created_at and (
+            attempt.ended_at is None
+            or a.created_at < attempt.ended_at
+            or (a.created_at == attempt.ended_at and attempt.outcome != AttemptState.expired)
+        )
+        if not held:
+            found.append(f"I12: artifact {task.id}/{a.id} was stored when attempt {a.attempt} did not hold the lease")
+        if a.step not in planned_step_ids(task, a.attempt):
+            found.append(f"I12: artifact {task.id}/{a.id} names step {a.step!r}, not in attempt {a.attempt}'s plan")
     return found
 
 
@@ -216,6 +251,15 @@ def _change_violations(before: Task, after: Task) -> list[str]:
         found.append(f"I6: the pending cancellation of task {before.id} was dropped")
     if before.cancellation is not None and after.cancellation is None:
         found.append(f"I6: the cancellation of task {before.id} disappeared")
+    # 12. artifacts are only ever added, by the current attempt while its lease is live
+    if after.artifacts[: len(before.artifacts)] != before.artifacts:
+        found.append(f"I12: artifacts of task {before.id} were changed or removed")
+    for added in after.artifacts[len(before.artifacts) :]:
+        current = before.active_attempt
+        if current is None or added.attempt != current.number or added.created_at >= current.lease_expires_at:
+            found.append(
+                f"I12: artifact {before.id}/{added.id} was added by attempt {added.attempt} without a live lease"
+            )
     # 7. an attempt that ended or was replaced is history: it never changes again
     if len(after.attempts) < len(before.attempts):
         found.append(f"I7: attempts of task {before.id} disappeared")

@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from amc.core import lifecycle, messages, steering
+from amc.core import artifacts, lifecycle, messages, steering
 from amc.core.commands import (
     AcknowledgeMessage,
     CancelTask,
@@ -39,6 +39,7 @@ from amc.core.commands import (
     RenewLease,
     ReportResult,
     StartAttempt,
+    StoreArtifact,
     SubmitTask,
 )
 from amc.core.decisions import (  # noqa: F401  (replies are part of this module's interface)
@@ -63,6 +64,7 @@ from amc.core.decisions import (  # noqa: F401  (replies are part of this module
 )
 from amc.core.errors import Code
 from amc.core.events import (
+    ArtifactStored,
     AttemptStarted,
     CancellationDelivered,
     CancellationRequested,
@@ -550,6 +552,7 @@ _DECIDERS: dict[type, Callable[[State, Any], Decision]] = {
     PostMessage: messages.post,
     AcknowledgeMessage: messages.acknowledge,
     ExpireLeases: lambda state, command: _expire(state, command.now),
+    StoreArtifact: artifacts.store,
 }
 
 _APPLIERS: dict[type, Callable[[State, Any], None]] = {
@@ -570,6 +573,7 @@ _APPLIERS: dict[type, Callable[[State, Any], None]] = {
     MessageApplied: messages.apply_applied,
     MessagesNotAdmitted: messages.apply_not_admitted,
     FollowUpsCollected: messages.apply_collected,
+    ArtifactStored: artifacts.apply_stored,
 }
 
 

@@ -155,6 +155,21 @@ class FollowUp:
 
 
 @attrs.frozen(kw_only=True)
+class Artifact:
+    """Evidence a step produced (specs/protocol.md Part C): the metadata only; the bytes are
+    in a blob store under `sha256`."""
+
+    id: str
+    attempt: int
+    step: str
+    name: str  # unique within its attempt
+    content_type: str
+    size: int
+    sha256: str
+    created_at: int
+
+
+@attrs.frozen(kw_only=True)
 class Task:
     id: str
     tenant: str
@@ -177,6 +192,7 @@ class Task:
     admissions: tuple[str, ...] = ()  # ids of the messages hosts admitted at a boundary, in order
     follow_up_of: str | None = None
     collected: tuple[FollowUp, ...] = ()
+    artifacts: tuple[Artifact, ...] = ()  # Part C, in upload order
 
     @property
     def held(self) -> bool:

@@ -60,3 +60,24 @@ def test_a_planted_part_b_bug_is_found_with_a_shortest_trace(monkeypatch):
     result = explore(Scope(hosts=1, tasks=1, max_attempts=2, messages=1))
     assert result.violation == ["I10: task t1 was claimed while held"]
     assert result.trace[-3:] == ["tick", "tick", "claim h1"] and "pause t1" in result.trace
+
+
+def test_the_kernel_is_clean_with_artifacts_from_live_stale_and_foreign_attempts():
+    result = explore(Scope(hosts=2, tasks=1, max_attempts=2, artifacts=2))
+    assert result.complete and result.violation is None
+    assert result.states > 2_000
+
+
+def test_the_kernel_is_clean_with_artifacts_of_steered_plans():
+    result = explore(Scope(hosts=1, tasks=1, max_attempts=1, messages=1, artifacts=2))
+    assert result.complete and result.violation is None
+
+
+def test_a_planted_part_c_bug_is_found_with_a_shortest_trace(monkeypatch):
+    from amc.core import artifacts
+
+    monkeypatch.setattr(artifacts, "check_live", lambda attempt, now: None)  # an ended attempt stores evidence
+    result = explore(Scope(hosts=1, tasks=1, max_attempts=1, artifacts=2))
+    assert result.violation and all(v.startswith("I12") for v in result.violation)
+    assert result.violation == ["I12: artifact t1/t1a1 was added by attempt 1 without a live lease"]
+    assert result.trace == ["submit t1", "h1 registers d1", "claim h1", "report done t1#1", "store x=a t1#1"]

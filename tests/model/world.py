@@ -24,6 +24,7 @@ from amc.core.commands import (
     RenewLease,
     ReportResult,
     StartAttempt,
+    StoreArtifact,
     SubmitTask,
 )
 from amc.core.errors import Code
@@ -126,6 +127,32 @@ class World:
         boundary = None if before_step is ... else Boundary(before_step=before_step)
         return self._lease(
             AcknowledgeMessage, a, host, lease_id, message_id=message_id, state=state, boundary=boundary, detail=detail
+        )
+
+    def store(
+        self,
+        a,
+        name: str = "shot.png",
+        step: str = "open",
+        sha256: str = "a" * 64,
+        size: int = 10,
+        max_task_bytes: int = 1 << 30,
+        host=None,
+        lease_id=None,
+    ) -> kernel.Decision:
+        """Record an artifact of attempt `a` (its bytes are assumed stored)."""
+        return self._lease(
+            StoreArtifact,
+            a,
+            host,
+            lease_id,
+            artifact_id=f"a{next(self._ids)}",
+            step=step,
+            name=name,
+            content_type="image/png",
+            size=size,
+            sha256=sha256,
+            max_task_bytes=max_task_bytes,
         )
 
     # -- reading -------------------------------------------------------------------------

@@ -47,6 +47,7 @@ CODES: dict[str, tuple[int, str]] = {
     "result_conflict": (409, "A different result was already recorded"),
     "no_cancellation_requested": (409, "No cancellation was requested"),
     "message_conflict": (409, "Message state conflict"),
+    "artifact_conflict": (409, "An artifact of this name holds other bytes"),
 }
 
 

@@ -7,6 +7,12 @@ moves two databases' entries to their new keys and fills the new index. It is on
 write transaction: a crash part-way leaves the schema 1 store exactly as it was, and the
 next open upgrades it again.
 
+Schema 2 to 4: a task record gains `artifacts` (specs/protocol.md Part C), and events the
+`artifact_stored` tag. A record written without the field reads as having none, so no
+record is rewritten; only the schema version changes (an older amc must not open a store
+whose records it would refuse). Version 3 belongs to the attempts' `steps` of the release
+step (a ReleaseAttempt command), which lands beside this one: its step runs between.
+
 Only the writer upgrades (it holds the writer lock); a read-only open of an old store
 (`amc store verify`) is refused with a message that says how to upgrade it.
 """
@@ -24,7 +30,7 @@ from amc.adapters.lmdb.errors import NotAStore
 
 log = logging.getLogger("amc.store")
 
-UPGRADABLE = (b"1",)
+UPGRADABLE = (b"1", b"2")
 
 # The fields of the records a store keeps (a task and a host, and the records inside them)
 # at `layout.SCHEMA_VERSION`. A field added to or removed from a record changes the stored
@@ -93,12 +99,14 @@ STORED_FIELDS: dict[str, tuple[str, ...]] = {
         "admissions",
         "follow_up_of",
         "collected",
+        "artifacts",
     ),
+    "Artifact": ("id", "attempt", "step", "name", "content_type", "size", "sha256", "created_at"),
 }
 
 
 def upgrade(path: Path, env: lmdb.Environment, meta) -> None:
-    """Bring the store from schema 1 to `layout.SCHEMA_VERSION` in one transaction.
+    """Bring the store from its schema to `layout.SCHEMA_VERSION` in one transaction.
 
     The transaction rewrites the task records beside the old ones (the old pages are
     freed only when it commits), so a map that cannot hold both is doubled and the
@@ -106,38 +114,48 @@ def upgrade(path: Path, env: lmdb.Environment, meta) -> None:
     """
     while True:
         try:
-            count = _from_schema_1(path, env, meta)
+            count = _upgrade(path, env, meta)
             break
         except lmdb.MapFullError:
             env.set_mapsize(2 * env.info()["map_size"])
     log.info("upgraded the store in %s to schema version %d (%d tasks)", path, layout.SCHEMA_VERSION, count)
 
 
-def _from_schema_1(path: Path, env: lmdb.Environment, meta) -> int:
+def _upgrade(path: Path, env: lmdb.Environment, meta) -> int:
+    """Every step from the store's schema on, then the new version, in one transaction;
+    the number of task records rewritten."""
     with env.begin(write=True) as txn:
-        tasks = env.open_db(layout.DB_TASKS, txn=txn, **layout.DATABASES[layout.DB_TASKS])
-        history = env.open_db(layout.DB_HISTORY, txn=txn, **layout.DATABASES[layout.DB_HISTORY])
-        task_ids = env.open_db(layout.DB_TASK_IDS, txn=txn, **layout.DATABASES[layout.DB_TASK_IDS])
-        records = list(txn.cursor(db=tasks))
-        entries = list(txn.cursor(db=history))  # every (task id, log seq), duplicates included
-        txn.drop(tasks, delete=False)
-        txn.drop(history, delete=False)
-        seq_keys: dict[bytes, bytes] = {}
-        for task_id, raw in records:
-            try:
-                seq_key = layout.u64(orjson.loads(raw)["seq"])
-            except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-                raise NotAStore(
-                    f"{path}: the task record {task_id.decode(errors='replace')!r} has no seq ({exc!r})"
-                ) from None
-            seq_keys[task_id] = seq_key
-            txn.put(seq_key, raw, db=tasks)
-            txn.put(task_id, seq_key, db=task_ids)
-        for task_id, log_key in entries:
-            if task_id not in seq_keys:
-                raise NotAStore(
-                    f"{path}: the history index names task {task_id.decode(errors='replace')!r}, which has no record"
-                )
-            txn.put(seq_keys[task_id], log_key, db=history)
+        count = 0
+        if txn.get(layout.META_SCHEMA, db=meta) == b"1":
+            count = _from_schema_1(path, env, txn)
+        # 2 (or 3) to 4: nothing to rewrite (see the module docstring).
         txn.put(layout.META_SCHEMA, str(layout.SCHEMA_VERSION).encode(), db=meta)
+    return count
+
+
+def _from_schema_1(path: Path, env: lmdb.Environment, txn: lmdb.Transaction[bytes]) -> int:
+    tasks = env.open_db(layout.DB_TASKS, txn=txn, **layout.DATABASES[layout.DB_TASKS])
+    history = env.open_db(layout.DB_HISTORY, txn=txn, **layout.DATABASES[layout.DB_HISTORY])
+    task_ids = env.open_db(layout.DB_TASK_IDS, txn=txn, **layout.DATABASES[layout.DB_TASK_IDS])
+    records = list(txn.cursor(db=tasks))
+    entries = list(txn.cursor(db=history))  # every (task id, log seq), duplicates included
+    txn.drop(tasks, delete=False)
+    txn.drop(history, delete=False)
+    seq_keys: dict[bytes, bytes] = {}
+    for task_id, raw in records:
+        try:
+            seq_key = layout.u64(orjson.loads(raw)["seq"])
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise NotAStore(
+                f"{path}: the task record {task_id.decode(errors='replace')!r} has no seq ({exc!r})"
+            ) from None
+        seq_keys[task_id] = seq_key
+        txn.put(seq_key, raw, db=tasks)
+        txn.put(task_id, seq_key, db=task_ids)
+    for task_id, log_key in entries:
+        if task_id not in seq_keys:
+            raise NotAStore(
+                f"{path}: the history index names task {task_id.decode(errors='replace')!r}, which has no record"
+            )
+        txn.put(seq_keys[task_id], log_key, db=history)
     return len(records)

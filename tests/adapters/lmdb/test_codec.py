@@ -81,6 +81,17 @@ messages = st.builds(
     successor=opt_text,
 )
 follow_ups = st.builds(records.FollowUp, message_id=text, text=opt_text, data=st.none() | json_dict)
+artifacts = st.builds(
+    records.Artifact,
+    id=text,
+    attempt=st.integers(1, 10),
+    step=text,
+    name=text,
+    content_type=text,
+    size=st.integers(0, 2**40),
+    sha256=text,
+    created_at=st.integers(0, 2**53),
+)
 tasks = st.builds(
     records.Task,
     id=text,
@@ -120,6 +131,7 @@ tasks = st.builds(
     admissions=st.lists(text, max_size=3).map(tuple),
     follow_up_of=opt_text,
     collected=st.lists(follow_ups, max_size=2).map(tuple),
+    artifacts=st.lists(artifacts, max_size=2).map(tuple),
 )
 
 
@@ -257,6 +269,7 @@ event_strategies = {
         metadata=json_dict,
         steps=st.none() | st.lists(outcomes, max_size=3).map(tuple),
     ),
+    events.ArtifactStored: st.builds(events.ArtifactStored, at=st.integers(0, 2**53), task_id=text, artifact=artifacts),
     events.HostRegistered: st.builds(
         events.HostRegistered,
         at=st.integers(0, 2**53),

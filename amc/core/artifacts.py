@@ -1,0 +1,100 @@
+"""Artifacts (specs/protocol.md Part C): the evidence a step produced, as metadata.
+
+The kernel never sees an artifact's bytes: the edge streams them into a blob store first
+(durable under their sha256), then sends `StoreArtifact` with the digest and the size. The
+kernel decides whether the attempt may add that evidence, and records it on the task:
+
+- the task and the attempt exist (404), and the step is one of the attempt's plan as
+  steered (400, naming the step);
+- the lease checks of Part A (409 `lease_*`): a stale or foreign attempt never adds evidence;
+- a name is unique within its attempt: the same name with the same sha256 is answered with
+  the artifact already recorded (a retried upload), other bytes are 409 `artifact_conflict`;
+- the task's artifacts together stay within the limit the command carries (413).
+
+A refusal after the bytes were stored leaves an unreferenced blob, which the store's gc
+removes; a record is only ever made for bytes that are already durable.
+"""
+
+from __future__ import annotations
+
+from amc.core import steering
+from amc.core.commands import StoreArtifact
+from amc.core.decisions import ArtifactRecorded, Decision, check_live, check_ownership, find_attempt, reject
+from amc.core.errors import Code
+from amc.core.events import ArtifactStored
+from amc.core.records import Artifact, Task, replace
+from amc.core.state import State
+
+
+def task_bytes(task: Task) -> int:
+    """The bytes of the task's artifacts together (what the per-task limit counts)."""
+    return sum(a.size for a in task.artifacts)
+
+
+def find(task: Task, number: int, name: str) -> Artifact | None:
+    """The artifact `name` of attempt `number`, if recorded."""
+    for artifact in task.artifacts:
+        if artifact.attempt == number and artifact.name == name:
+            return artifact
+    return None
+
+
+def by_id(task: Task, artifact_id: str) -> Artifact | None:
+    for artifact in task.artifacts:
+        if artifact.id == artifact_id:
+            return artifact
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# decide
+
+
+def store(state: State, c: StoreArtifact) -> Decision:
+    found = find_attempt(state, c)
+    if isinstance(found, Decision):
+        return found
+    task, attempt = found
+    if c.step not in steering.planned_step_ids(task, attempt.number):  # the plan as steered
+        return reject(Code.invalid_request, f"step: {c.step!r} is not a step of attempt {attempt.number}'s plan")
+    refusal = check_ownership(task, attempt, c) or check_live(attempt, c.now)
+    if refusal is not None:
+        return refusal
+    existing = find(task, attempt.number, c.name)
+    if existing is not None:
+        if existing.sha256 == c.sha256 and existing.step == c.step:
+            return Decision(reply=ArtifactRecorded(task.id, existing, created=False))
+        return reject(
+            Code.artifact_conflict, f"attempt {attempt.number} already stored {c.name!r} with other bytes or step"
+        )
+    if by_id(task, c.artifact_id) is not None:
+        return reject(Code.invalid_request, f"artifact id {c.artifact_id!r} is taken")
+    if task_bytes(task) + c.size > c.max_task_bytes:
+        return reject(
+            Code.payload_too_large,
+            f"the artifacts of task {task.id!r} may hold at most {c.max_task_bytes} bytes together"
+            f" (--max-task-artifact-bytes); {task_bytes(task)} are stored",
+        )
+    artifact = Artifact(
+        id=c.artifact_id,
+        attempt=attempt.number,
+        step=c.step,
+        name=c.name,
+        content_type=c.content_type,
+        size=c.size,
+        sha256=c.sha256,
+        created_at=c.now,
+    )
+    return Decision(
+        events=(ArtifactStored(at=c.now, task_id=task.id, artifact=artifact),),
+        reply=ArtifactRecorded(task.id, artifact, created=True),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# apply
+
+
+def apply_stored(state: State, e: ArtifactStored) -> None:
+    task = state.tasks[e.task_id]
+    state.put_task(replace(task, artifacts=task.artifacts + (e.artifact,), updated_at=e.at))
