@@ -191,9 +191,9 @@ MUTANTS: dict[str, list[Edit]] = {
     "artifact-from-an-ended-attempt": [
         Edit(
             "amc.core.artifacts",
-            "store",
-            """refusal = check_ownership(task, attempt, c) or check_live(attempt, c.now)""",
-            """refusal = check_ownership(task, attempt, c)""",
+            "refusal",
+            """return check_ownership(task, attempt, c) or check_live(attempt, c.now)""",
+            """return check_ownership(task, attempt, c)""",
         )
     ],
     "artifact-name-reused-with-other-bytes": [

@@ -41,6 +41,18 @@ def _open_store(data: Path, clock: Literal["system", "manual"], on_commit, store
     return MemoryService(ManualClock(start) if clock == "manual" else SystemClock()), False
 
 
+def _open_blobs(data: Path, durable: bool):
+    """Where artifacts' bytes go: files in the data directory beside a durable store (opened
+    after it: the store decides whether the directory is one), else memory."""
+    if durable:
+        from amc.adapters.lmdb.blobs import FileBlobStore
+
+        return FileBlobStore.in_data_dir(data)
+    from amc.service import MemoryBlobStore
+
+    return MemoryBlobStore()
+
+
 def _tokens(data: Path, tokens_file: Path | None):
     """The watched tokens file, and its path; writes a first tokens file if there is none."""
     from amc.adapters.http import tokens_file as tokens_files
@@ -107,6 +119,20 @@ def _tokens(data: Path, tokens_file: Path | None):
     help="Longest lease a claim may ask for.",
 )
 @click.option(
+    "--max-artifact-bytes",
+    type=click.IntRange(min=0),
+    default=16 * 1024 * 1024,
+    show_default=True,
+    help="Largest artifact an upload may store (bytes); larger is refused with 413.",
+)
+@click.option(
+    "--max-task-artifact-bytes",
+    type=click.IntRange(min=0),
+    default=256 * 1024 * 1024,
+    show_default=True,
+    help="Most bytes a task's artifacts may hold together; an upload past it is refused with 413.",
+)
+@click.option(
     "--clock",
     type=click.Choice(["system", "manual"]),
     default="system",
@@ -140,6 +166,8 @@ def serve(
     lease_seconds,
     min_lease_seconds,
     max_lease_seconds,
+    max_artifact_bytes,
+    max_task_artifact_bytes,
     clock,
     store,
     access_log,
@@ -158,6 +186,8 @@ def serve(
             min_lease_seconds=min_lease_seconds,
             max_lease_seconds=max_lease_seconds,
             manual_clock=clock == "manual",
+            max_artifact_bytes=max_artifact_bytes,
+            max_task_artifact_bytes=max_task_artifact_bytes,
         )
     except ValueError as error:
         raise click.BadParameter(str(error)) from None
@@ -183,7 +213,8 @@ def serve(
             raise
     if not durable:
         click.echo("amc serve: serving from memory; nothing is durable", err=True)
-    app = create_app(service, settings, tokens=tokens, metrics=metrics, close_service=True)
+    blobs = _open_blobs(data, durable)
+    app = create_app(service, settings, tokens=tokens, metrics=metrics, close_service=True, blobs=blobs)
     shown = f"[{host}]" if ":" in host else host
     # Beside the tokens file, so the CLI that reads those tokens calls this server (any --port);
     # written before the "listening" line, so whoever waits for that line finds it.

@@ -55,11 +55,9 @@ def store(state: State, c: StoreArtifact) -> Decision:
     if isinstance(found, Decision):
         return found
     task, attempt = found
-    if c.step not in steering.planned_step_ids(task, attempt.number):  # the plan as steered
-        return reject(Code.invalid_request, f"step: {c.step!r} is not a step of attempt {attempt.number}'s plan")
-    refusal = check_ownership(task, attempt, c) or check_live(attempt, c.now)
-    if refusal is not None:
-        return refusal
+    refused = refusal(task, c)
+    if refused is not None:
+        return refused
     existing = find(task, attempt.number, c.name)
     if existing is not None:
         if existing.sha256 == c.sha256 and existing.step == c.step:
@@ -89,6 +87,17 @@ def store(state: State, c: StoreArtifact) -> Decision:
         events=(ArtifactStored(at=c.now, task_id=task.id, artifact=artifact),),
         reply=ArtifactRecorded(task.id, artifact, created=True),
     )
+
+
+def refusal(task: Task, c: StoreArtifact) -> Decision | None:
+    """Why attempt `c.attempt` (which exists) may not add evidence for `c.step` now, or None:
+    the step is not in its plan as steered (400), or a lease check fails (409). The edge
+    asks this of the task it read before it takes an upload's bytes, so that a stale host
+    is refused without sending them; the kernel asks again when the command runs."""
+    attempt = task.attempts[c.attempt - 1]
+    if c.step not in steering.planned_step_ids(task, attempt.number):  # the plan as steered
+        return reject(Code.invalid_request, f"step: {c.step!r} is not a step of attempt {attempt.number}'s plan")
+    return check_ownership(task, attempt, c) or check_live(attempt, c.now)
 
 
 # ---------------------------------------------------------------------------------------

@@ -43,7 +43,13 @@ def test_the_owning_host_records_an_artifact_and_the_history_shows_it():
     assert artifact.created_at == w.now and w.task(task_id).artifacts == (artifact,)
     stored = w.log[-1]
     assert history_type(stored) == "artifact_stored"
-    assert history_data(stored) == {"id": artifact.id, "step": "open", "name": "shot.png", "size": 123, "sha256": "b" * 64}
+    assert history_data(stored) == {
+        "id": artifact.id,
+        "step": "open",
+        "name": "shot.png",
+        "size": 123,
+        "sha256": "b" * 64,
+    }
     w.restart()
     assert w.task(task_id).artifacts == (artifact,)
 
@@ -96,7 +102,9 @@ def test_a_step_outside_the_attempts_plan_is_refused_naming_it():
 def test_a_step_a_steer_inserted_may_carry_evidence_once_admitted():
     w = World()
     task_id, a = running(w, plan=Plan(steps=(Step(id="a", action="wait", args={"seconds": 1}),)))
-    posted = w.post(task_id, "steer", data={"insert_after": "a", "steps": [{"id": "b", "action": "screenshot", "args": {}}]})
+    posted = w.post(
+        task_id, "steer", data={"insert_after": "a", "steps": [{"id": "b", "action": "screenshot", "args": {}}]}
+    )
     message_id = posted.reply.message_id
     assert code(w.store(a, step="b")) == Code.invalid_request  # not in the plan until admitted
     assert w.renew(a).accepted and w.ack(a, message_id, "admitted", before_step=None).accepted

@@ -173,6 +173,34 @@ class Caller:
 
     # -- admin ----------------------------------------------------------------------------
 
+    # -- artifacts (Part C) ---------------------------------------------------------------
+
+    def upload(
+        self,
+        task_id: str,
+        attempt: int,
+        lease_id: str | None,
+        name: str,
+        data: bytes,
+        step: str | None = "open",
+        content_type: str | None = "application/octet-stream",
+        expect: int | None = 201,
+    ) -> dict:
+        headers = {} if lease_id is None else {"Amc-Lease-Id": lease_id}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        params = {} if step is None else {"step": step}
+        path = f"/v1/tasks/{task_id}/attempts/{attempt}/artifacts/{name}"
+        return self.request("PUT", path, content=data, params=params, headers=headers, expect=expect).json()
+
+    def artifacts(self, task_id: str, expect: int = 200) -> list[dict] | dict:
+        data = self.call("GET", f"/v1/tasks/{task_id}/artifacts", expect=expect)
+        return data["artifacts"] if expect == 200 else data
+
+    def download(self, task_id: str, artifact_id: str, expect: int = 200):
+        """The response (its bytes in `.content`)."""
+        return self.request("GET", f"/v1/tasks/{task_id}/artifacts/{artifact_id}", expect=expect)
+
     def advance(self, seconds: float, expect: int = 200) -> dict:
         return self.call("POST", "/v1/admin/clock", {"advance_seconds": seconds}, expect)
 

@@ -34,6 +34,7 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 
 from amc.adapters.http import access, bodies, wire
+from amc.adapters.http.artifacts import ArtifactRoutes
 from amc.adapters.http.auth import Authenticator, Principal
 from amc.adapters.http.longpoll import WorkSignal
 from amc.adapters.http.metrics import CONTENT_TYPE, Metrics
@@ -78,7 +79,7 @@ from amc.core.events import TaskAssigned
 from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.records import Boundary, DeviceSpec, Host, Message, Requirements, Task
 from amc.core.times import to_rfc3339
-from amc.service import Service
+from amc.service import BlobStore, MemoryBlobStore, Service
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -125,13 +126,14 @@ def new_message_id() -> str:
 class Api:
     """The endpoints of one server, bound to its service, settings, tokens and metrics."""
 
-    def __init__(self, service: Service, settings: Settings, tokens: Authenticator, metrics: Metrics):
+    def __init__(self, service: Service, settings: Settings, tokens: Authenticator, metrics: Metrics, blobs: BlobStore):
         self.service = service
         self.settings = settings
         self.tokens = tokens
         self.metrics = metrics
         self.signal = WorkSignal()
         self.timer = ExpiryTimer(service, self.run)
+        self.artifacts = ArtifactRoutes(self, blobs)
 
     # -- around every command -------------------------------------------------------------
 
@@ -499,6 +501,13 @@ class Api:
                 self.acknowledge,
                 methods=["POST"],
             ),
+            Route(
+                "/v1/tasks/{task_id}/attempts/{attempt:attempt}/artifacts/{name:path}",
+                self.artifacts.upload,
+                methods=["PUT"],
+            ),
+            Route("/v1/tasks/{task_id}/artifacts", self.artifacts.list, methods=["GET"]),
+            Route("/v1/tasks/{task_id}/artifacts/{artifact_id}", self.artifacts.download, methods=["GET"]),
             Route("/v1/tasks", self.submit, methods=["POST"]),
             Route("/v1/tasks", self.list_tasks, methods=["GET"]),
             Route("/v1/tasks/{task_id}", self.get_task, methods=["GET"]),
@@ -545,6 +554,7 @@ def create_app(
     tokens: Authenticator,
     metrics: Metrics | None = None,
     close_service: bool = False,
+    blobs: BlobStore | None = None,
 ) -> Starlette:
     """The ASGI app serving `service`.
 
@@ -554,13 +564,14 @@ def create_app(
         tokens: the bearer tokens that may call it.
         metrics: where to count (give the one whose `on_commit` the store reports to).
         close_service: close the service when the app shuts down (`amc serve` does).
+        blobs: where artifacts' bytes go (default: a `MemoryBlobStore`, beside a memory service).
     Returns:
         A Starlette app; ``app.state.api`` is its `Api`.
     """
     settings = settings or Settings()
     metrics = metrics or Metrics()
     metrics.bind(service)
-    api = Api(service, settings, tokens, metrics)
+    api = Api(service, settings, tokens, metrics, blobs if blobs is not None else MemoryBlobStore())
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -39,7 +39,13 @@ class Settings:
     max_lease_seconds: float = 600.0
     manual_clock: bool = False  # True: POST /v1/admin/clock exists
     limits: Limits = attrs.field(factory=Limits)
+    # Part C: an artifact's bytes are streamed to the blob store, not held like a body, so
+    # their bounds are the operator's choice rather than the 1 MiB of a JSON body.
+    max_artifact_bytes: int = 16 * MiB
+    max_task_artifact_bytes: int = 256 * MiB
 
     def __attrs_post_init__(self) -> None:
         if not 0 < self.min_lease_seconds <= self.lease_seconds <= self.max_lease_seconds:
             raise ValueError("lease seconds must satisfy 0 < min-lease-seconds <= lease-seconds <= max-lease-seconds")
+        if not 0 <= self.max_artifact_bytes <= self.max_task_artifact_bytes:
+            raise ValueError("artifact limits must satisfy 0 <= max-artifact-bytes <= max-task-artifact-bytes")

@@ -15,7 +15,7 @@ from typing import Any
 from amc.adapters.http.plan import plan_to_json
 from amc.core.kernel import Assignment, LeaseGranted
 from amc.core.lifecycle import ACTIVE_STATUSES
-from amc.core.records import Attempt, Cancellation, Device, FollowUp, Host, Message, Result, StepOutcome, Task
+from amc.core.records import Artifact, Attempt, Cancellation, Device, FollowUp, Host, Message, Result, StepOutcome, Task
 from amc.core.times import to_rfc3339
 from amc.service import HistoryEntry
 
@@ -54,6 +54,7 @@ NOT_SHOWN: dict[type, dict[str, str]] = {
         "idempotency_key": "the protocol's task object does not echo it",
         "messages": "listed by GET /v1/tasks/{id}/messages",
         "admissions": "each message's own state says whether it was admitted",
+        "artifacts": "listed by GET /v1/tasks/{id}/artifacts",
     },
     Attempt: {
         "lease_id": "known only to the host that holds the lease",
@@ -207,3 +208,17 @@ def lease_view(granted: LeaseGranted) -> dict[str, Any]:
 
 def history_view(entries: list[HistoryEntry]) -> dict[str, Any]:
     return {"events": [{"seq": e.seq, "at": rfc3339(e.at), "type": e.type, "data": e.data} for e in entries]}
+
+
+def artifact_view(task_id: str, artifact: Artifact) -> dict[str, Any]:
+    return {
+        "id": artifact.id,
+        "task_id": task_id,
+        "attempt": artifact.attempt,
+        "step": artifact.step,
+        "name": artifact.name,
+        "content_type": artifact.content_type,
+        "size": artifact.size,
+        "sha256": artifact.sha256,
+        "created_at": rfc3339(artifact.created_at),
+    }

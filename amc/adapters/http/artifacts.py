@@ -1,0 +1,163 @@
+"""The artifact endpoints (specs/protocol.md Part C): uploads streamed into a `BlobStore`,
+then recorded by the kernel; listings and downloads for whoever may read the task.
+
+An upload runs the protocol's order of checks, with the bytes as late as possible:
+
+    declared size over --max-artifact-bytes (413) -> authentication (401) -> a host (403)
+    -> the task and attempt exist (404) -> name, step, lease header (400) -> the step and
+    the lease checks on the task as read (400, 409) -> stream the body into the blob store
+    (413 as soon as it passes its limit; nothing kept) -> the kernel records it (201, 200,
+    or its refusal: a lease that lapsed meanwhile, a name taken by other bytes)
+
+The checks before the bytes only spare a refused host the upload; the kernel decides
+again on the state when the command runs. Bytes refused after they were stored are an
+unreferenced blob, which the store's gc removes (see `amc.service`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from amc.adapters.http import access, wire
+from amc.adapters.http.problems import Problem, invalid, not_found, unauthorized
+from amc.core import artifacts
+from amc.core.commands import StoreArtifact
+from amc.core.decisions import ArtifactRecorded
+from amc.core.records import Artifact, Task
+from amc.service import BlobNotFound, BlobStore, BlobTooLarge, read_chunks, store_chunks
+
+if TYPE_CHECKING:
+    from amc.adapters.http.app import Api
+
+LEASE_HEADER = "amc-lease-id"
+DEFAULT_CONTENT_TYPE = "application/octet-stream"
+NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
+MAX_CONTENT_TYPE_LENGTH = 255
+
+
+def new_artifact_id() -> str:
+    return "a_" + secrets.token_hex(10)
+
+
+def check_name(name: str) -> None:
+    if not NAME.fullmatch(name) or ".." in name or name == ".":
+        raise invalid(f"name: {name[:140]!r} must be 1-128 of A-Za-z0-9._- and not . or contain ..")
+
+
+def artifact_limit(limit: int) -> Problem:
+    return Problem("payload_too_large", f"an artifact may hold at most {limit} bytes (--max-artifact-bytes)")
+
+
+def task_limit(task: Task, limit: int) -> Problem:
+    stored = artifacts.task_bytes(task)
+    return Problem(
+        "payload_too_large",
+        f"the artifacts of task {task.id!r} may hold at most {limit} bytes together"
+        f" (--max-task-artifact-bytes); {stored} are stored",
+    )
+
+
+class ArtifactRoutes:
+    """The three endpoints, bound to the app's `Api` (its service, settings, tokens) and a blob store."""
+
+    def __init__(self, api: Api, blobs: BlobStore):  # the Api builds this, with itself
+        self.api = api
+        self.blobs = blobs
+
+    async def upload(self, request: Request) -> Response:
+        api, settings = self.api, self.api.settings
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > settings.max_artifact_bytes:
+            raise artifact_limit(settings.max_artifact_bytes)
+        principal = api.tokens.authenticate(request.headers.get("authorization"))
+        if principal is None:
+            raise unauthorized()
+        access.require_role(principal, "host")
+        task, task_id, number = api._attempt_target(request)
+        name = request.path_params["name"]
+        check_name(name)
+        step = request.query_params.get("step")
+        if not step:
+            raise invalid("step: the query parameter ?step= names the step the artifact belongs to")
+        lease_id = request.headers.get(LEASE_HEADER)
+        if not lease_id:
+            raise invalid("Amc-Lease-Id: the header carries the attempt's lease_id")
+        if declared is not None and not declared.isdigit():
+            raise invalid("Content-Length: not a number")
+        content_type = request.headers.get("content-type") or DEFAULT_CONTENT_TYPE
+        if len(content_type) > MAX_CONTENT_TYPE_LENGTH:
+            raise invalid(f"Content-Type: at most {MAX_CONTENT_TYPE_LENGTH} characters")
+        command = StoreArtifact(
+            now=api.service.clock.now(),
+            host_id=principal.host,
+            task_id=task_id,
+            attempt=number,
+            lease_id=lease_id,
+            artifact_id=new_artifact_id(),
+            step=step,
+            name=name,
+            content_type=content_type,
+            size=0,
+            sha256="",
+            max_task_bytes=settings.max_task_artifact_bytes,
+        )
+        refused = artifacts.refusal(task, command)
+        if refused is not None and refused.rejection is not None:
+            raise Problem(refused.rejection.code.name, refused.rejection.detail)
+        # What this upload may hold: an artifact's limit, and what is left of the task's
+        # (a retry of an artifact already recorded does not count its bytes twice).
+        existing = artifacts.find(task, number, name)
+        left = settings.max_task_artifact_bytes - artifacts.task_bytes(task) + (existing.size if existing else 0)
+        limit = min(settings.max_artifact_bytes, max(left, 0))
+        if declared is not None and int(declared) > limit:
+            raise task_limit(task, settings.max_task_artifact_bytes)
+        try:
+            stored = await store_chunks(self.blobs, request.stream(), limit)
+        except BlobTooLarge:
+            if limit == settings.max_artifact_bytes:
+                raise artifact_limit(limit) from None
+            raise task_limit(task, settings.max_task_artifact_bytes) from None
+        command = attrs.evolve(command, now=0, size=stored.size, sha256=stored.sha256)  # the service stamps it
+        reply = await api.decide(command, ArtifactRecorded)
+        location = f"/v1/tasks/{task_id}/artifacts/{reply.artifact.id}"
+        return wire_response(task_id, reply.artifact, 201 if reply.created else 200, location)
+
+    async def list(self, request: Request) -> Response:
+        task = await self._readable(request)
+        return _json({"artifacts": [wire.artifact_view(task.id, a) for a in task.artifacts]})
+
+    async def download(self, request: Request) -> Response:
+        task = await self._readable(request)
+        artifact_id = request.path_params["artifact_id"]
+        artifact = artifacts.by_id(task, artifact_id)
+        if artifact is None:
+            raise not_found(f"task {task.id!r} has no artifact {artifact_id!r}")
+        try:
+            reader = await asyncio.to_thread(self.blobs.open, artifact.sha256)
+        except BlobNotFound:
+            raise not_found(f"the bytes of artifact {artifact.id!r} are missing (`amc store verify`)") from None
+        headers = {"Content-Length": str(reader.size), "ETag": f'"{artifact.sha256}"'}
+        return StreamingResponse(read_chunks(reader), media_type=artifact.content_type, headers=headers)
+
+    async def _readable(self, request: Request) -> Task:
+        """The task, if the caller may read it (as `GET /v1/tasks/{id}`); else 404."""
+        principal, _ = await self.api.begin(request)
+        await self.api.catch_up()
+        task_id = request.path_params["task_id"]
+        return access.visible_task(principal, self.api.service.task(task_id), task_id)
+
+
+def wire_response(task_id: str, artifact: Artifact, status: int, location: str) -> Response:
+    return _json(wire.artifact_view(task_id, artifact), status, {"Location": location})
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json", headers=headers)
