@@ -9,6 +9,7 @@ check the same ids over the wire, with the bytes.
 from __future__ import annotations
 
 import pytest
+from attrs import evolve
 
 from amc.core.errors import Code
 from amc.core.history import history_data, history_type
@@ -126,8 +127,6 @@ def test_the_tasks_artifacts_together_stay_within_the_limit():
 
 def test_an_unknown_task_or_attempt_is_not_found():
     w = World()
-    task_id, a = running(w)
-    from attrs import evolve
-
+    _, a = running(w)
     assert code(w.store(evolve(a, task_id="nope"), host="h1")) == Code.not_found
     assert code(w.store(evolve(a, attempt=2), host="h1")) == Code.not_found
