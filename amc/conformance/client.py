@@ -314,6 +314,49 @@ class Caller:
         return self.call("POST", "/v1/admin/clock", {"advance_seconds": seconds}, expect=expect)
 
 
+# ---------------------------------------------------------------------------------------
+# Artifacts (Part C)
+
+
+def upload_artifact(
+    caller: Caller,
+    lease: Any,
+    name: str,
+    data: bytes,
+    *,
+    step: str | None,
+    content_type: str | None = "application/octet-stream",
+    lease_id: Any = _UNSET,
+    attempt: int | None = None,
+    expect: Expect = 201,
+) -> Any:
+    """PUT the bytes of an artifact of `lease`'s attempt (the lease in `Amc-Lease-Id`)."""
+    headers = {}
+    sent_lease = lease.lease_id if lease_id is _UNSET else lease_id
+    if sent_lease is not None:
+        headers["Amc-Lease-Id"] = sent_lease
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    params = {} if step is None else {"step": step}
+    path = f"/v1/tasks/{lease.task_id}/attempts/{attempt or lease.attempt}/artifacts/{name}"
+    return caller.call("PUT", path, content=data, params=params, headers=headers, expect=expect)
+
+
+def list_artifacts(caller: Caller, task_id: str, *, expect: Expect = 200) -> Any:
+    answer = caller.call("GET", f"/v1/tasks/{task_id}/artifacts", expect=expect)
+    return answer["artifacts"] if expect == 200 else answer
+
+
+def download_artifact(caller: Caller, task_id: str, artifact_id: str) -> httpx.Response:
+    """The bytes of an artifact (a 200, checked to carry its Content-Length and ETag)."""
+    response = caller.send("GET", f"/v1/tasks/{task_id}/artifacts/{artifact_id}")
+    assert response.status_code == 200, (
+        f"{caller.name}: download {artifact_id}: {response.status_code} {response.text[:300]}"
+    )
+    assert response.headers.get("content-length") == str(len(response.content)), response.headers
+    return response
+
+
 def _lease_body(lease_id: Any) -> dict:
     return {} if lease_id is None else {"lease_id": lease_id}
 

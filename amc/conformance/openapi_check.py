@@ -103,7 +103,10 @@ class _Request:
         self.full_url = self.host_url + self.path
         self.method = request.method.lower()
         self.body = request.content or None
-        self.content_type = request.headers.get("content-type", "").lower()
+        # A body without a Content-Type is bytes of unknown type (RFC 9110, 8.3), which
+        # is how the artifact upload stores it.
+        default = "application/octet-stream" if self.body else ""
+        self.content_type = request.headers.get("content-type", default).lower()
         self.parameters = RequestParameters(
             query=ImmutableMultiDict(list(url.params.multi_items())),
             header=Headers(list(request.headers.multi_items())),
