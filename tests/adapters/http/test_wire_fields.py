@@ -42,6 +42,9 @@ MESSAGE = rec.Message(
     successor="t2",
 )
 FOLLOW_UP = rec.FollowUp(message_id="m", text="t", data={"k": 1})
+ARTIFACT = rec.Artifact(
+    id="a", attempt=1, step="s1", name="n.png", content_type="image/png", size=3, sha256="f" * 64, created_at=1_400
+)
 TASK = rec.Task(
     id="t",
     tenant="a",
@@ -65,6 +68,7 @@ TASK = rec.Task(
     admissions=("m",),
     follow_up_of="t0",
     collected=(FOLLOW_UP,),
+    artifacts=(ARTIFACT,),
 )
 HOST = rec.Host(
     id="h",
@@ -87,6 +91,7 @@ VIEWS = {
     rec.Message: [wire.message_view(MESSAGE)],
     rec.Boundary: [wire.message_view(MESSAGE)["boundary"]],
     rec.FollowUp: [wire.follow_up_view(FOLLOW_UP)],
+    rec.Artifact: [wire.artifact_view("t", ARTIFACT)],
     rec.Requirements: [wire.task_view(TASK)["requirements"]],
     rec.Plan: [plan_to_json(TASK.plan), plan_to_json(STAGED)],
     rec.Stage: [plan_to_json(STAGED)["stages"][0]],
