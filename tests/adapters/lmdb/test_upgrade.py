@@ -141,3 +141,27 @@ def test_the_records_hold_the_fields_of_the_current_schema():
         f"the stored records differ from schema {layout.SCHEMA_VERSION}: {changes}; bump layout.SCHEMA_VERSION, "
         "add the step that upgrades older stores to upgrade.py, and update upgrade.STORED_FIELDS"
     )
+
+
+def test_a_schema_2_store_is_upgraded_without_rewriting_a_record(tmp_path):
+    """Schema 4 adds `Task.artifacts`; a record written without it reads as having none."""
+    path = tmp_path / "store"
+    with LmdbService.open(path, clock="manual") as service:
+        load = Workload(seed=3)
+        for _ in range(60):
+            service.execute_sync(load.next_command(writer_state(service)))
+        state = writer_state(service)
+    with lmdb.open(str(path), max_dbs=16) as env:
+        tasks, meta = env.open_db(layout.DB_TASKS), env.open_db(layout.DB_META)
+        with env.begin(write=True) as txn:
+            for key, raw in list(txn.cursor(db=tasks)):
+                record = orjson.loads(raw)
+                assert record.pop("artifacts") == []
+                txn.put(key, orjson.dumps(record), db=tasks)  # as schema 2 wrote it
+            txn.put(layout.META_SCHEMA, b"2", db=meta)
+    with pytest.raises(SchemaMismatch):
+        verify(path)  # a read-only open does not upgrade
+    with LmdbService.open(path, clock="manual") as service:
+        assert writer_state(service).tasks == state.tasks
+    assert schema_of(path) == str(layout.SCHEMA_VERSION).encode() == b"4"
+    assert verify(path) == []

@@ -1,6 +1,7 @@
-"""SIGKILL `amc serve` while artifact uploads are in flight: after a restart every artifact
-that was answered 201 reads back with its sha256, and no record points at missing bytes
-(ARTIFACT/s8). The byte store's own crash tests are in tests/adapters/lmdb/test_blobs.py."""
+"""Artifacts through `amc serve` as a real process: its limit options, its blob stores, and
+SIGKILL while uploads are in flight: after a restart every artifact that was answered 201
+reads back with its sha256, and no record points at missing bytes (ARTIFACT/s8). The byte
+store's own crash tests are in tests/adapters/lmdb/test_blobs.py."""
 
 from __future__ import annotations
 
@@ -100,3 +101,29 @@ def test_every_artifact_answered_201_survives_sigkill_and_none_points_at_missing
     finally:
         served.stop()
     assert verify(data) == []  # the store agrees with its log, artifacts included
+
+
+@pytest.mark.req("ARTIFACT/s5")
+@pytest.mark.parametrize("store", ["lmdb", "memory"])
+def test_serve_takes_the_artifact_limits_and_keeps_the_bytes_by_its_store(tmp_path, store):
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps(TOKENS))
+    data = tmp_path / "data"
+    served = Served(
+        data, "--store", store, "--max-artifact-bytes", "10", "--max-task-artifact-bytes", "15", tokens=tokens
+    )
+    try:
+        client, host = served.caller(CLIENT), served.caller(HOST)
+        task = client.submit(PLAN)
+        host.register("h1", ["emulator-5554"])
+        lease = host.claim("h1")
+        over = host.upload(task["id"], 1, lease["lease_id"], "big.txt", b"x" * 11, expect=413)
+        assert "10 bytes" in over["detail"] and "--max-artifact-bytes" in over["detail"]
+        kept = host.upload(task["id"], 1, lease["lease_id"], "one.txt", b"y" * 10)
+        over = host.upload(task["id"], 1, lease["lease_id"], "two.txt", b"z" * 6, expect=413)
+        assert "15 bytes" in over["detail"] and "--max-task-artifact-bytes" in over["detail"]
+        assert client.download(task["id"], kept["id"]).content == b"y" * 10
+    finally:
+        served.stop()
+    on_disk = sorted(FileBlobStore.in_data_dir(data).digests()) if (data / "artifacts").exists() else []
+    assert on_disk == ([kept["sha256"]] if store == "lmdb" else [])
