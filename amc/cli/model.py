@@ -43,9 +43,22 @@ def render(out: Path) -> None:
     show_default=True,
     help="Part B: messages (pause, resume, steer, follow-up) that may be sent to each task.",
 )
+@click.option(
+    "--artifacts",
+    default=0,
+    show_default=True,
+    help="Part C: artifacts each task's attempts may upload (live, stale and foreign; the last one over the limit).",
+)
 @click.option("--max-states", default=2_000_000, show_default=True, help="Stop after this many states.")
 def check(
-    hosts: int, tasks: int, max_attempts: int, lease_ticks: int, churn: bool, messages: int, max_states: int
+    hosts: int,
+    tasks: int,
+    max_attempts: int,
+    lease_ticks: int,
+    churn: bool,
+    messages: int,
+    artifacts: int,
+    max_states: int,
 ) -> None:
     """Explore every command sequence in a small scope and check every invariant.
 
@@ -63,6 +76,7 @@ def check(
         lease_ticks=lease_ticks,
         churn=churn,
         messages=messages,
+        artifacts=artifacts,
         max_states=max_states,
     )
     click.echo(f"exploring {scope}", err=True)
