@@ -213,6 +213,22 @@ EVENTS = {
     ev.FollowUpsCollected: st.builds(
         ev.FollowUpsCollected, at=times, task_id=ids, successor_id=ids, message_ids=message_ids
     ),
+    ev.ArtifactStored: st.builds(
+        ev.ArtifactStored,
+        at=times,
+        task_id=ids,
+        artifact=st.builds(
+            rec.Artifact,
+            id=ids,
+            attempt=st.integers(1, 9),
+            step=ids,
+            name=ids,
+            content_type=text,
+            size=st.integers(0, 2**40),
+            sha256=st.sampled_from(["a" * 64, "0" * 64]),
+            created_at=times,
+        ),
+    ),
 }
 
 

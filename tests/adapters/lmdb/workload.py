@@ -19,6 +19,7 @@ from amc.core.commands import (
     RenewLease,
     ReportResult,
     StartAttempt,
+    StoreArtifact,
     SubmitTask,
 )
 from amc.core.records import Boundary, DeviceSpec, Plan, Requirements, Stage, Step, StepOutcome, Task
@@ -53,6 +54,9 @@ class Workload:
 
     def __init__(self, seed: int):
         self.rng = random.Random(seed)
+        # Artifacts draw from their own generator, so the other commands of a seed stay
+        # what they were before artifacts existed (and keep producing every event type).
+        self.evidence = random.Random(seed + 12)
         self.counter = 0
 
     def fresh(self, prefix: str) -> str:
@@ -61,8 +65,10 @@ class Workload:
 
     def next_command(self, state: State) -> Command:
         rng = self.rng
-        roll = rng.random()
         tasks = list(state.tasks.values())
+        if tasks and self.evidence.random() < 0.06:
+            return self.store_artifact(tasks)
+        roll = rng.random()
         if roll < 0.22 or not tasks:
             return self.submit()
         if roll < 0.28 or not state.hosts:
@@ -109,6 +115,31 @@ class Workload:
             )
         return ReportResult(
             **common, status=status, metadata={"exit": rng.randint(0, 2), "notes": ["a", {"b": None}]}, steps=steps
+        )
+
+    def store_artifact(self, tasks: list[Task]) -> StoreArtifact:
+        """Evidence of a planned step (sometimes not), mostly by the current attempt's host,
+        under a few names and two contents, so that repeats, conflicts, stale leases and the
+        task's limit come up too."""
+        rng = self.evidence
+        active = [t for t in tasks if t.active_attempt is not None]
+        task = rng.choice(active if active and rng.random() < 0.8 else [t for t in tasks if t.attempts] or tasks)
+        attempt = task.current
+        number = attempt.number if attempt else 1
+        steps = planned_step_ids(task, number if attempt else None)
+        return StoreArtifact(
+            now=0,
+            host_id=attempt.host_id if attempt and rng.random() < 0.9 else rng.choice(HOSTS),
+            task_id=task.id,
+            attempt=number,
+            lease_id=attempt.lease_id if attempt and rng.random() < 0.95 else "L-wrong",
+            artifact_id=self.fresh("a"),
+            step=rng.choice(steps) if steps and rng.random() < 0.9 else "nowhere",
+            name=rng.choice(("screen.png", "ui.xml", "log.txt")),
+            content_type=rng.choice(("image/png", "text/plain")),
+            size=rng.choice((10, 2_000)),
+            sha256=rng.choice("ab") * 64,
+            max_task_bytes=4_100,
         )
 
     def submit(self) -> SubmitTask:
