@@ -144,8 +144,13 @@ class ArtifactRoutes:
             reader = await asyncio.to_thread(self.blobs.open, artifact.sha256)
         except BlobNotFound:
             raise not_found(f"the bytes of artifact {artifact.id!r} are missing (`amc store verify`)") from None
-        headers = {"Content-Length": str(reader.size), "ETag": f'"{artifact.sha256}"'}
-        return StreamingResponse(read_chunks(reader), media_type=artifact.content_type, headers=headers)
+        # The Content-Type exactly as uploaded (as `media_type`, Starlette would add a charset to text/*).
+        headers = {
+            "Content-Type": artifact.content_type,
+            "Content-Length": str(reader.size),
+            "ETag": f'"{artifact.sha256}"',
+        }
+        return StreamingResponse(read_chunks(reader), headers=headers)
 
     async def _readable(self, request: Request) -> Task:
         """The task, if the caller may read it (as `GET /v1/tasks/{id}`); else 404."""
