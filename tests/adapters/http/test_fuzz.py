@@ -19,6 +19,7 @@ def figures():
 
 
 @pytest.mark.slow
+@pytest.mark.req("ACCESS/s1")
 @pytest.mark.parametrize("label", sorted(OPERATIONS))
 def test_no_generated_request_gets_a_5xx_a_response_off_the_contract_or_a_refusal_that_changes_state(label, tmp_path):
     served = Served(tmp_path / "data")

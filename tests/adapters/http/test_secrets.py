@@ -88,6 +88,7 @@ def simulator():
 
 
 @pytest.mark.slow
+@pytest.mark.req("ACCESS/s1")
 def test_no_token_appears_in_the_logs_the_answers_or_the_metrics(tmp_path, simulator):
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps(TOKENS))
@@ -165,6 +166,7 @@ def _around(text: str, token: str) -> str:
     return text[max(0, at - 80) : at + len(token) + 30]
 
 
+@pytest.mark.req("ACCESS/s1")
 def test_a_token_pasted_into_a_path_or_a_body_is_not_written_back_in_the_error(amc):
     token = amc.acme.token
     for path in (f"/v1/tasks/{token}", f"/v1/hosts/{token}", f"/v1/{token}", f"/v1/tasks/{token}/messages/m_1"):
