@@ -124,7 +124,7 @@ def _tokens(data: Path, tokens_file: Path | None):
     "--access-log/--no-access-log",
     default=False,
     show_default=True,
-    help="Log every request line (never headers, so never tokens).",
+    help="Log every request line (never headers; a known token in a path or query shows as [token]).",
 )
 @click.option(
     "--log-level",

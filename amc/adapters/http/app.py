@@ -555,7 +555,7 @@ def create_app(
         metrics: where to count (give the one whose `on_commit` the store reports to).
         close_service: close the service when the app shuts down (`amc serve` does).
     Returns:
-        A Starlette app; ``app.state.api`` is its `Api`.
+        A Starlette app; ``app.state.api`` is its `Api`, ``app.state.redact`` blanks its tokens out of a text.
     """
     settings = settings or Settings()
     metrics = metrics or Metrics()
@@ -576,4 +576,5 @@ def create_app(
     handlers: dict[Any, Any] = {**EXCEPTION_HANDLERS, HTTPException: api.unrouted}
     app = Starlette(routes=api.routes(), exception_handlers=handlers, lifespan=lifespan)
     app.state.api = api
+    app.state.redact = tokens.redact  # problems.py keeps tokens out of error details with it
     return app

@@ -27,6 +27,7 @@ import attrs
 _log = logging.getLogger("amc.tokens")
 
 ROLES = ("client", "host", "admin")
+REDACTED = "[token]"  # what a known token reads as wherever the server would otherwise show it
 _BINDING = {"client": {"tenant"}, "host": {"host_id"}, "admin": set()}  # the member each role is bound by
 
 
@@ -59,6 +60,10 @@ class Authenticator(Protocol):
 
     def authenticate(self, authorization: str | None) -> Principal | None: ...
 
+    def redact(self, text: str) -> str:
+        """`text` with every token this server knows replaced by `REDACTED`."""
+        ...
+
 
 class TokenFileError(ValueError):
     """A tokens file that cannot be used; the message never contains a token."""
@@ -73,6 +78,7 @@ class TokenTable:
 
     def __init__(self, entries: Iterable[tuple[str, Principal]] = ()):
         self._by_digest: dict[bytes, tuple[bytes, Principal]] = {}
+        self._tokens: list[str] = []
         for token, principal in entries:
             self.add(token, principal)
 
@@ -81,6 +87,7 @@ class TokenTable:
         if digest in self._by_digest:
             raise TokenFileError("a token is listed twice")
         self._by_digest[digest] = (token.encode("utf-8", "surrogatepass"), principal)
+        self._tokens.append(token)
 
     def lookup(self, token: str) -> Principal | None:
         found = self._by_digest.get(_digest(token))
@@ -99,6 +106,17 @@ class TokenTable:
         if scheme.lower() != "bearer" or not token.strip():
             return None
         return self.lookup(token.strip())
+
+    def redact(self, text: str) -> str:
+        """`text` with every known token in it replaced by `REDACTED`.
+
+        A caller may paste a token where none belongs (a path, a query, a body member) and
+        the server echoes those in access logs and error details; this is how they leave.
+        """
+        for token in self._tokens:
+            if token in text:
+                text = text.replace(token, REDACTED)
+        return text
 
     def __len__(self) -> int:
         return len(self._by_digest)
@@ -190,6 +208,9 @@ class TokenFile:
 
     def authenticate(self, authorization: str | None) -> Principal | None:
         return self.table.authenticate(authorization)
+
+    def redact(self, text: str) -> str:
+        return self.table.redact(text)
 
     def __len__(self) -> int:
         return len(self.table)
