@@ -548,6 +548,10 @@ class HostAgainstKernel(RuleBasedStateMachine):
             body = {}
         intent = "steer" if kind in ("skip", "insert", "replace", "text") else kind
         decision = self.world.post(self.task_id, intent, **body)
+        edit = body.get("data") or {}
+        if "zz" in edit.get("skip", ()) or edit.get("insert_after") == "zz":  # in no plan: refused when posted
+            assert decision.rejection is not None and "'zz'" in decision.rejection.detail, decision
+            return
         assert decision.accepted, decision.rejection
         note(f"posted {decision.reply.message_id}: {intent} {body}")
 
@@ -650,3 +654,16 @@ def test_a_failed_step_stops_the_plan_and_the_rest_never_starts():
         ("d", "not_started"),
     ]
     assert {s.reason for s in report.steps[2:]} == {"previous_step_failed"}
+
+
+@req("PROGRESS")
+def test_progress_names_the_running_step_and_counts_the_steps_ended():
+    execution = Execution(THREE, T0 + LEASE)
+    assert (execution.progress.step, execution.progress.ended) == (None, 0)
+    step = execution.next_step(T0)
+    assert step is not None and (execution.progress.step, execution.progress.ended) == ("s1", 0)
+    execution.step_completed(T0 + 1)
+    assert (execution.progress.step, execution.progress.ended) == (None, 1)
+    execution.next_step(T0 + 2)
+    execution.step_failed(T0 + 3, "boom")
+    assert (execution.progress.step, execution.progress.ended) == (None, 2)
