@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich import box
-from rich.console import Group
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -34,7 +35,7 @@ STEP_STYLE: dict[str, str] = {
 }
 
 
-def _row(table: Table, *cells: Any) -> None:
+def _row(table: Table | Fitted, *cells: Any) -> None:
     """Add a row whose plain strings are never read as rich markup (labels, serials, reasons
     are whatever their authors wrote)."""
     table.add_row(*(Text(cell) if isinstance(cell, str) else cell for cell in cells))
@@ -58,17 +59,20 @@ def when(text: str | None, *, date: bool = False, today: _dt.date | None = None)
     """A wire time, as short as it can be without being ambiguous.
 
     ``2026-11-30T01:45:12.345Z`` reads ``01:45:12`` on 2026-11-30 (UTC, as the server
-    writes it) and ``2026-11-30 01:45`` on any other day; with `date`, always whole:
-    ``2026-11-30 01:45:12.345Z``.
+    writes it), ``Nov 30 01:45`` on another day of 2026, and ``2026-11-30`` in another
+    year; with `date`, always whole: ``2026-11-30 01:45:12.345Z``.
     """
     if not text:
         return "-"
     day, _, clock = text.partition("T")
     if date:
         return f"{day} {clock.rstrip('Z')}Z"
-    if day == (today or _dt.datetime.now(_dt.UTC).date()).isoformat():
+    today = today or _dt.datetime.now(_dt.UTC).date()
+    if day == today.isoformat():
         return clock[:8]
-    return f"{day} {clock[:5]}"
+    if day[:4] != str(today.year):
+        return day
+    return f"{_dt.date.fromisoformat(day):%b %d} {clock[:5]}"
 
 
 def parse_time(text: str) -> float:
@@ -187,31 +191,98 @@ def _all_steps(plan: dict) -> list[dict]:
 # -- tasks ------------------------------------------------------------------------------------
 
 
-def table(*columns: str, title: str | None = None, fold: Sequence[str] = ()) -> Table:
-    """A table that fits the console: every column keeps its words whole (an id or a status
-    is never wrapped or cut) except the right-most one, which wraps, and the `fold` ones,
-    which may break long words (free text whose tokens can be long, like a step list)."""
-    made = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for index, column in enumerate(columns):
-        last = index == len(columns) - 1
-        if last or column in fold:
-            made.add_column(column, overflow="fold", ratio=1 if last else None, min_width=12 if last else 8)
-        else:
-            made.add_column(column, no_wrap=True)
-    return made
+MIN_LAST = 16  # the right-most column gets at least this many cells, before optional columns go
+GAP = 2  # cells between two columns: the right padding and the (blank) separator
 
 
-def tasks_table(tasks: list[dict]) -> Table:
-    made = table("ID", "STATUS", "WHERE", "CREATED", "UPDATED", "NOTE")
+class Fitted:
+    """A table that fits the console width, decided when it is printed (so at the width of
+    the console it is printed on, COLUMNS included).
+
+    Every column keeps its cells whole, on one line (an id, a status, a time is never
+    wrapped or cut), except the right-most column, which takes the width that is left and
+    wraps, and the `fold` columns, which may wrap where they must. When the right-most
+    column would get less than MIN_LAST cells, the `optional` columns are left out, last
+    first, until it gets them.
+    """
+
+    def __init__(self, *columns: str, title: str | None = None, fold: Sequence[str] = (), optional: Sequence[str] = ()):
+        self.columns = columns
+        self.title = title
+        self.fold = set(fold)
+        self.optional = list(optional)
+        self.rows: list[list[Text]] = []
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    def add_row(self, *cells: str | Text) -> None:
+        self.rows.append([cell if isinstance(cell, Text) else Text(cell) for cell in cells])
+
+    def natural(self, index: int) -> int:
+        """The width of column `index` when nothing in it wraps."""
+        texts = [Text(self.columns[index])] + [row[index] for row in self.rows]
+        return max(cell_len(line) for text in texts for line in text.plain.split("\n"))
+
+    def shown(self, width: int) -> list[int]:
+        """The columns shown at `width`: all, unless the right-most one would be too narrow."""
+        shown = list(range(len(self.columns)))
+        for name in reversed(self.optional):
+            fixed = sum(self.natural(i) for i in shown[:-1]) + GAP * (len(shown) - 1)
+            if width - fixed >= min(MIN_LAST, self.natural(shown[-1])):
+                break
+            shown.remove(self.columns.index(name))
+        return shown
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        shown = self.shown(width)
+        made = Table(
+            title=self.title,
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            padding=(0, 1, 0, 0),
+        )
+        fixed = 0
+        for i in shown[:-1]:
+            name = self.columns[i]
+            if name in self.fold:
+                made.add_column(name, overflow="fold", min_width=min(len(name), 8))
+            else:
+                made.add_column(name, no_wrap=True, min_width=self.natural(i))
+            fixed += self.natural(i) + GAP
+        last = shown[-1]
+        # What is left, less the one cell rich counts for the right padding pad_edge leaves out.
+        made.add_column(self.columns[last], overflow="fold", width=max(8, width - fixed - 1))
+        for row in self.rows:
+            made.add_row(*(row[i] for i in shown))
+        yield made
+
+
+def table(*columns: str, title: str | None = None, fold: Sequence[str] = (), optional: Sequence[str] = ()) -> Fitted:
+    return Fitted(*columns, title=title, fold=fold, optional=optional)
+
+
+def tasks_table(tasks: list[dict]) -> Fitted:
+    made = table("ID", "STATUS", "WHERE", "CREATED", "UPDATED", "NOTE", optional=("WHERE", "CREATED"))
     for task in tasks:
-        attempt = f"#{task['attempt']} {where(task)}" if task.get("attempt") else "-"
-        notes = [waiting_text(task) or "", f"priority {task['priority']}" if task.get("priority") else ""]
-        notes.append(_pairs(task.get("labels")) if task.get("labels") else "")
+        notes = [waiting_text(task) or ("held by a pause" if task.get("held") else "")]
+        if task.get("paused") and not task.get("held"):
+            notes.append("paused: no new step starts until a resume")
+        if (task.get("attempt") or 0) > 1:
+            notes.append(f"attempt {task['attempt']}")
+        if task.get("priority"):
+            notes.append(f"priority {task['priority']}")
+        if task.get("labels"):
+            notes.append(_pairs(task["labels"]))
         _row(
             made,
             task["id"],
-            task_status_text(task),
-            attempt,
+            status_text(task["status"]),
+            where(task),
             when(task["created_at"]),
             when(task["updated_at"]),
             "; ".join(note for note in notes if note),
@@ -289,7 +360,7 @@ def plan_summary(plan: dict) -> str:
     return _step_count(plan["steps"]) + ": " + ", ".join(s["action"] for s in plan["steps"])
 
 
-def steered_table(steps: Sequence[Any]) -> Table:
+def steered_table(steps: Sequence[Any]) -> Fitted:
     """The plan as steered: every step, with the steer that added or removed it."""
     made = table("STEP", "ACTION", "STEERED", title="plan as steered")
     for step in steps:
@@ -302,24 +373,24 @@ def steered_table(steps: Sequence[Any]) -> Table:
     return made
 
 
-def attempts_table(attempts: list[dict]) -> Table:
-    made = table("#", "HOST/DEVICE", "ASSIGNED", "DISPATCHED", "ENDED", "RENEWALS", "OUTCOME", title="attempts")
+def attempts_table(attempts: list[dict]) -> Fitted:
+    made = table("#", "OUTCOME", "HOST/DEVICE", "ASSIGNED", "DISPATCHED", "ENDED", "RENEWED", title="attempts")
     for attempt in attempts:
         outcome = attempt.get("outcome")
         _row(
             made,
             str(attempt["number"]),
+            Text(outcome or "active", style=STATUS_STYLE.get(outcome or "", "bold blue")),
             f"{attempt['host_id']}/{attempt['device']}",
             when(attempt["assigned_at"]),
             when(attempt.get("dispatched_at")),
             when(attempt.get("ended_at")),
             str(attempt.get("renewals", 0)),
-            Text(outcome or "active", style=STATUS_STYLE.get(outcome or "", "bold blue")),
         )
     return made
 
 
-def steps_table(steps: list[dict]) -> Table:
+def steps_table(steps: list[dict]) -> Fitted:
     made = table("STEP", "OUTCOME", "STARTED", "ENDED", "REASON", title="steps")
     for step in steps:
         _row(
@@ -412,36 +483,36 @@ def message_state_text(state: str) -> Text:
 
 
 def message_times(message: dict) -> str:
-    """One line per state the message reached, with its time: ``posted 01:45:12.345``."""
+    """Each state the message reached, with its time: ``posted 01:45:12, delivered 01:45:13``."""
     times = (
         ("posted", message.get("created_at")),
         ("delivered", message.get("delivered_at")),
         ("admitted", message.get("admitted_at")),
         ("completed", message.get("completed_at")),
     )
-    return "\n".join(f"{label:<9} {when(at)}" for label, at in times if at)
+    return ", ".join(f"{label} {when(at)}" for label, at in times if at)
 
 
-def messages_table(messages: list[dict]) -> Table:
-    made = table("MESSAGE", "STATE", "ATT", "BOUNDARY", "TIMES", "INTENT / DETAIL", fold=("BOUNDARY",))
+def messages_table(messages: list[dict]) -> Fitted:
+    made = table("MESSAGE", "STATE", "ATT", "BOUNDARY", "INTENT, DETAIL, TIMES", fold=("BOUNDARY",))
     for message in messages:
         asked = Text(request_text(message))
         note = message_note(message)
         if note:
-            asked.append(f"\n{note}", style="dim")
+            asked.append(f"\n{note}")
+        asked.append(f"\n{message_times(message)}", style="dim")
         _row(
             made,
             message["id"],
             message_state_text(message["state"]),
             str(message.get("attempt") or "-"),
             boundary_text(message.get("boundary")),
-            message_times(message),
             asked,
         )
     return made
 
 
-def messages_brief(messages: Sequence[dict]) -> Table:
+def messages_brief(messages: Sequence[dict]) -> Fitted:
     """The messages of a task in one line each, for `amc task show`."""
     made = table("MESSAGE", "STATE", "INTENT / NOTE", title="messages")
     for message in messages:
@@ -506,7 +577,7 @@ def _acknowledged_text(data: dict) -> str:
     return text + (f": {data['detail']}" if data.get("detail") else "")
 
 
-def history_table(events: list[dict]) -> Table:
+def history_table(events: list[dict]) -> Fitted:
     made = table("SEQ", "AT", "EVENT")
     for event in events:
         _row(made, str(event["seq"]), when(event["at"]), event_text(event))
@@ -520,18 +591,18 @@ def online_text(online: bool | None) -> Text:
     return Text("yes", style="green") if online else Text("no", style="red")
 
 
-def hosts_table(hosts: list[dict], now: float | None = None) -> Table:
+def hosts_table(hosts: list[dict], now: float | None = None) -> Fitted:
     """One row per device. ONLINE is the device's (false whenever its host is not seen within
     the server's host timeout); LAST SEEN is the host's latest request, or, from a server
     without host liveness, `-`."""
-    made = table("HOST", "LAST SEEN", "DEVICE", "ONLINE", "MODEL", "RUNNING")
+    made = table("HOST", "LAST SEEN", "DEVICE", "ONLINE", "RUNNING", "MODEL")
     for host in hosts:
         seen = ago(host.get("last_seen_at"), now) if "last_seen_at" in host else "-"
         devices = host["devices"] or [None]
         for index, device in enumerate(devices):
             first = index == 0
             if device is None:
-                _row(made, host["id"], seen, "(no devices)", online_text(host.get("online")), "", "")
+                _row(made, host["id"], seen, "(no devices)", online_text(host.get("online")), "-", "")
                 continue
             reservation = device.get("reservation")
             running = f"{reservation['task_id']} #{reservation['attempt']}" if reservation else "-"
@@ -541,7 +612,7 @@ def hosts_table(hosts: list[dict], now: float | None = None) -> Table:
                 seen if first else "",
                 device["serial"],
                 online_text(device["online"] and host.get("online", True)),
-                device["attributes"].get("model", "-"),
                 running,
+                device["attributes"].get("model", "-"),
             )
     return made
