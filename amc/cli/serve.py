@@ -113,6 +113,14 @@ def _tokens(data: Path, tokens_file: Path | None):
     help="Longest lease a claim may ask for.",
 )
 @click.option(
+    "--host-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds after its latest request that a host (and its devices) reads offline. Keep it longer "
+    "than the agents' claim long poll (amc host run --claim-wait).",
+)
+@click.option(
     "--clock",
     type=click.Choice(["system", "manual"]),
     default="system",
@@ -146,6 +154,7 @@ def serve(
     lease_seconds,
     min_lease_seconds,
     max_lease_seconds,
+    host_timeout,
     clock,
     store,
     access_log,
@@ -164,6 +173,7 @@ def serve(
             min_lease_seconds=min_lease_seconds,
             max_lease_seconds=max_lease_seconds,
             manual_clock=clock == "manual",
+            host_timeout_seconds=host_timeout,
         )
     except ValueError as error:
         raise click.BadParameter(str(error)) from None

@@ -192,6 +192,7 @@ class Stack:
         port: int = 0,
         tokens: Path | None = None,
         lease_seconds: float | None = None,
+        host_timeout: float | None = None,
         log_level: str = "warning",
         timeout: float = 30.0,
     ) -> str:
@@ -201,6 +202,8 @@ class Stack:
             args += ["--tokens", str(tokens)]
         if lease_seconds is not None:
             args += ["--lease-seconds", f"{lease_seconds:g}", "--min-lease-seconds", f"{min(1.0, lease_seconds):g}"]
+        if host_timeout is not None:
+            args += ["--host-timeout", f"{host_timeout:g}"]
         self.server = Child("server", args, env=child_env(), sink=self.sink)
         self.url = self.server.wait_for_line(_LISTENING, timeout).group(1)
         return self.url

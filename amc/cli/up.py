@@ -79,6 +79,14 @@ import click
     help="Lease length of the server. Short, so a running task hears of its cancellation within "
     "a third of it (amc serve's default is 30).",
 )
+@click.option(
+    "--host-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds after its latest request that the Host Agent (and its devices) reads offline. Longer than "
+    "the agent's 20 s claim long poll, shorter than amc serve's 60, so a stopped agent shows soon.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Show the server's and the agent's info logs.")
 def up(
     data: Path,
@@ -90,6 +98,7 @@ def up(
     adb_port: int,
     artifacts: Path,
     lease_seconds: float,
+    host_timeout: float,
     verbose: bool,
 ) -> None:
     """Run a local amc: the server, a Host Agent and devices, until Ctrl-C.
@@ -131,7 +140,12 @@ def up(
     try:
         try:
             url = stack.start_server(
-                data, host=listen, port=port, lease_seconds=lease_seconds, log_level="info" if verbose else "warning"
+                data,
+                host=listen,
+                port=port,
+                lease_seconds=lease_seconds,
+                host_timeout=host_timeout,
+                log_level="info" if verbose else "warning",
             )
             tokens_path = data / "tokens.json"
             entries = read_tokens_file(tokens_path)

@@ -242,11 +242,13 @@ class Caller:
     def claim(self, host_id: str, *, expect: Expect = 200, timeout: float | None = None, **body) -> Any:
         return self.call("POST", f"/v1/hosts/{host_id}/claim", body, expect=expect, timeout=timeout)
 
-    def start(self, task_id: str, attempt: int, lease_id: Any, *, expect: Expect = 200) -> dict:
-        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/start", _lease_body(lease_id), expect=expect)
+    def start(self, task_id: str, attempt: int, lease_id: Any, *, expect: Expect = 200, **extra) -> dict:
+        body = {**_lease_body(lease_id), **extra}
+        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/start", body, expect=expect)
 
-    def renew(self, task_id: str, attempt: int, lease_id: Any, *, expect: Expect = 200) -> dict:
-        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/renew", _lease_body(lease_id), expect=expect)
+    def renew(self, task_id: str, attempt: int, lease_id: Any, *, expect: Expect = 200, **extra) -> dict:
+        body = {**_lease_body(lease_id), **extra}
+        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/renew", body, expect=expect)
 
     def report(
         self,
@@ -401,17 +403,31 @@ class Host:
             cancel_requested=answer["cancel_requested"],
         )
 
-    def start(self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None) -> dict:
+    def start(
+        self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None, **extra
+    ) -> dict:
+        """Acknowledge the start; `extra` members go into the body (``progress=...``)."""
         answer = self.caller.start(
-            lease.task_id, attempt or lease.attempt, lease.lease_id if lease_id is _UNSET else lease_id, expect=expect
+            lease.task_id,
+            attempt or lease.attempt,
+            lease.lease_id if lease_id is _UNSET else lease_id,
+            expect=expect,
+            **extra,
         )
         if expect == 200:
             lease.extended(answer)
         return answer
 
-    def renew(self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None) -> dict:
+    def renew(
+        self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None, **extra
+    ) -> dict:
+        """Renew the lease; `extra` members go into the body (``progress=...``)."""
         answer = self.caller.renew(
-            lease.task_id, attempt or lease.attempt, lease.lease_id if lease_id is _UNSET else lease_id, expect=expect
+            lease.task_id,
+            attempt or lease.attempt,
+            lease.lease_id if lease_id is _UNSET else lease_id,
+            expect=expect,
+            **extra,
         )
         if expect == 200:
             lease.extended(answer)

@@ -113,6 +113,14 @@ class Acknowledgement:
     detail: str | None = None  # rejected: why
 
 
+@attrs.frozen
+class RunProgress:
+    """What a start or renewal tells the server of the run (specs/protocol.md "Progress")."""
+
+    step: str | None  # the step running now; None between steps
+    ended: int  # how many steps have ended in this attempt
+
+
 @attrs.define
 class Pause:
     """A checkpoint: the run paused before `before_step` (None: after the last step)."""
@@ -183,6 +191,11 @@ class Execution:
     @property
     def paused(self) -> bool:
         return bool(self.pauses) and self.pauses[-1].resumed_by is None
+
+    @property
+    def progress(self) -> RunProgress:
+        """The running step and how many steps ended: sent with every start and renewal."""
+        return RunProgress(step=None if self.running is None else self.running.id, ended=len(self.outcomes))
 
     def take_acknowledgements(self) -> list[Acknowledgement]:
         """The acknowledgements decided since the last call, in the order to send them."""

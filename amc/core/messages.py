@@ -89,6 +89,12 @@ def _check_message(task: Task, c: PostMessage) -> None:
             raise InvalidRequest("data: a steer needs text or a structured edit in data")
         if edit is not None and task.plan.stages is not None:
             raise InvalidRequest("data: structured edits apply to plans of steps; this task runs stages")
+        unknown = None if edit is None else steering.unknown_step(edit, steering.known_step_ids(task))
+        if unknown is not None:
+            field = "data.skip" if isinstance(edit, steering.Skip) else "data.insert_after"
+            raise InvalidRequest(
+                f"{field}: step {unknown!r} is neither in the plan nor inserted by an earlier steer"
+            )
     elif c.intent == "follow_up":
         # Only `steps` becomes work: a misspelt member would silently ask for nothing.
         extra = sorted(set(c.data or ()) - {"steps"})
@@ -300,7 +306,34 @@ def apply_applied(state: State, e: MessageApplied) -> None:
 
 
 def apply_not_admitted(state: State, e: MessagesNotAdmitted) -> None:
-    _update_messages(state, e.task_id, e.message_ids, "drop", e.at)
+    # The event says which messages; why is read off the task, which by now shows how the
+    # task or the attempt ended (those events come first), so replay gives the same detail.
+    task = state.tasks[e.task_id]
+    wanted = set(e.message_ids)
+    messages = tuple(
+        replace(m, state=lifecycle.target(lifecycle.MESSAGE, m.state, "drop"), detail=not_admitted_detail(task, m))
+        if m.id in wanted
+        else m
+        for m in task.messages
+    )
+    state.put_task(replace(task, messages=messages, updated_at=e.at))
+
+
+def not_admitted_detail(task: Task, message: Message) -> str:
+    """Why `message` was not admitted, as `task` stands once the end that dropped it is applied."""
+    attempt = None if message.attempt is None else task.attempts[message.attempt - 1]
+    if task.status in lifecycle.TERMINAL_STATUSES:
+        if message.intent == "follow_up":
+            return f"the task ended {task.status}; follow-ups become a successor task only when it ends done"
+        if attempt is None:
+            return f"the task ended {task.status} before any host received the message"
+        return f"the task ended {task.status} before the host of attempt {attempt.number} applied the message"
+    if attempt is None:  # (a queued message outlives an attempt: it goes to the next one)
+        return f"the task is {task.status}; no host applied the message"
+    return (
+        f"attempt {attempt.number} ended {attempt.outcome} before its host applied the message;"
+        f" the task is {task.status} and a new message reaches its next attempt"
+    )
 
 
 def apply_collected(state: State, e: FollowUpsCollected) -> None:

@@ -548,6 +548,10 @@ class HostAgainstKernel(RuleBasedStateMachine):
             body = {}
         intent = "steer" if kind in ("skip", "insert", "replace", "text") else kind
         decision = self.world.post(self.task_id, intent, **body)
+        edit = body.get("data") or {}
+        if "zz" in edit.get("skip", ()) or edit.get("insert_after") == "zz":  # in no plan: refused when posted
+            assert decision.rejection is not None and "'zz'" in decision.rejection.detail, decision
+            return
         assert decision.accepted, decision.rejection
         note(f"posted {decision.reply.message_id}: {intent} {body}")
 

@@ -33,7 +33,7 @@ from amc.core import steering
 from amc.core.errors import InvalidRequest
 from amc.core.lifecycle import TERMINAL_STATUSES, StepStatus, TaskStatus
 from amc.core.messages import ACKNOWLEDGEMENTS
-from amc.core.records import Plan, Step, StepOutcome
+from amc.core.records import Plan, Step, StepOutcome, Task
 from amc.core.times import from_rfc3339, seconds_to_ms
 
 
@@ -170,8 +170,15 @@ class ClaimBody:
 
 
 @attrs.frozen(kw_only=True)
+class ProgressBody:
+    step: str | None  # the step running now, or null between steps
+    ended: int  # how many steps have ended in this attempt
+
+
+@attrs.frozen(kw_only=True)
 class LeaseBody:
     lease_id: str
+    progress: ProgressBody | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -303,7 +310,18 @@ def decode_claim(raw: bytes, settings: Settings) -> tuple[ClaimBody, int]:
 
 
 def decode_lease(raw: bytes) -> LeaseBody:
-    return structure(parse_json(raw), LeaseBody)
+    """A start or renewal body; whether its progress names a step of the task is `check_progress`."""
+    body: LeaseBody = structure(parse_json(raw), LeaseBody)
+    if body.progress is not None and body.progress.ended < 0:
+        raise InvalidRequest("progress.ended: must be 0 or more")
+    return body
+
+
+def check_progress(progress: ProgressBody, task: Task) -> None:
+    """Refuse progress on a step the task's plan does not hold, as steered so far (a step
+    that a steer not refused inserts counts: the host may run it before its admission lands)."""
+    if progress.step is not None and progress.step not in steering.known_step_ids(task):
+        raise InvalidRequest(f"progress.step: step {progress.step!r} is not in the task's plan as steered so far")
 
 
 def decode_result(raw: bytes, limits: Limits) -> tuple[ResultBody, tuple[StepOutcome, ...] | None]:

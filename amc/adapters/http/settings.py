@@ -38,8 +38,11 @@ class Settings:
     min_lease_seconds: float = 1.0
     max_lease_seconds: float = 600.0
     manual_clock: bool = False  # True: POST /v1/admin/clock exists
+    host_timeout_seconds: float = 60.0  # a host is online while seen within this long
     limits: Limits = attrs.field(factory=Limits)
 
     def __attrs_post_init__(self) -> None:
         if not 0 < self.min_lease_seconds <= self.lease_seconds <= self.max_lease_seconds:
             raise ValueError("lease seconds must satisfy 0 < min-lease-seconds <= lease-seconds <= max-lease-seconds")
+        if not self.host_timeout_seconds > 0:
+            raise ValueError("host-timeout must be more than 0 seconds")
