@@ -192,6 +192,7 @@ def _all_steps(plan: dict) -> list[dict]:
 
 
 MIN_LAST = 16  # the right-most column gets at least this many cells, before optional columns go
+FOLD_WIDTH = 14  # the widest a `fold` column gets before it wraps
 GAP = 2  # cells between two columns: the right padding and the (blank) separator
 
 
@@ -225,11 +226,16 @@ class Fitted:
         texts = [Text(self.columns[index])] + [row[index] for row in self.rows]
         return max(cell_len(line) for text in texts for line in text.plain.split("\n"))
 
+    def width(self, index: int) -> int:
+        """The width column `index` takes when it is not the right-most one."""
+        natural = self.natural(index)
+        return min(natural, FOLD_WIDTH) if self.columns[index] in self.fold else natural
+
     def shown(self, width: int) -> list[int]:
         """The columns shown at `width`: all, unless the right-most one would be too narrow."""
         shown = list(range(len(self.columns)))
         for name in reversed(self.optional):
-            fixed = sum(self.natural(i) for i in shown[:-1]) + GAP * (len(shown) - 1)
+            fixed = sum(self.width(i) for i in shown[:-1]) + GAP * (len(shown) - 1)
             if width - fixed >= min(MIN_LAST, self.natural(shown[-1])):
                 break
             shown.remove(self.columns.index(name))
@@ -250,10 +256,10 @@ class Fitted:
         for i in shown[:-1]:
             name = self.columns[i]
             if name in self.fold:
-                made.add_column(name, overflow="fold", min_width=min(len(name), 8))
+                made.add_column(name, overflow="fold", max_width=self.width(i))
             else:
                 made.add_column(name, no_wrap=True, min_width=self.natural(i))
-            fixed += self.natural(i) + GAP
+            fixed += self.width(i) + GAP
         last = shown[-1]
         # What is left, less the one cell rich counts for the right padding pad_edge leaves out.
         made.add_column(self.columns[last], overflow="fold", width=max(8, width - fixed - 1))
@@ -494,7 +500,7 @@ def message_times(message: dict) -> str:
 
 
 def messages_table(messages: list[dict]) -> Fitted:
-    made = table("MESSAGE", "STATE", "ATT", "BOUNDARY", "INTENT, DETAIL, TIMES", fold=("BOUNDARY",))
+    made = table("MESSAGE", "STATE", "ATT", "BOUNDARY", "INTENT / DETAIL", fold=("BOUNDARY",))
     for message in messages:
         asked = Text(request_text(message))
         note = message_note(message)
