@@ -12,7 +12,10 @@ In the manner of hatch, every caller command (`amc task ...`, `amc host list`) g
   `--help` never reads them;
 - exits: `abort(message, code)` prints one line and exits with `code`. Every `ApiError` a
   command lets escape is turned into such a line by `caller_command`, with the exit code of
-  its kind (`Exit` below), never a traceback.
+  its kind (`Exit` below), never a traceback. Under --json the line is one problem document
+  instead (`{"type", "title", "status", "detail", "code"}`, the server's own when it
+  answered; `status` null and a code such as `unreachable` when none did), and stdout
+  stays empty.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ class Exit(enum.IntEnum):
 EXIT_HELP = (
     "Exit codes: 0 ok; 1 the answer is no (a watched task did not end done); 2 usage; "
     "3 server unreachable; 4 token refused (401/403); 5 not found (404); "
-    "6 conflict (409, with its code); 7 invalid request (400/413)."
+    "6 conflict (409, with its code); 7 invalid request (400/413); 130 Ctrl-C on watch (the task goes on)."
 )
 
 

@@ -171,7 +171,10 @@ def show(app: Application, task_id: str) -> None:
 @click.option("--after", metavar="CURSOR", help="Continue after a previous listing (its `next`).")
 @caller_command
 def list_tasks(app: Application, status: str | None, limit: int, after: str | None) -> None:
-    """List tasks, oldest first (all tenants' for an admin token)."""
+    """List tasks, oldest first (all tenants' for an admin token).
+
+    NOTE says why a queued task waits, that a running one is paused, its priority and labels.
+    """
     from amc.cli.views import tasks_table
 
     page = app.client.all_tasks(status, limit, after)
@@ -500,10 +503,13 @@ def list_messages(app: Application, task_id: str) -> None:
 )
 @caller_command
 def watch(app: Application, task_id: str, interval: float, timeout: float | None) -> None:
-    """Follow a task until it ends, printing its events as they happen.
+    """Follow a task until it ends: its events as they happen, and where it stands.
 
-    Exits 0 when the task ends done, 1 when it ends failed or cancelled. With --json,
-    prints the ended task.
+    While it waits, why (e.g. "queued: no registered device matches serial 'x'"); while it
+    runs, the running step, the steps ended out of the total and the time since it started,
+    or `paused`. When it ends, its step table. Exits 0 when the task ends done, 1 when it
+    ends failed or cancelled; Ctrl-C stops the watching only (the task goes on) and exits
+    130. With --json, prints the ended task.
     """
     _watch(app, task_id, interval, timeout)
 
