@@ -125,13 +125,15 @@ def submit(
         return
     from rich.markup import escape
 
-    from amc.cli.views import plan_summary, requirement_text
+    from amc.cli.views import plan_summary, requirement_text, waiting_text
 
+    # A task no device can run says so now, not after a long wait.
+    why = waiting_text(found) if (found.get("waiting") or {}).get("reason") not in (None, "ready") else None
     app.display_result(
         found,
         lambda: (
             f"Submitted [bold]{found['id']}[/bold]: {found['status']}, {escape(plan_summary(found['plan']))}; "
-            f"runs on {escape(requirement_text(found))}."
+            f"runs on {escape(requirement_text(found))}." + (f" It waits: {escape(why)}." if why else "")
             if created
             else f"Already submitted with this idempotency key: [bold]{found['id']}[/bold] ({found['status']})."
         ),

@@ -23,9 +23,11 @@ def said(result) -> str:
 # -- why a queued task waits --------------------------------------------------------------------
 
 
-def test_show_list_and_watch_say_that_no_device_matches_the_serial(cli, host):
+def test_submit_show_list_and_watch_say_that_no_device_matches_the_serial(cli, host):
     task = submit(cli, STEPS_ABC, "--serial", "no-such-phone")
     expected = "no registered device matches serial 'no-such-phone'"
+    submitted = cli("task", "submit", "-", "--serial", "no-such-phone", input=json.dumps(STEPS_ABC))
+    assert f"It waits: {expected}." in said(submitted)
     assert f"waiting {expected}" in said(cli("task", "show", task["id"]))
     assert expected in said(cli("task", "list", env={"COLUMNS": "132"}))
     watched = cli("task", "watch", task["id"], "--timeout", "0.3", "--interval", "0.1")
