@@ -196,6 +196,30 @@ MUTANTS: dict[str, list[Edit]] = {
             """if True:""",
         )
     ],
+    "a-steer-naming-a-step-in-no-plan-is-accepted": [
+        Edit(
+            "amc.core.messages",
+            "_check_message",
+            """if unknown is not None:""",
+            """if False:""",
+        )
+    ],
+    "not-admitted-messages-say-nothing": [
+        Edit(
+            "amc.core.messages",
+            "apply_not_admitted",
+            """detail=not_admitted_detail(task, m)""",
+            """detail=None""",
+        )
+    ],
+    "waiting-counts-a-busy-device-as-idle": [
+        Edit(
+            "amc.core.waiting",
+            "waiting",
+            """idle += device.reservation is None""",
+            """idle += 1""",
+        )
+    ],
 }
 
 

@@ -24,6 +24,8 @@ import httpx
 import orjson
 
 from amc.adapters.adb.discovery import DeviceInfo
+from amc.agent.wire import lease_body
+from amc.core.execution import RunProgress
 
 # Statuses that say "try again later" rather than "no".
 _RETRYABLE_4XX = (408, 429)
@@ -98,19 +100,23 @@ class ControlPlane:
             "POST", f"/v1/hosts/{self.host_id}/claim", orjson.dumps(body), deadline=wait_seconds + self.timeout
         )
 
-    async def start(self, task_id: str, attempt: int, lease_id: str, *, deadline: float) -> dict:
+    async def start(
+        self, task_id: str, attempt: int, lease_id: str, *, deadline: float, progress: RunProgress | None = None
+    ) -> dict:
         return await self._call(
             "POST",
             f"/v1/tasks/{task_id}/attempts/{attempt}/start",
-            orjson.dumps({"lease_id": lease_id}),
+            lease_body(lease_id, progress),
             deadline=deadline,
         )
 
-    async def renew(self, task_id: str, attempt: int, lease_id: str, *, deadline: float) -> dict:
+    async def renew(
+        self, task_id: str, attempt: int, lease_id: str, *, deadline: float, progress: RunProgress | None = None
+    ) -> dict:
         return await self._call(
             "POST",
             f"/v1/tasks/{task_id}/attempts/{attempt}/renew",
-            orjson.dumps({"lease_id": lease_id}),
+            lease_body(lease_id, progress),
             deadline=deadline,
         )
 

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import orjson
 
-from amc.core.execution import Acknowledgement, FinalReport
+from amc.core.execution import Acknowledgement, FinalReport, RunProgress
 from amc.core.lifecycle import MessageState
 from amc.core.records import Message, Plan, Stage, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms, to_rfc3339
@@ -107,6 +107,14 @@ def parse_message(data: dict[str, Any]) -> Message:
         created_at=from_rfc3339(data["created_at"]),
         attempt=data.get("attempt"),
     )
+
+
+def lease_body(lease_id: str, progress: RunProgress | None = None) -> bytes:
+    """A start or renewal: the lease, and how far the run got (the running step, the steps ended)."""
+    body: dict[str, Any] = {"lease_id": lease_id}
+    if progress is not None:
+        body["progress"] = {"step": progress.step, "ended": progress.ended}
+    return orjson.dumps(body)
 
 
 def acknowledgement_body(lease_id: str, ack: Acknowledgement) -> bytes:

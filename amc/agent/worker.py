@@ -174,7 +174,11 @@ class AttemptRun:
             sent = time.monotonic()
             try:
                 data = await self.server.start(
-                    a.task_id, a.attempt, a.lease_id, deadline=self.clock.seconds_until(execution.lease_expires_at)
+                    a.task_id,
+                    a.attempt,
+                    a.lease_id,
+                    deadline=self.clock.seconds_until(execution.lease_expires_at),
+                    progress=execution.progress,
                 )
                 grant = parse_grant(data)
             except Rejected as error:

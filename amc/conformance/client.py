@@ -522,6 +522,12 @@ MESSAGE_MEMBERS = frozenset(
 )
 
 
+def as_recorded(host: dict) -> dict:
+    """A host without its liveness (`last_seen_at`, `online`), which every request of its own
+    token moves, refused or not: what "the host is unchanged" compares."""
+    return {key: value for key, value in host.items() if key not in ("last_seen_at", "online")}
+
+
 def ids(messages: list[dict]) -> list[str]:
     """The ids of messages, in the order given (a start or renewal answer's, a listing's)."""
     return [m["id"] for m in messages]

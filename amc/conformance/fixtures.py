@@ -28,7 +28,7 @@ from amc.conformance.target import ManagedServer, Tokens, TokensError, wait_heal
 REAL_TIME_LEASE = 2.0  # seconds: the lease the expiry scenarios claim without a manual clock
 # The host timeout of the server the suite starts itself: short, so that the scenario of a
 # silent host runs in real time too (with a manual clock it moves the clock instead).
-OWN_HOST_TIMEOUT = 2.0
+OWN_HOST_TIMEOUT = 5.0
 PROTOCOL_HOST_TIMEOUT = 60.0  # the protocol's default, assumed for a target unless told
 
 

@@ -92,9 +92,7 @@ def _check_message(task: Task, c: PostMessage) -> None:
         unknown = None if edit is None else steering.unknown_step(edit, steering.known_step_ids(task))
         if unknown is not None:
             field = "data.skip" if isinstance(edit, steering.Skip) else "data.insert_after"
-            raise InvalidRequest(
-                f"{field}: step {unknown!r} is neither in the plan nor inserted by an earlier steer"
-            )
+            raise InvalidRequest(f"{field}: step {unknown!r} is neither in the plan nor inserted by an earlier steer")
     elif c.intent == "follow_up":
         # Only `steps` becomes work: a misspelt member would silently ask for nothing.
         extra = sorted(set(c.data or ()) - {"steps"})

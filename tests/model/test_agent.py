@@ -636,3 +636,16 @@ class HostAgainstKernel(RuleBasedStateMachine):
 
 HostAgainstKernel.TestCase.settings = settings(max_examples=250, stateful_step_count=40, deadline=None)
 test_the_host_agrees_with_the_kernel = HostAgainstKernel.TestCase
+
+
+@req("PROGRESS")
+def test_progress_names_the_running_step_and_counts_the_steps_ended():
+    execution = Execution(THREE, T0 + LEASE)
+    assert (execution.progress.step, execution.progress.ended) == (None, 0)
+    step = execution.next_step(T0)
+    assert step is not None and (execution.progress.step, execution.progress.ended) == ("s1", 0)
+    execution.step_completed(T0 + 1)
+    assert (execution.progress.step, execution.progress.ended) == (None, 1)
+    execution.next_step(T0 + 2)
+    execution.step_failed(T0 + 3, "boom")
+    assert (execution.progress.step, execution.progress.ended) == (None, 2)

@@ -229,8 +229,11 @@ class KernelModel(RuleBasedStateMachine):
                 data=data,
             )
         )
+        edit = steering.parse_edit(data) if intent == "steer" else None
         if who == "other":
             assert decision.rejection.code is Code.not_found
+        elif edit is not None and steering.unknown_step(edit, steering.known_step_ids(task)) is not None:
+            assert decision.rejection.code is Code.invalid_request  # a bad body (400) before the rules (409)
         elif task.status in ("failed", "cancelled") or (task.status == "done" and intent != "follow_up"):
             assert decision.rejection.code is Code.task_terminal
         elif decision.accepted and task.status == "done":

@@ -29,6 +29,7 @@ ProgressOf = Callable[[str, int], "Progress | None"]
 def _no_progress(task_id: str, number: int) -> Progress | None:
     return None
 
+
 # (second, its RFC 3339 prefix): most times in a response fall in the same second. One
 # tuple, replaced whole, so threads sharing it never see a second with another's prefix.
 _last_second: tuple[int, str] = (-1, "")
@@ -97,7 +98,9 @@ def task_view(task: Task, *, progress: ProgressOf = _no_progress, waiting: Waiti
         "follow_up_of": task.follow_up_of,
         "collected": [f.message_id for f in task.collected],
         "follow_ups": [follow_up_view(f) for f in task.collected],
-        "waiting": None if waiting is None else {"reason": waiting.reason, "matching_devices": waiting.matching_devices},
+        "waiting": None
+        if waiting is None
+        else {"reason": waiting.reason, "matching_devices": waiting.matching_devices},
     }
 
 

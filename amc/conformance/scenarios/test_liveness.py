@@ -60,7 +60,9 @@ def test_progress_on_a_step_of_no_plan_is_refused(scene):
     task, lease = scene.running(h1, plan=PLAN_ABC)
     x = task["id"]
     h1.renew(lease, progress={"step": "a", "ended": 0})
-    steer = acme.post_message(x, "steer", data={"insert_after": "a", "steps": [{"id": "x", "action": "screenshot", "args": {}}]})
+    steer = acme.post_message(
+        x, "steer", data={"insert_after": "a", "steps": [{"id": "x", "action": "screenshot", "args": {}}]}
+    )
     h1.renew(lease)
     before = scene.task(x)
     # When h1 renews with progress on nosuch, or with a negative count
@@ -194,7 +196,7 @@ def test_a_task_whose_online_matching_devices_are_all_reserved_waits_busy(scene)
     """Online matching devices, all reserved: busy; when one frees up, ready."""
     acme, h1 = scene.acme, scene.h1
     # Given h1's only device runs X, and Y needs the same device
-    x, lease = scene.running(h1)
+    _x, lease = scene.running(h1)
     y = scene.submit()
     # Then Y waits busy
     assert acme.get_task(y["id"])["waiting"] == {"reason": "matching_devices_busy", "matching_devices": 1}

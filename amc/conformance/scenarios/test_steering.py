@@ -126,7 +126,9 @@ def test_an_edit_that_names_no_step_still_to_run_cannot_be_admitted(scene):
     # delivered; h1 rejected the insertion, so z is in no plan
     task, lease = scene.running(h1, plan=PLAN_ABC)
     x = task["id"]
-    insert_z = acme.post_message(x, "steer", data={"insert_after": "a", "steps": [{"id": "z", "action": "screenshot", "args": {}}]})
+    insert_z = acme.post_message(
+        x, "steer", data={"insert_after": "a", "steps": [{"id": "z", "action": "screenshot", "args": {}}]}
+    )
     unknown = acme.post_message(x, "steer", data={"skip": ["z"]})
     skip_c = acme.post_message(x, "steer", data={"skip": ["c"]})
     h1.renew(lease)
