@@ -207,9 +207,9 @@ MUTANTS: dict[str, list[Edit]] = {
     "not-admitted-messages-say-nothing": [
         Edit(
             "amc.core.messages",
-            "apply_not_admitted",
-            """detail=not_admitted_detail(task, m)""",
-            """detail=None""",
+            "settle_messages",
+            """details = tuple(_ended_before_applied(m, status) for m in dropped)""",
+            """details = ()""",
         )
     ],
     "waiting-counts-a-busy-device-as-idle": [

@@ -162,6 +162,9 @@ class MessagesNotAdmitted:
     at: int
     task_id: str
     message_ids: tuple[str, ...]
+    # Why, one sentence per message id; empty in the logs written before messages said why
+    # (their replay leaves `detail` null, as those stores recorded it).
+    details: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

@@ -186,10 +186,13 @@ def settle_messages(state: State, task: Task, at: int, status: TaskStatus) -> tu
     follow_ups = tuple(
         FollowUp(message_id=m.id, text=m.text, data=m.data) for m in task.messages if m.open and m.intent == "follow_up"
     )
-    dropped = tuple(m.id for m in task.messages if m.open and (m.intent != "follow_up" or status != TaskStatus.done))
+    dropped = tuple(m for m in task.messages if m.open and (m.intent != "follow_up" or status != TaskStatus.done))
     events: tuple[Event, ...] = ()
     if dropped:
-        events += (MessagesNotAdmitted(at=at, task_id=task.id, message_ids=dropped),)
+        details = tuple(_ended_before_applied(m, status) for m in dropped)
+        events += (
+            MessagesNotAdmitted(at=at, task_id=task.id, message_ids=tuple(m.id for m in dropped), details=details),
+        )
     if follow_ups and status == TaskStatus.done:
         events += _collect(state, task, at, follow_ups)
     return events
@@ -225,7 +228,11 @@ def requeue_messages(task: Task, number: int, at: int) -> tuple[Event, ...]:
     dropped = tuple(m.id for m in task.messages if m.state == MessageState.delivered and m.attempt == number)
     events: tuple[Event, ...] = ()
     if dropped:
-        events += (MessagesNotAdmitted(at=at, task_id=task.id, message_ids=dropped),)
+        why = (
+            f"attempt {number} ended before its host applied the message; the task is queued again,"
+            " and a message posted now reaches its next attempt"
+        )
+        events += (MessagesNotAdmitted(at=at, task_id=task.id, message_ids=dropped, details=(why,) * len(dropped)),)
     events += tuple(
         MessageApplied(at=at, task_id=task.id, message_id=m.id)
         for m in task.messages
@@ -304,34 +311,25 @@ def apply_applied(state: State, e: MessageApplied) -> None:
 
 
 def apply_not_admitted(state: State, e: MessagesNotAdmitted) -> None:
-    # The event says which messages; why is read off the task, which by now shows how the
-    # task or the attempt ended (those events come first), so replay gives the same detail.
+    if not e.details:  # a log written before messages said why
+        _update_messages(state, e.task_id, e.message_ids, "drop", e.at)
+        return
     task = state.tasks[e.task_id]
-    wanted = set(e.message_ids)
+    why = dict(zip(e.message_ids, e.details))
     messages = tuple(
-        replace(m, state=lifecycle.target(lifecycle.MESSAGE, m.state, "drop"), detail=not_admitted_detail(task, m))
-        if m.id in wanted
-        else m
+        replace(m, state=lifecycle.target(lifecycle.MESSAGE, m.state, "drop"), detail=why[m.id]) if m.id in why else m
         for m in task.messages
     )
     state.put_task(replace(task, messages=messages, updated_at=e.at))
 
 
-def not_admitted_detail(task: Task, message: Message) -> str:
-    """Why `message` was not admitted, as `task` stands once the end that dropped it is applied."""
-    attempt = None if message.attempt is None else task.attempts[message.attempt - 1]
-    if task.status in lifecycle.TERMINAL_STATUSES:
-        if message.intent == "follow_up":
-            return f"the task ended {task.status}; follow-ups become a successor task only when it ends done"
-        if attempt is None:
-            return f"the task ended {task.status} before any host received the message"
-        return f"the task ended {task.status} before the host of attempt {attempt.number} applied the message"
-    if attempt is None:  # (a queued message outlives an attempt: it goes to the next one)
-        return f"the task is {task.status}; no host applied the message"
-    return (
-        f"attempt {attempt.number} ended {attempt.outcome} before its host applied the message;"
-        f" the task is {task.status} and a new message reaches its next attempt"
-    )
+def _ended_before_applied(message: Message, status: TaskStatus) -> str:
+    """Why `message` is not admitted when its task ends `status` first."""
+    if message.intent == "follow_up":
+        return f"the task ended {status}; follow-ups become a successor task only when it ends done"
+    if message.attempt is None:
+        return f"the task ended {status} before any host received the message"
+    return f"the task ended {status} before the host of attempt {message.attempt} applied the message"
 
 
 def apply_collected(state: State, e: FollowUpsCollected) -> None:

@@ -527,7 +527,7 @@ def test_messages_not_admitted_say_why():
     w.now += LEASE_MS
     w.advance(0)  # attempt 1 expires, the task is queued again
     detail = message(w, task_id, delivered).detail
-    assert "attempt 1 ended expired" in detail and "queued" in detail
+    assert "attempt 1 ended before its host applied" in detail and "queued" in detail
 
     a2 = w.claim("h1")
     w.start(a2)
