@@ -196,18 +196,29 @@ class TokenFile:
         now = self._clock()
         if now - self._checked_at >= self._recheck:
             self._checked_at = now
-            signature = self._signature()
-            if signature != self._seen:
-                self._seen = signature
-                try:
-                    self._table = TokenTable.load(self.path)
-                    _log.info("tokens reloaded from %s: %d token(s)", self.path, len(self._table))
-                except TokenFileError as error:  # the message never holds a token
-                    _log.warning("tokens file changed but cannot be used, keeping the previous tokens: %s", error)
+            self._reload_if_changed()
         return self._table
 
+    def _reload_if_changed(self) -> None:
+        signature = self._signature()
+        if signature != self._seen:
+            self._seen = signature
+            try:
+                self._table = TokenTable.load(self.path)
+                _log.info("tokens reloaded from %s: %d token(s)", self.path, len(self._table))
+            except TokenFileError as error:  # the message never holds a token
+                _log.warning("tokens file changed but cannot be used, keeping the previous tokens: %s", error)
+
     def authenticate(self, authorization: str | None) -> Principal | None:
-        return self.table.authenticate(authorization)
+        principal = self.table.authenticate(authorization)
+        if principal is None:
+            # A token added a moment ago (`amc tokens add`, then at once `amc host run`) must
+            # not be refused for the rest of the recheck interval: an unknown token looks at
+            # the file now. That costs one `stat`, and a reload only when the file changed.
+            self._checked_at = self._clock()
+            self._reload_if_changed()
+            principal = self._table.authenticate(authorization)
+        return principal
 
     def redact(self, text: str) -> str:
         return self.table.redact(text)

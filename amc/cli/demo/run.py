@@ -454,9 +454,9 @@ class DemoRun:
             self.console.print(table)
         steered = (self.tasks.get("photo-share", {}).get("result") or {}).get("steps")
         if steered:
-            table = steps_table(steered)
-            table.title = "photo-share's steps after the steers:"
-            self.console.print(table)
+            steps = steps_table(steered)
+            steps.title = "photo-share's steps after the steers:"
+            self.console.print(steps)
 
     def document(self, passed: bool) -> dict:
         """The run as one JSON document (`--json`): the verdict, and per job what the server holds."""

@@ -268,7 +268,7 @@ class Differential(RuleBasedStateMachine):
             "attempts": [
                 {
                     "number": a.number,
-                    "host_id": a.host_id,
+                    "host_id": self.hosts[a.host_id].id,  # the oracle's h1/h2 are the target's two hosts
                     "device": a.device,
                     "assigned_at": wire(a.assigned_at),
                     "dispatched_at": time(a.dispatched_at),
