@@ -91,7 +91,7 @@ def test_released_attempts_count_toward_max_attempts():
 @req("RELEASE/s4")
 def test_the_identical_release_repeats_after_a_new_claim_and_a_different_one_conflicts():
     world = World()
-    task_id, a = dispatched(world, max_attempts=3)
+    _, a = dispatched(world, max_attempts=3)
     steps = outcomes(("open", "completed"), ("look", "interrupted"))
     assert world.release(a, reason="device_lost", steps=steps).accepted
     again = world.claim("h1")
