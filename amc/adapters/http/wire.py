@@ -69,6 +69,7 @@ NOT_SHOWN: dict[type, dict[str, str]] = {
     Attempt: {
         "lease_id": "known only to the host that holds the lease",
         "lease_ms": "the lease shows as lease_expires_at",
+        "release_reason": "the history's released entry shows it; the attempt keeps it to recognise a repeat",
     },
 }
 
@@ -116,6 +117,7 @@ def attempt_view(attempt: Attempt, progress: Progress | None = None) -> dict[str
         "ended_at": _time(attempt.ended_at),
         "outcome": attempt.outcome,
         "progress": None if progress is None else {"step": progress.step, "ended": progress.ended},
+        "steps": None if attempt.steps is None else [step_outcome_view(s) for s in attempt.steps],
     }
 
 
