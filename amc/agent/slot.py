@@ -108,8 +108,8 @@ class DeviceSlot:
             assignment, received, host.server, host.executor_for(assignment), host.pool, host.config.report_backoff
         )
         self.attempt = attempt
-        if host.stopping:  # the claim was answered just as the host began to stop
-            attempt.stop(*host.STOP)
+        if host.stopping:  # the claim was answered just as the host began to stop: give it back
+            attempt.stop(*host.stop_reason())
         try:
             host.records.append(await attempt.run())
         finally:

@@ -10,7 +10,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from amc.core.execution import NO_PLANNER, Execution, StopReason
+from amc.core.execution import NO_PLANNER, RELEASE_REASONS, Execution, Release, StopReason
 from amc.core.records import Message, Plan, Stage, Step
 from amc.core.steering import planned_step_ids
 from tests.model.world import PLAN, World
@@ -159,11 +159,14 @@ def test_a_retried_report_is_identical_and_the_server_answers_with_the_recorded_
 
 OBSERVATIONS = st.lists(
     st.one_of(
-        st.tuples(st.just("step"), st.sampled_from(("completed", "completed", "failed", "refused", "interrupted"))),
+        st.tuples(
+            st.just("step"),
+            st.sampled_from(("completed", "completed", "failed", "refused", "interrupted", "lost", "device_lost")),
+        ),
         st.tuples(st.just("renewed"), st.booleans()),
         st.tuples(st.just("refused"), st.just("lease_expired")),
         st.tuples(st.just("wait"), st.integers(1, 40_000)),
-        st.tuples(st.just("shutdown"), st.just(None)),
+        st.tuples(st.just("shutdown"), st.sampled_from((StopReason.drain_timed_out, StopReason.forced_stop))),
     ),
     max_size=30,
 )
@@ -183,9 +186,11 @@ def test_every_planned_step_gets_one_truthful_outcome(observations, size):
                     break
                 started.append(step.id)
             now += 1
-            {"completed": execution.step_completed, "interrupted": execution.step_interrupted}.get(
-                value, lambda t, value=value: getattr(execution, f"step_{value}")(t, "boom")
-            )(now)
+            {
+                "completed": execution.step_completed,
+                "interrupted": execution.step_interrupted,
+                "device_lost": lambda t: execution.device_lost(t, "device gone"),
+            }.get(value, lambda t, value=value: getattr(execution, f"step_{value}")(t, "boom"))(now)
             if value == "completed":
                 completed.append(started[-1])
         elif kind == "renewed":
@@ -196,7 +201,10 @@ def test_every_planned_step_gets_one_truthful_outcome(observations, size):
             now += value
             execution.tick(now)
         else:
-            execution.request_stop(StopReason.host_stopping)
+            drain_ended = execution.stop is StopReason.drain_timed_out
+            execution.request_stop(value)
+            if drain_ended and value is StopReason.forced_stop:  # the one escalation
+                assert execution.stop is StopReason.forced_stop
         first_stop = first_stop or execution.stop
     if execution.running is not None:
         execution.step_interrupted(now + 1)
@@ -204,13 +212,25 @@ def test_every_planned_step_gets_one_truthful_outcome(observations, size):
         started.append(execution.running.id)
         execution.step_completed(now)
         completed.append((execution.running and execution.running.id) or started[-1])
-    report = execution.report()
+    conclusion = execution.conclusion()
     # one outcome per planned step, in plan order
-    assert [s.id for s in report.steps] == [s.id for s in plan.steps]
-    for outcome in report.steps:
+    assert [s.id for s in conclusion.steps] == [s.id for s in plan.steps]
+    for outcome in conclusion.steps:
         assert outcome.status in {"completed", "failed", "interrupted", "not_started", "refused"}
         assert (outcome.status == "completed") == (outcome.id in completed)
         assert (outcome.status != "not_started") == (outcome.id in started)
+    if isinstance(conclusion, Release):
+        # a host stop gives the attempt back: no verdict on the task, none on a step
+        assert execution.stop in RELEASE_REASONS
+        assert conclusion.reason == RELEASE_REASONS[execution.stop]
+        assert {s.status for s in conclusion.steps} <= {"completed", "interrupted", "not_started"}
+        assert not all(s.status == "completed" for s in conclusion.steps)
+        assert all(s.reason == conclusion.reason for s in conclusion.steps if s.status == "not_started")
+        assert conclusion is execution.conclusion()
+        return
+    report = conclusion
+    # a host stop never ends in a verdict, unless every step had completed anyway
+    assert execution.stop not in RELEASE_REASONS or report.status == "done"
     # cancelled only for a cancellation stop; done only when everything completed
     assert (report.status == "done") == all(s.status == "completed" for s in report.steps)
     if report.status == "cancelled":
@@ -228,6 +248,106 @@ def test_a_step_whose_device_went_away_is_interrupted_and_stops_the_run():
     report = execution.report()
     assert [s.status for s in report.steps] == ["interrupted", "not_started", "not_started"]
     assert report.steps[1].reason == "previous_step_lost" and report.status == "failed"
+
+
+# -- host stops: drain, forced stop, device lost -------------------------------------------------
+
+
+def table_of(steps) -> list[tuple]:
+    return [(s.id, s.status, s.reason) for s in steps]
+
+
+@req("AGENT-DRAIN/s2")
+def test_a_drain_that_timed_out_lets_the_running_step_finish_then_releases_at_the_boundary():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    execution.next_step(now)  # s2 runs
+    execution.request_stop(StopReason.drain_timed_out, "the drain ran out")
+    assert not execution.should_interrupt  # a drain stops at the boundary, not mid-step
+    execution.step_completed(now + 5)
+    assert execution.next_step(now + 5) is None and execution.finished
+    release = execution.conclusion()
+    assert isinstance(release, Release) and release.reason == "host_stopping"
+    assert table_of(release.steps) == [
+        ("s1", "completed", None),
+        ("s2", "completed", None),
+        ("s3", "not_started", "host_stopping"),
+    ]
+    assert release is execution.conclusion()
+
+
+@req("AGENT-DRAIN/s3")
+@pytest.mark.parametrize("drain_first", [False, True])
+def test_a_forced_stop_interrupts_the_running_step_and_releases(drain_first):
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    execution.next_step(now)
+    if drain_first:  # the drain ran out, then a second signal: the stop escalates
+        execution.request_stop(StopReason.drain_timed_out)
+    execution.request_stop(StopReason.forced_stop, "stop now")
+    assert execution.stop is StopReason.forced_stop and execution.should_interrupt
+    execution.step_interrupted(now + 1)
+    release = execution.conclusion()
+    assert isinstance(release, Release) and release.reason == "host_stopping"
+    assert table_of(release.steps) == [
+        ("s1", "completed", None),
+        ("s2", "interrupted", "host_stopping"),
+        ("s3", "not_started", "host_stopping"),
+    ]
+
+
+@req("AGENT-DRAIN/s4")
+def test_a_device_lost_mid_step_releases_the_attempt_with_reason_device_lost():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    execution.next_step(now)
+    execution.device_lost(now + 1, "device amc-sim-01 not found")
+    assert execution.next_step(now + 1) is None
+    release = execution.conclusion()
+    assert isinstance(release, Release) and release.reason == "device_lost"
+    assert table_of(release.steps) == [
+        ("s1", "completed", None),
+        ("s2", "interrupted", "device amc-sim-01 not found"),
+        ("s3", "not_started", "device_lost"),
+    ]
+
+
+@req("AGENT-DRAIN/s1")
+def test_a_host_stop_after_every_step_completed_is_a_done_report_not_a_release():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    run(execution, 3)
+    execution.request_stop(StopReason.forced_stop)
+    assert execution.finished and not execution.releases
+    assert execution.conclusion().status == "done"
+
+
+@req("AGENT-DRAIN/s5")
+def test_a_cancellation_before_the_host_stop_is_still_reported_cancelled():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    execution.lease_granted(now, now + LEASE, cancel_requested=True)
+    execution.request_stop(StopReason.forced_stop)  # the first reason counts
+    execution.next_step(now)
+    assert execution.conclusion().status == "cancelled"
+
+
+@req("AGENT-DRAIN/s5")
+def test_a_release_of_a_paused_run_names_the_host_stop_and_settles_admitted_steers():
+    execution = Execution(ABCD, lease_expires_at=T0 + LEASE)
+    deliver(execution, T0, message("m1", "steer", {"skip": ["c"]}), message("m2", "pause"))
+    assert execution.next_step(T0) is None and execution.paused
+    execution.request_stop(StopReason.drain_timed_out)
+    release = execution.conclusion()
+    assert isinstance(release, Release)
+    assert table_of(release.steps) == [
+        ("a", "not_started", "host_stopping"),
+        ("b", "not_started", "host_stopping"),
+        ("c", "not_started", "steered"),
+        ("d", "not_started", "host_stopping"),
+    ]
+    assert ("m1", "completed") in [(m, state) for m, state, *_ in acks(execution)]
+    with pytest.raises(AssertionError):
+        execution.report()  # a host stop never ends in a verdict
 
 
 # -- Part B: steering, pause and acknowledgements -----------------------------------------------
@@ -436,7 +556,7 @@ def test_a_resume_with_nothing_paused_and_a_second_pause_are_rejected():
     ]
 
 
-@pytest.mark.parametrize("stop", ["cancel", "lease_lost", "host_stopping"])
+@pytest.mark.parametrize("stop", ["cancel", "lease_lost"])
 def test_a_stop_ends_a_paused_run(stop):
     execution = Execution(THREE, lease_expires_at=T0 + LEASE)
     now = run(execution, 1)
@@ -444,10 +564,8 @@ def test_a_stop_ends_a_paused_run(stop):
     assert execution.next_step(now) is None and not execution.finished
     if stop == "cancel":
         deliver(execution, now, cancel=True)
-    elif stop == "lease_lost":
-        now = execution.lease_expires_at  # no renewal succeeded
     else:
-        execution.request_stop(StopReason.host_stopping)
+        now = execution.lease_expires_at  # no renewal succeeded
     assert execution.next_step(now) is None and execution.finished
     report = execution.report()
     assert report.status == ("cancelled" if stop == "cancel" else "failed")
