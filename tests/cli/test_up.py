@@ -121,10 +121,9 @@ def stored_task(tmp_path, task_id: str):
 @pytest.mark.req("AGENT-DRAIN/s2", "AGENT-DRAIN/s3")
 @pytest.mark.parametrize("presses", [1, 2])
 def test_ctrl_c_drains_the_agent_and_a_second_ctrl_c_releases_at_once(tmp_path, presses):
-    steps = [{"id": f"s{i}", "action": "shell", "args": {"command": "sleep 1" if presses == 1 else "sleep 30"}}]
     process, url = start_up(tmp_path, "--drain-timeout", "1" if presses == 1 else "60")
     try:
-        plan = {"steps": [{"id": "a", "action": "tap", "args": {"x": 1, "y": 2}}, *steps_of(steps, presses)]}
+        plan = {"steps": [{"id": "a", "action": "tap", "args": {"x": 1, "y": 2}}, *steps_of(presses)]}
         env = {"AMC_URL": url, "AMC_DATA": str(tmp_path / ".amc"), "AMC_TOKEN": None}
         submitted = CliRunner().invoke(main, ["task", "submit", "-", "--json"], input=json.dumps(plan), env=env)
         task_id = json.loads(submitted.stdout)["id"]
@@ -155,11 +154,11 @@ def test_ctrl_c_drains_the_agent_and_a_second_ctrl_c_releases_at_once(tmp_path, 
         assert {status for _, status in statuses} == {"completed", "not_started"}
 
 
-def steps_of(steps: list[dict], presses: int) -> list[dict]:
+def steps_of(presses: int) -> list[dict]:
     """Nine one-second steps to outlast a one-second drain, or one thirty-second step."""
     if presses == 2:
-        return steps
-    return [{**steps[0], "id": f"s{i}"} for i in range(1, 10)]
+        return [{"id": "s1", "action": "shell", "args": {"command": "sleep 30"}}]
+    return [{"id": f"s{i}", "action": "shell", "args": {"command": "sleep 1"}} for i in range(1, 10)]
 
 
 def test_up_fails_in_one_line_when_its_port_is_taken(tmp_path):
