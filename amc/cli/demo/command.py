@@ -3,14 +3,20 @@
 What happens, in order (about ten seconds):
 
 1. A server on a fresh temporary store, with 3-second leases so expiries show quickly,
-   and its own tokens file (admin, client, hosts h1 and h2); simulated phones: three for
-   host h1, one (a Pixel 7, like one of h1's) for host h2.
-2. Only h2's Host Agent starts at first, and `checkout` (any Pixel 7) is submitted: h2 is
-   then the only host that can claim it.
+   and its own tokens file (admin, client, hosts h1, h2 and h3); simulated phones: three
+   for host h1, one (a Pixel 7, like one of h1's) for host h2, one (an SM-G991B, like one
+   of h1's) for host h3.
+2. Only h2's and h3's Host Agents start at first, and `checkout` (any Pixel 7) and
+   `app-update` (any SM-G991B) are submitted: h2, and h3, are then the only hosts that can
+   claim them.
 3. h1's agent starts and the rest of the workload is submitted (`workload`);
    `nightly-report`, last in line, is cancelled while still queued.
 4. While `checkout` runs a shell command on h2's phone, the h2 agent is SIGKILLed: its
    lease lapses, the server requeues the task, and h1 runs it on its own Pixel 7.
+   While `app-update` runs a shell command on h3's phone, the h3 agent gets SIGTERM with a
+   drain time shorter than the command: it claims no more, lets the command end, releases
+   the attempt (no verdict on the task) and exits 0; the server requeues the task at once,
+   and h1 runs it on its own SM-G991B.
 5. While `long-sync` runs `sleep 8` on its phone, it is cancelled: the agent learns it at
    its next lease renewal, stops the command at once and reports `cancelled`.
 6. While `photo-share` runs `sleep 2`, it is steered twice (skip `upload`, insert `crop`
