@@ -266,6 +266,24 @@ class Caller:
             body["steps"] = steps
         return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/result", body, expect=expect)
 
+    def release(
+        self,
+        task_id: str,
+        attempt: int,
+        lease_id: str,
+        *,
+        expect: Expect = 200,
+        reason: Any = _UNSET,
+        steps: Any = _UNSET,
+    ) -> dict:
+        """v1.1: give the attempt back (specs/protocol.md "Release: a host gives an attempt back")."""
+        body: dict[str, Any] = {"lease_id": lease_id}
+        if reason is not _UNSET:
+            body["reason"] = reason
+        if steps is not _UNSET:
+            body["steps"] = steps
+        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/release", body, expect=expect)
+
     # -- messages (Part B) --------------------------------------------------------------
 
     def post_message(
@@ -432,6 +450,17 @@ class Host:
             attempt or lease.attempt,
             lease.lease_id if lease_id is _UNSET else lease_id,
             status,
+            expect=expect,
+            **body,
+        )
+
+    def release(
+        self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None, **body
+    ) -> dict:
+        return self.caller.release(
+            lease.task_id,
+            attempt or lease.attempt,
+            lease.lease_id if lease_id is _UNSET else lease_id,
             expect=expect,
             **body,
         )

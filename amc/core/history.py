@@ -8,6 +8,7 @@ and host registrations belong to no task.
 from __future__ import annotations
 
 from amc.core.events import (
+    AttemptReleased,
     AttemptStarted,
     CancellationDelivered,
     CancellationRequested,
@@ -33,6 +34,7 @@ HISTORY_TYPES: dict[type, str] = {
     CancellationRequested: "cancellation_requested",
     CancellationDelivered: "cancellation_delivered",
     LeaseExpired: "lease_expired",
+    AttemptReleased: "released",
     TaskRequeued: "requeued",
     TaskEnded: "ended",
     MessagePosted: "message_posted",
@@ -61,6 +63,8 @@ def history_data(event: Event) -> dict[str, JSON]:
         case AttemptStarted() | CancellationDelivered() | LeaseExpired():
             return {"attempt": event.attempt}
         case CancellationRequested():
+            return {"attempt": event.attempt, "reason": event.reason}
+        case AttemptReleased():
             return {"attempt": event.attempt, "reason": event.reason}
         case TaskRequeued():
             return {}

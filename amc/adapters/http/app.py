@@ -57,6 +57,7 @@ from amc.core.commands import (
     ExpireLeases,
     PostMessage,
     RegisterHost,
+    ReleaseAttempt,
     RenewLease,
     ReportResult,
     StartAttempt,
@@ -70,6 +71,7 @@ from amc.core.decisions import (
     HostUpdated,
     LeaseGranted,
     MessageAccepted,
+    ReleaseRecorded,
     ResultRecorded,
     Submitted,
 )
@@ -449,6 +451,21 @@ class Api:
         await self.decide(command, ResultRecorded)
         return json_response(wire.task_view(self._task(task_id)))
 
+    async def release(self, request: Request) -> Response:
+        decode = functools.partial(bodies.decode_release, limits=self.settings.limits)
+        principal, (body, steps), task_id, number = await self._lease_request(request, decode)
+        command = ReleaseAttempt(
+            now=0,
+            host_id=principal.host,
+            task_id=task_id,
+            attempt=number,
+            lease_id=body.lease_id,
+            reason=body.reason,
+            steps=steps,
+        )
+        await self.decide(command, ReleaseRecorded)
+        return json_response(wire.task_view(self._task(task_id)))
+
     async def acknowledge(self, request: Request) -> Response:
         principal, raw = await self.begin(request)
         access.require_role(principal, "host")
@@ -494,6 +511,7 @@ class Api:
             Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/start", self.start, methods=["POST"]),
             Route("/v1/hosts/{host_id}/claim", self.claim, methods=["POST"]),
             Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/result", self.result, methods=["POST"]),
+            Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/release", self.release, methods=["POST"]),
             Route(
                 "/v1/tasks/{task_id}/attempts/{attempt:attempt}/messages/{message_id}",
                 self.acknowledge,

@@ -193,6 +193,13 @@ class ResultBody:
 
 
 @attrs.frozen(kw_only=True)
+class ReleaseBody:
+    lease_id: str
+    reason: str | None = None
+    steps: list[StepOutcomeBody] | None = None
+
+
+@attrs.frozen(kw_only=True)
 class CancelBody:
     reason: str | None = None
 
@@ -314,10 +321,22 @@ def decode_result(raw: bytes, limits: Limits) -> tuple[ResultBody, tuple[StepOut
         raise InvalidRequest(f"status: must be one of {', '.join(RESULT_STATUSES)}")
     if len(orjson.dumps(result.metadata)) > limits.max_metadata_bytes:
         raise InvalidRequest(f"metadata: at most {limits.max_metadata_bytes} bytes as JSON")
-    if result.steps is None:
-        return result, None
+    return result, _step_outcomes(result.steps, limits)
+
+
+def decode_release(raw: bytes, limits: Limits) -> tuple[ReleaseBody, tuple[StepOutcome, ...] | None]:
+    """The release body and its step outcomes, each well formed, as a result's."""
+    release = structure(parse_json(raw), ReleaseBody)
+    if release.reason is not None and len(release.reason) > limits.max_reason_length:
+        raise InvalidRequest(f"reason: at most {limits.max_reason_length} characters")
+    return release, _step_outcomes(release.steps, limits)
+
+
+def _step_outcomes(steps: list[StepOutcomeBody] | None, limits: Limits) -> tuple[StepOutcome, ...] | None:
+    if steps is None:
+        return None
     outcomes = []
-    for step in result.steps:
+    for step in steps:
         where = f"steps[{step.id!r}]"
         if step.status not in STEP_STATUSES:
             raise InvalidRequest(f"{where}.status: must be one of {', '.join(STEP_STATUSES)}")
@@ -335,7 +354,7 @@ def decode_result(raw: bytes, limits: Limits) -> tuple[ResultBody, tuple[StepOut
                 output=step.output,
             )
         )
-    return result, tuple(outcomes)
+    return tuple(outcomes)
 
 
 def _time(field: str, text: str | None) -> int | None:

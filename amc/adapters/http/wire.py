@@ -58,6 +58,7 @@ NOT_SHOWN: dict[type, dict[str, str]] = {
     Attempt: {
         "lease_id": "known only to the host that holds the lease",
         "lease_ms": "the lease shows as lease_expires_at",
+        "release_reason": "the history's released entry shows it; the attempt keeps it to recognise a repeat",
     },
 }
 
@@ -99,6 +100,7 @@ def attempt_view(attempt: Attempt) -> dict[str, Any]:
         "renewals": attempt.renewals,
         "ended_at": _time(attempt.ended_at),
         "outcome": attempt.outcome,
+        "steps": None if attempt.steps is None else [step_outcome_view(s) for s in attempt.steps],
     }
 
 

@@ -48,6 +48,7 @@ EVENT_TAGS: dict[str, type] = {
     "message_applied": events.MessageApplied,
     "messages_not_admitted": events.MessagesNotAdmitted,
     "follow_ups_collected": events.FollowUpsCollected,
+    "attempt_released": events.AttemptReleased,
 }
 
 COMMAND_TAGS: dict[str, type] = dict(commands.NAMES)  # declared with the commands: metrics use them too

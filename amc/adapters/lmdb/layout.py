@@ -53,7 +53,7 @@ from amc.core.errors import InvalidRequest
 from amc.core.events import Event
 from amc.core.records import Host, Plan, Requirements, Task
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 FORMAT = b"amc-store"
 
 DATA_FILE = "data.mdb"  # LMDB's own file names (subdir=True)

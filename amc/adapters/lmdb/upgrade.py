@@ -7,6 +7,11 @@ moves two databases' entries to their new keys and fills the new index. It is on
 write transaction: a crash part-way leaves the schema 1 store exactly as it was, and the
 next open upgrades it again.
 
+Schema 2 to 3: an attempt keeps the step outcomes and the reason of a release (`steps`,
+`release_reason`). Every attempt of an older store ended otherwise, so each gets both as
+null; the task records are rewritten with them, the log again untouched. A schema 1 store
+takes both steps in the same transaction.
+
 Only the writer upgrades (it holds the writer lock); a read-only open of an old store
 (`amc store verify`) is refused with a message that says how to upgrade it.
 """
@@ -24,7 +29,7 @@ from amc.adapters.lmdb.errors import NotAStore
 
 log = logging.getLogger("amc.store")
 
-UPGRADABLE = (b"1",)
+UPGRADABLE = (b"1", b"2")
 
 # The fields of the records a store keeps (a task and a host, and the records inside them)
 # at `layout.SCHEMA_VERSION`. A field added to or removed from a record changes the stored
@@ -44,6 +49,8 @@ STORED_FIELDS: dict[str, tuple[str, ...]] = {
         "renewals",
         "ended_at",
         "outcome",
+        "steps",
+        "release_reason",
     ),
     "Boundary": ("before_step",),
     "Cancellation": ("state", "requested_at", "attempt", "delivered_at", "reason"),
@@ -98,7 +105,8 @@ STORED_FIELDS: dict[str, tuple[str, ...]] = {
 
 
 def upgrade(path: Path, env: lmdb.Environment, meta) -> None:
-    """Bring the store from schema 1 to `layout.SCHEMA_VERSION` in one transaction.
+    """Bring the store from its schema (one of `UPGRADABLE`) to `layout.SCHEMA_VERSION` in
+    one transaction.
 
     The transaction rewrites the task records beside the old ones (the old pages are
     freed only when it commits), so a map that cannot hold both is doubled and the
@@ -106,38 +114,62 @@ def upgrade(path: Path, env: lmdb.Environment, meta) -> None:
     """
     while True:
         try:
-            count = _from_schema_1(path, env, meta)
+            count = _upgrade(path, env, meta)
             break
         except lmdb.MapFullError:
             env.set_mapsize(2 * env.info()["map_size"])
     log.info("upgraded the store in %s to schema version %d (%d tasks)", path, layout.SCHEMA_VERSION, count)
 
 
-def _from_schema_1(path: Path, env: lmdb.Environment, meta) -> int:
+def _upgrade(path: Path, env: lmdb.Environment, meta) -> int:
     with env.begin(write=True) as txn:
         tasks = env.open_db(layout.DB_TASKS, txn=txn, **layout.DATABASES[layout.DB_TASKS])
-        history = env.open_db(layout.DB_HISTORY, txn=txn, **layout.DATABASES[layout.DB_HISTORY])
-        task_ids = env.open_db(layout.DB_TASK_IDS, txn=txn, **layout.DATABASES[layout.DB_TASK_IDS])
-        records = list(txn.cursor(db=tasks))
-        entries = list(txn.cursor(db=history))  # every (task id, log seq), duplicates included
-        txn.drop(tasks, delete=False)
-        txn.drop(history, delete=False)
-        seq_keys: dict[bytes, bytes] = {}
-        for task_id, raw in records:
-            try:
-                seq_key = layout.u64(orjson.loads(raw)["seq"])
-            except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-                raise NotAStore(
-                    f"{path}: the task record {task_id.decode(errors='replace')!r} has no seq ({exc!r})"
-                ) from None
-            seq_keys[task_id] = seq_key
-            txn.put(seq_key, raw, db=tasks)
-            txn.put(task_id, seq_key, db=task_ids)
-        for task_id, log_key in entries:
-            if task_id not in seq_keys:
-                raise NotAStore(
-                    f"{path}: the history index names task {task_id.decode(errors='replace')!r}, which has no record"
-                )
-            txn.put(seq_keys[task_id], log_key, db=history)
+        if txn.get(layout.META_SCHEMA, db=meta) == b"1":
+            _from_schema_1(path, env, txn, tasks)
+        count = _from_schema_2(path, txn, tasks)
         txn.put(layout.META_SCHEMA, str(layout.SCHEMA_VERSION).encode(), db=meta)
+    return count
+
+
+def _from_schema_1(path: Path, env: lmdb.Environment, txn, tasks) -> None:
+    history = env.open_db(layout.DB_HISTORY, txn=txn, **layout.DATABASES[layout.DB_HISTORY])
+    task_ids = env.open_db(layout.DB_TASK_IDS, txn=txn, **layout.DATABASES[layout.DB_TASK_IDS])
+    records = list(txn.cursor(db=tasks))
+    entries = list(txn.cursor(db=history))  # every (task id, log seq), duplicates included
+    txn.drop(tasks, delete=False)
+    txn.drop(history, delete=False)
+    seq_keys: dict[bytes, bytes] = {}
+    for task_id, raw in records:
+        try:
+            seq_key = layout.u64(orjson.loads(raw)["seq"])
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise NotAStore(
+                f"{path}: the task record {task_id.decode(errors='replace')!r} has no seq ({exc!r})"
+            ) from None
+        seq_keys[task_id] = seq_key
+        txn.put(seq_key, raw, db=tasks)
+        txn.put(task_id, seq_key, db=task_ids)
+    for task_id, log_key in entries:
+        if task_id not in seq_keys:
+            raise NotAStore(
+                f"{path}: the history index names task {task_id.decode(errors='replace')!r}, which has no record"
+            )
+        txn.put(seq_keys[task_id], log_key, db=history)
+
+
+def _from_schema_2(path: Path, txn, tasks) -> int:
+    """Every attempt gets `steps` and `release_reason`, both null: none was released."""
+    records = list(txn.cursor(db=tasks))
+    for key, raw in records:
+        try:
+            record = orjson.loads(raw)
+            attempts = record["attempts"]
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise NotAStore(f"{path}: a task record is not one ({exc!r})") from None
+        if not attempts:
+            continue  # nothing to add: the record stays byte for byte the same
+        for attempt in attempts:
+            attempt.setdefault("steps", None)
+            attempt.setdefault("release_reason", None)
+        txn.put(key, orjson.dumps(record), db=tasks)
     return len(records)

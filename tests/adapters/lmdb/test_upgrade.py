@@ -30,7 +30,13 @@ def schema1_dir(tmp_path):
 
 @pytest.fixture(scope="module")
 def answered():
-    return orjson.loads((FIXTURES / "schema1-store.json").read_bytes())
+    """What the fixture's reads answered then, with the fields later schemas added: schema 3
+    gives every attempt `steps` and `release_reason`, null (none of them was released)."""
+    recorded = orjson.loads((FIXTURES / "schema1-store.json").read_bytes())
+    for task in recorded["tasks"].values():
+        for attempt in task["attempts"]:
+            attempt.update(steps=None, release_reason=None)
+    return recorded
 
 
 def schema_of(path) -> bytes:
@@ -131,3 +137,16 @@ def test_the_records_hold_the_fields_of_the_current_schema():
         f"the stored records differ from schema {layout.SCHEMA_VERSION}: {changes}; bump layout.SCHEMA_VERSION, "
         "add the step that upgrades older stores to upgrade.py, and update upgrade.STORED_FIELDS"
     )
+
+
+def test_the_upgrade_writes_the_new_attempt_fields_into_every_stored_task(schema1_dir):
+    """Schema 3: each stored attempt holds `steps` and `release_reason` (null), not only as a
+    default filled at read time, so an amc that reads schema 3 finds the fields it wrote."""
+    with LmdbService.open(schema1_dir, clock="manual"):
+        pass
+    with (
+        lmdb.open(str(schema1_dir), max_dbs=16, readonly=True) as env,
+        env.begin(db=env.open_db(layout.DB_TASKS, create=False)) as txn,
+    ):
+        attempts = [a for _, raw in txn.cursor() for a in orjson.loads(raw)["attempts"]]
+    assert attempts and all(a["steps"] is None and a["release_reason"] is None for a in attempts)
