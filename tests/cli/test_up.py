@@ -111,7 +111,7 @@ def start_up(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:
 def stored_task(tmp_path, task_id: str):
     from amc.adapters.lmdb import LmdbService
 
-    service = LmdbService.open(tmp_path / ".amc" / "store")
+    service = LmdbService.open(tmp_path / ".amc")
     try:
         return service.task(task_id)
     finally:

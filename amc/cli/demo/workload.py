@@ -88,7 +88,7 @@ def jobs() -> list[Job]:
                 "requirements": {"attributes": {"model": "SM-G991B"}},
                 "plan": {
                     "steps": [
-                        _step("open-store", "launch", package="com.android.vending"),
+                        _step("open-store", "launch", package="com.android.settings"),
                         _step("download", "shell", command="sleep 2"),
                         _step("install", "tap", x=540, y=1600),
                         _step("verify", "screenshot"),
