@@ -66,10 +66,32 @@ MUTANTS: dict[str, list[Edit]] = {
             "amc.core.lifecycle",
             "TaskLifecycle",
             """
-        _.assigned.to(_.cancelled, cond="cancellation_pending")
-        | _.assigned.to(_.queued, cond="attempts_left")
+        expire = (
+            _.assigned.to(_.cancelled, cond="cancellation_pending")
+            | _.assigned.to(_.queued, cond="attempts_left")
         """,
-            """_.assigned.to(_.queued, cond="attempts_left")""",
+            """
+        expire = (
+            _.assigned.to(_.queued, cond="attempts_left")
+        """,
+        )
+    ],
+    "release-ignores-pending-cancel": [
+        Edit(
+            "amc.core.lifecycle",
+            "TaskLifecycle",
+            """
+        release = (
+            _.assigned.to(_.cancelled, cond="cancellation_pending")
+            | _.assigned.to(_.queued, cond="attempts_left")
+            | _.assigned.to(_.failed)
+            | _.dispatched.to(_.cancelled, cond="cancellation_pending")
+        """,
+            """
+        release = (
+            _.assigned.to(_.queued, cond="attempts_left")
+            | _.assigned.to(_.failed)
+        """,
         )
     ],
     "cancel-of-done-task-succeeds": [
