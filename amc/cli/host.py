@@ -127,7 +127,8 @@ def run(
     Stopping gives tasks back instead of failing them:
     - the first SIGTERM (or Ctrl-C) stops claiming; running tasks may finish
       within --drain-timeout; then each stops at its next step boundary and
-      its attempt is released: the server requeues the task for another host;
+      its attempt is released: the server requeues the task for another host
+      (or ends it, if that was its last attempt or it is being cancelled);
     - a second one interrupts the running steps now and releases them;
     - a device that goes away mid-task has its attempt released too.
     It exits 0 once every attempt has reported or been released.

@@ -111,7 +111,8 @@ def up(
     Stopping gives tasks back instead of failing them:
     - the first Ctrl-C drains the Host Agent: it claims nothing more, lets running
       tasks finish within --drain-timeout, then stops each at its next step
-      boundary and releases it (the task is queued again, in the store);
+      boundary and releases it: the task is queued again in the store (unless
+      that was its last attempt or it is being cancelled);
     - a second Ctrl-C interrupts the running steps and releases them now;
     - a third kills what is left.
     """

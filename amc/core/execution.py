@@ -13,8 +13,8 @@ Stopping (seed 001 and specs/protocol.md "Host Agent duties"):
   successful renewal, is ``lease_lost``. A step that fails is ``step_failed``; a step the
   action policy refuses is ``step_refused``; a step whose outcome cannot be known because
   of a bug of the agent's is ``step_lost``; a device that went away is ``device_lost``.
-  The first stop reason observed is the one that counts, with one escalation: a forced
-  stop replaces a drain's stop, so the running step is interrupted after all.
+  The first stop reason observed is the one that counts, except that a drain's stop gives
+  way to how the step under way ends and to a forced stop (`OVERRIDE_DRAIN`).
 - Stops take effect at step boundaries: no step starts after a stop. A step running when
   the stop arrives is interrupted where the runtime can (`should_interrupt`), and is
   recorded ``interrupted`` unless it finished first: never ``completed`` if it did not
@@ -106,6 +106,20 @@ RELEASE_REASONS: dict[StopReason, str] = {
     StopReason.device_lost: "device_lost",
 }
 
+
+# A drain that timed out only keeps the next step from starting; the step under way runs to
+# its own end. So how that step ends, or a forced stop, replaces it as the reason: a step that
+# failed after the drain is the task's own failure (the host stop changed nothing), and a
+# forced stop interrupts the step after all.
+OVERRIDE_DRAIN = frozenset(
+    {
+        StopReason.forced_stop,
+        StopReason.step_failed,
+        StopReason.step_refused,
+        StopReason.step_lost,
+        StopReason.device_lost,
+    }
+)
 
 # Why a step that never started did not start, by stop reason (None, not stopped, is absent).
 NOT_STARTED_BECAUSE: dict[StopReason | None, str] = {
@@ -214,9 +228,9 @@ class Execution:
             self.request_stop(StopReason.lease_lost, "no renewal succeeded before the lease expired")
 
     def request_stop(self, reason: StopReason, detail: str | None = None) -> None:
-        """Stop for `reason` unless already stopping; a forced stop overrides a drain's."""
-        escalates = reason is StopReason.forced_stop and self.stop is StopReason.drain_timed_out
-        if self.stop is None or escalates:
+        """Stop for `reason` unless already stopping; see OVERRIDE_DRAIN."""
+        overrides = self.stop is StopReason.drain_timed_out and reason in OVERRIDE_DRAIN
+        if self.stop is None or overrides:
             self.stop, self.stop_detail = reason, detail
 
     @property

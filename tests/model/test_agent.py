@@ -296,6 +296,18 @@ def test_a_forced_stop_interrupts_the_running_step_and_releases(drain_first):
     ]
 
 
+@req("AGENT-DRAIN/s5")
+def test_a_step_that_fails_after_the_drain_timed_out_is_the_tasks_own_failure():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    execution.next_step(now)
+    execution.request_stop(StopReason.drain_timed_out)
+    execution.step_failed(now + 1, "exit status 1")  # it ran to its end, and failed: the host stop changed nothing
+    report = execution.conclusion()
+    assert not isinstance(report, Release) and report.status == "failed"
+    assert table_of(report.steps)[2] == ("s3", "not_started", "previous_step_failed")
+
+
 @req("AGENT-DRAIN/s4")
 def test_a_device_lost_mid_step_releases_the_attempt_with_reason_device_lost():
     execution = Execution(THREE, lease_expires_at=T0 + LEASE)
@@ -593,7 +605,9 @@ class HostAgainstKernel(RuleBasedStateMachine):
     wait across several renewals (a lost or slow acknowledgement), so messages are carried
     again. Every acknowledgement and the final report must be accepted by the kernel, which
     checks the result's steps against the edits it admitted; the World checks every
-    invariant after every command.
+    invariant after every command. The host may stop (a drain that timed out, a forced stop)
+    or lose its device mid-step: then it releases, and the kernel must accept the release's
+    steps by the same rule, and requeue (or cancel) the task, never fail it with attempts left.
     """
 
     @initialize(size=st.integers(1, 4))
@@ -674,7 +688,11 @@ class HostAgainstKernel(RuleBasedStateMachine):
         self.tick()
         self._grant(self.world.renew(self.assignment))
 
-    @rule(outcome=st.sampled_from(["completed", "completed", "completed", "failed", "refused", "interrupted"]))
+    @rule(
+        outcome=st.sampled_from(
+            ["completed", "completed", "completed", "failed", "refused", "interrupted", "device_lost"]
+        )
+    )
     def step(self, outcome):
         self.tick()
         execution, now = self.execution, self.world.now
@@ -684,8 +702,17 @@ class HostAgainstKernel(RuleBasedStateMachine):
             execution.step_completed(now)
         elif outcome == "interrupted":
             execution.step_interrupted(now, "unknown")
+        elif outcome == "device_lost":
+            execution.device_lost(now, "device d1 not found")
         else:
             getattr(execution, f"step_{outcome}")(now, "boom")
+
+    @rule(reason=st.sampled_from([StopReason.drain_timed_out, StopReason.forced_stop]))
+    def host_stops(self, reason):
+        self.tick()
+        self.execution.request_stop(reason, "the host is stopping")
+        if self.execution.should_interrupt:
+            self.execution.step_interrupted(self.world.now)
 
     @rule(count=st.integers(1, 3))
     def send_acknowledgements(self, count):
@@ -728,12 +755,20 @@ class HostAgainstKernel(RuleBasedStateMachine):
                 assert w.post(self.task_id, "resume").accepted
                 self._grant(w.renew(self.assignment))
             self._boundary()
-        report = execution.report()
+        report = execution.conclusion()
         self._collect()
         self.send_acknowledgements(len(self.unsent))
-        assert w.task(self.task_id).paused == execution.paused
-        decision = w.report(self.assignment, report.status, metadata=report.metadata, steps=report.steps)
-        assert decision.accepted, decision.rejection
+        if isinstance(report, Release):
+            cancelling = w.task(self.task_id).cancellation is not None
+            decision = w.release(self.assignment, report.reason, steps=report.steps)
+            assert decision.accepted, decision.rejection
+            assert {s.status for s in report.steps} <= {"completed", "interrupted", "not_started"}
+            # a host stop is no verdict: with attempts left the task waits for another host
+            assert w.task(self.task_id).status == ("cancelled" if cancelling else "queued")
+        else:
+            assert w.task(self.task_id).paused == execution.paused
+            decision = w.report(self.assignment, report.status, metadata=report.metadata, steps=report.steps)
+            assert decision.accepted, decision.rejection
         ids = [s.id for s in report.steps]
         assert ids == [e.step.id for e in execution.outline] == planned_step_ids(w.task(self.task_id), 1)
         assert len(set(ids)) == len(ids)
