@@ -72,7 +72,7 @@ def test_sigterm_drains_finishes_what_fits_and_releases_the_rest_to_another_host
         agent.kill()
 
     assert agent.returncode == 0, stderr
-    assert 2.5 <= took < 2.5 + 1 + 5, stderr  # the drain, the step under way, the releases
+    assert 2.5 <= took < 2.5 + 1 + 10, stderr  # the drain, the step under way, the releases (a loaded machine)
     assert "drain" in stderr and "released" in stderr
     assert server.api.task(short)["status"] == "done"  # it ended within the drain time
     on_device = {server.api.task(t)["attempts"][0]["device"]: t for t in long}
@@ -116,7 +116,7 @@ def test_a_second_signal_interrupts_the_running_step_and_releases_at_once(server
         agent.kill()
 
     assert agent.returncode == 0, stderr
-    assert took < 5, stderr
+    assert took < 8, stderr  # no drain: interrupted and released at once
     task = server.api.task(task_id)
     assert task["status"] == "queued" and task["result"] is None
     attempt = released_attempt(task)
