@@ -210,6 +210,22 @@ MUTANTS: dict[str, list[Edit]] = {
             """if follow_ups and status == "never":""",
         )
     ],
+    "agent-fails-a-task-its-host-stopped": [
+        Edit(
+            "amc.core.execution",
+            "Execution.releases",
+            """return self.stop in RELEASE_REASONS and not self._all_completed(self._steps())""",
+            """return False""",
+        )
+    ],
+    "agent-drain-interrupts-the-running-step": [
+        Edit(
+            "amc.core.execution",
+            "Execution.should_interrupt",
+            """return self.stop is not None and self.stop is not StopReason.drain_timed_out and self.running is not None""",
+            """return self.stop is not None and self.running is not None""",
+        )
+    ],
     "agent-applies-a-redelivered-message-again": [
         Edit(
             "amc.core.execution",

@@ -1,5 +1,5 @@
-"""The Host Agent's side of the wire: register, claim, start, renew, acknowledge messages and
-report (specs/protocol.md Parts A and B).
+"""The Host Agent's side of the wire: register, claim, start, renew, acknowledge messages,
+report and release (specs/protocol.md Parts A and B, and "Release: a host gives an attempt back").
 
 Every call ends in exactly one of three ways, because the agent's rules depend on which:
 
@@ -127,6 +127,11 @@ class ControlPlane:
     async def report(self, task_id: str, attempt: int, body: bytes) -> dict:
         """Post a terminal report; `body` is sent byte for byte (a retry must be identical)."""
         return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/result", body)
+
+    async def release(self, task_id: str, attempt: int, body: bytes) -> dict:
+        """Give an attempt back (the host is stopping, or its device went away); `body` is
+        sent byte for byte (a retry must be identical)."""
+        return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/release", body)
 
     # -- plumbing ---------------------------------------------------------------------------
 
