@@ -66,10 +66,32 @@ MUTANTS: dict[str, list[Edit]] = {
             "amc.core.lifecycle",
             "TaskLifecycle",
             """
-        _.assigned.to(_.cancelled, cond="cancellation_pending")
-        | _.assigned.to(_.queued, cond="attempts_left")
+        expire = (
+            _.assigned.to(_.cancelled, cond="cancellation_pending")
+            | _.assigned.to(_.queued, cond="attempts_left")
         """,
-            """_.assigned.to(_.queued, cond="attempts_left")""",
+            """
+        expire = (
+            _.assigned.to(_.queued, cond="attempts_left")
+        """,
+        )
+    ],
+    "release-ignores-pending-cancel": [
+        Edit(
+            "amc.core.lifecycle",
+            "TaskLifecycle",
+            """
+        release = (
+            _.assigned.to(_.cancelled, cond="cancellation_pending")
+            | _.assigned.to(_.queued, cond="attempts_left")
+            | _.assigned.to(_.failed)
+            | _.dispatched.to(_.cancelled, cond="cancellation_pending")
+        """,
+            """
+        release = (
+            _.assigned.to(_.queued, cond="attempts_left")
+            | _.assigned.to(_.failed)
+        """,
         )
     ],
     "cancel-of-done-task-succeeds": [
@@ -204,12 +226,52 @@ MUTANTS: dict[str, list[Edit]] = {
             """if True:""",
         )
     ],
+    "agent-fails-a-task-its-host-stopped": [
+        Edit(
+            "amc.core.execution",
+            "Execution.releases",
+            """return self.stop in RELEASE_REASONS and not self._all_completed(self._steps())""",
+            """return False""",
+        )
+    ],
+    "agent-drain-interrupts-the-running-step": [
+        Edit(
+            "amc.core.execution",
+            "Execution.should_interrupt",
+            """return self.stop is not None and self.stop is not StopReason.drain_timed_out and self.running is not None""",
+            """return self.stop is not None and self.running is not None""",
+        )
+    ],
     "agent-applies-a-redelivered-message-again": [
         Edit(
             "amc.core.execution",
             "Execution.lease_granted",
             """if message.id not in self._taken:""",
             """if True:""",
+        )
+    ],
+    "a-steer-naming-a-step-in-no-plan-is-accepted": [
+        Edit(
+            "amc.core.messages",
+            "_check_message",
+            """if unknown is not None:""",
+            """if False:""",
+        )
+    ],
+    "not-admitted-messages-say-nothing": [
+        Edit(
+            "amc.core.messages",
+            "settle_messages",
+            """details = tuple(_ended_before_applied(m, status) for m in dropped)""",
+            """details = ()""",
+        )
+    ],
+    "waiting-counts-a-busy-device-as-idle": [
+        Edit(
+            "amc.core.waiting",
+            "waiting",
+            """idle += device.reservation is None""",
+            """idle += 1""",
         )
     ],
 }

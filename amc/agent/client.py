@@ -1,5 +1,5 @@
-"""The Host Agent's side of the wire: register, claim, start, renew, acknowledge messages and
-report (specs/protocol.md Parts A and B).
+"""The Host Agent's side of the wire: register, claim, start, renew, acknowledge messages,
+report and release (specs/protocol.md Parts A and B, and "Release: a host gives an attempt back").
 
 Every call ends in exactly one of three ways, because the agent's rules depend on which:
 
@@ -24,6 +24,8 @@ import httpx
 import orjson
 
 from amc.adapters.adb.discovery import DeviceInfo
+from amc.agent.wire import lease_body
+from amc.core.execution import RunProgress
 
 # Statuses that say "try again later" rather than "no".
 _RETRYABLE_4XX = (408, 429)
@@ -98,19 +100,23 @@ class ControlPlane:
             "POST", f"/v1/hosts/{self.host_id}/claim", orjson.dumps(body), deadline=wait_seconds + self.timeout
         )
 
-    async def start(self, task_id: str, attempt: int, lease_id: str, *, deadline: float) -> dict:
+    async def start(
+        self, task_id: str, attempt: int, lease_id: str, *, deadline: float, progress: RunProgress | None = None
+    ) -> dict:
         return await self._call(
             "POST",
             f"/v1/tasks/{task_id}/attempts/{attempt}/start",
-            orjson.dumps({"lease_id": lease_id}),
+            lease_body(lease_id, progress),
             deadline=deadline,
         )
 
-    async def renew(self, task_id: str, attempt: int, lease_id: str, *, deadline: float) -> dict:
+    async def renew(
+        self, task_id: str, attempt: int, lease_id: str, *, deadline: float, progress: RunProgress | None = None
+    ) -> dict:
         return await self._call(
             "POST",
             f"/v1/tasks/{task_id}/attempts/{attempt}/renew",
-            orjson.dumps({"lease_id": lease_id}),
+            lease_body(lease_id, progress),
             deadline=deadline,
         )
 
@@ -121,6 +127,11 @@ class ControlPlane:
     async def report(self, task_id: str, attempt: int, body: bytes) -> dict:
         """Post a terminal report; `body` is sent byte for byte (a retry must be identical)."""
         return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/result", body)
+
+    async def release(self, task_id: str, attempt: int, body: bytes) -> dict:
+        """Give an attempt back (the host is stopping, or its device went away); `body` is
+        sent byte for byte (a retry must be identical)."""
+        return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/release", body)
 
     # -- plumbing ---------------------------------------------------------------------------
 

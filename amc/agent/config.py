@@ -24,6 +24,10 @@ class AgentConfig:
         request_timeout: the longest a single register, claim (beyond its wait) or result
             request may take before it counts as having no answer.
         report_backoff: first and longest pause between retries of a result that got no answer.
+        drain_seconds: after a stop is asked for, how long running attempts may go on
+            before they stop at their next step boundary and are released.
+        forced_release_seconds: after a forced stop, how long releases are retried before
+            they are abandoned (their leases then run out on the server).
     """
 
     server: str
@@ -37,3 +41,5 @@ class AgentConfig:
     scan_seconds: float = 5.0
     request_timeout: float = 10.0
     report_backoff: tuple[float, float] = (0.1, 5.0)
+    drain_seconds: float = 60.0
+    forced_release_seconds: float = 5.0

@@ -12,11 +12,23 @@ What it does, on one asyncio event loop:
 - runs the blocking adb work (scans, steps) in a thread pool, so the loop stays free for
   lease renewals.
 
-Stopping (SIGTERM in `amc host run`): `stop()` calls off every pending claim, puts the
-stop reason `host_stopping` on every running attempt (each stops at its next step
-boundary, a running step is interrupted as its Execution decides, and each reports), and
-`run()` returns when every attempt has had its report answered. `stop(force=True)` (a
-second signal) abandons whatever is still running, including report retries.
+Stopping (SIGTERM or SIGINT in `amc host run`) is a drain, so a redeploy fails no work:
+
+- `stop()` calls off every pending claim; running attempts go on, and one that finishes
+  within `drain_seconds` reports its result as usual. When the drain time runs out, every
+  attempt still running gets the stop `drain_timed_out`: it stops at its next step boundary
+  (the running step may finish) and gives the attempt back with a release (reason
+  ``host_stopping``), so the server requeues the task for another host at once.
+- `stop(force=True)` (a second signal) puts `forced_stop` on every running attempt: the
+  running step is interrupted now, and the attempt is released with its steps' truthful
+  outcomes. The releases are tried for `forced_release_seconds`; whatever is still
+  unanswered then is abandoned (its lease runs out on the server instead). A third
+  `stop(force=True)` abandons at once.
+- `run()` returns when every attempt has had its result or release answered (or was
+  abandoned).
+
+An attempt whose claim was answered just as the host began to stop runs no step: it is
+released at once.
 """
 
 from __future__ import annotations
@@ -53,8 +65,6 @@ class HostAgent:
         adb: an adb server connection to use instead of one made from the config.
     """
 
-    STOP = (StopReason.host_stopping, "the host agent is shutting down")
-
     def __init__(self, config: AgentConfig, *, policy: ActionPolicy | None = None, adb: BoundedClient | None = None):
         self.config = config
         self.policy = policy
@@ -66,6 +76,8 @@ class HostAgent:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = asyncio.Event()  # binds to the loop that first waits on it
         self._forced = False
+        self._drained = False  # the drain time ran out
+        self._timers: list[asyncio.TimerHandle] = []
 
     # -- control ------------------------------------------------------------------------------
 
@@ -74,19 +86,55 @@ class HostAgent:
         return self._stopping.is_set()
 
     def stop(self, force: bool = False) -> None:
-        """Stop gracefully (or, with force, now); call on the agent's event loop."""
+        """Drain (or, with force, stop now); call on the agent's event loop."""
+        loop = asyncio.get_running_loop()
         if not self._stopping.is_set():
-            log.info("stopping: no more claims; running attempts stop at their next step boundary")
+            log.info(
+                "stopping: no more claims; running attempts may finish within %g s, then stop at their "
+                "next step boundary and are released to another host (signal again to stop now)",
+                self.config.drain_seconds,
+            )
             self._stopping.set()
             for slot in self.slots.values():
                 slot.retire()
-                if slot.attempt is not None:
-                    slot.attempt.stop(*self.STOP)
-        if force and not self._forced:
-            log.warning("stopping now: abandoning running attempts and report retries")
-            self._forced = True
-            for slot in self.slots.values():
-                slot.task.cancel()
+            self._timers.append(loop.call_later(self.config.drain_seconds, self._drain_ended))
+        if not force:
+            return
+        if self._forced:
+            self._abandon()
+            return
+        log.warning("stopping now: interrupting running steps and releasing their attempts")
+        self._forced = True
+        for slot in self.slots.values():
+            if slot.attempt is not None:
+                slot.attempt.stop(*self.stop_reason())
+        self._timers.append(loop.call_later(self.config.forced_release_seconds, self._abandon))
+
+    def stop_reason(self) -> tuple[StopReason, str]:
+        """The stop for an attempt of this host while it is stopping."""
+        if self._forced:
+            return StopReason.forced_stop, "the host agent was told to stop now"
+        if self._drained:
+            return (
+                StopReason.drain_timed_out,
+                f"the host agent stopped; its {self.config.drain_seconds:g} s drain ran out",
+            )
+        return StopReason.drain_timed_out, "the attempt was assigned while the host agent was stopping"
+
+    def _drain_ended(self) -> None:
+        self._drained = True
+        running = [slot.attempt for slot in self.slots.values() if slot.attempt is not None]
+        if running:
+            log.info("the drain time ran out: %d running attempt(s) stop at their next step boundary", len(running))
+        for attempt in running:
+            attempt.stop(*self.stop_reason())
+
+    def _abandon(self) -> None:
+        """Give up on whatever still runs (releases unanswered: their leases run out)."""
+        if any(not slot.done for slot in self.slots.values()):
+            log.warning("abandoning what is still running; its leases run out on the server")
+        for slot in self.slots.values():
+            slot.task.cancel()
 
     def request_stop(self, force: bool = False) -> None:
         """`stop()` from any thread."""
@@ -120,6 +168,8 @@ class HostAgent:
                     pass
             await asyncio.gather(*(slot.task for slot in self.slots.values()), return_exceptions=True)
         finally:
+            for timer in self._timers:
+                timer.cancel()
             for slot in self.slots.values():
                 slot.task.cancel()
             await asyncio.gather(*(slot.task for slot in self.slots.values()), return_exceptions=True)

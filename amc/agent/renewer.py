@@ -96,7 +96,11 @@ class Renewer:
         sent = time.monotonic()
         try:
             data = await self._server.renew(
-                a.task_id, a.attempt, a.lease_id, deadline=self._clock.seconds_until(self._execution.lease_expires_at)
+                a.task_id,
+                a.attempt,
+                a.lease_id,
+                deadline=self._clock.seconds_until(self._execution.lease_expires_at),
+                progress=self._execution.progress,
             )
             grant = parse_grant(data)
         except Rejected as error:

@@ -19,10 +19,11 @@ lease's expiry, so a paused run notices a lost lease even if nothing wakes it.
 
 How an executor outcome maps onto the Execution (amc.adapters.adb.errors):
 `ActionRefused` -> `step_refused`; `Interrupted` -> `step_interrupted`; `DeviceUnavailable`
-(the device went away mid-step) -> `step_lost`: the step's effect is unknown, so it is
-`interrupted` and the run stops; `StepFailed` (also `StepTimedOut`) -> `step_failed`. An
-unexpected exception is a bug of ours whose effect on the device is just as unknown:
-`step_lost` too.
+(the device or its adb server went away mid-step) -> `device_lost`: the step's effect is
+unknown, so it is `interrupted`, the run stops, and the attempt is released for another
+device; `StepFailed` (also `StepTimedOut`) -> `step_failed`. An unexpected exception is a
+bug of ours whose effect on the device is just as unknown: `step_lost` (the task fails,
+since another host would run the same code).
 """
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ class TaskRunner:
         except Interrupted:
             execution.step_interrupted(now)
         except DeviceUnavailable as error:
-            execution.step_lost(now, error.reason)
+            execution.device_lost(now, error.reason)
         except StepFailed as error:
             execution.step_failed(now, error.reason, output=error.output or None)
         except Exception as error:  # a bug of ours: the step's effect is unknown

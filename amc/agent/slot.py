@@ -4,7 +4,7 @@ Each registered device has its own slot, so a host runs one attempt per device a
 devices in parallel, and an idle device waits in a long poll of its own (`devices:
 [serial]`). A slot is retired when its device leaves the inventory or the host stops:
 its pending claim is called off at once, while an attempt already under way runs to its
-report. The server checks that a long-polling caller is still there before it assigns,
+report. A slot whose device went away mid-task retires itself after releasing the attempt. The server checks that a long-polling caller is still there before it assigns,
 so a called-off claim takes nothing; only an assignment already on its way back in that
 instant is lost, and then its lease lapses and the task is requeued.
 """
@@ -15,6 +15,8 @@ import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
+
+from amc.core.execution import StopReason
 
 from .client import Rejected, Uncertain
 from .wire import ClaimedAttempt, parse_assignment
@@ -108,9 +110,16 @@ class DeviceSlot:
             assignment, received, host.server, host.executor_for(assignment), host.pool, host.config.report_backoff
         )
         self.attempt = attempt
-        if host.stopping:  # the claim was answered just as the host began to stop
-            attempt.stop(*host.STOP)
+        if host.stopping:  # the claim was answered just as the host began to stop: give it back
+            attempt.stop(*host.stop_reason())
         try:
             host.records.append(await attempt.run())
         finally:
             self.attempt = None
+        if attempt.execution.stop is StopReason.device_lost:
+            # Claiming again for it would only take the released task back onto a device that
+            # is gone. The next scan that sees the device gives it a new slot.
+            log.warning(
+                "%s: the device went away mid-task; claiming no more for it until it is seen again", self.serial
+            )
+            self.retired = True

@@ -1,11 +1,11 @@
 """The JSON the agent reads (assignments, lease grants and the messages they carry) and the
-JSON it writes (acknowledgements and the result).
+JSON it writes (acknowledgements, the result and the release).
 
 The plan in an assignment was validated by the server when it was submitted, so it is
 read leniently here: a step with an action this agent does not know still becomes a step,
 and fails when it runs (a truthful `failed` outcome) instead of sinking the whole attempt.
 
-The result body is built once, as bytes, and those exact bytes are what every retry
+The result (or release) body is built once, as bytes, and those exact bytes are what every retry
 sends: specs/protocol.md answers an identical repeat with the recorded outcome and a different
 one with 409 `result_conflict`. It is also fitted to the server's limits (1 MiB body,
 64 KiB metadata, 64 Ki characters per output, 1 Ki per reason): outputs keep their tail,
@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import orjson
 
-from amc.core.execution import Acknowledgement, FinalReport
+from amc.core.execution import Acknowledgement, FinalReport, Release, RunProgress
 from amc.core.lifecycle import MessageState
 from amc.core.records import Message, Plan, Stage, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms, to_rfc3339
@@ -109,6 +109,14 @@ def parse_message(data: dict[str, Any]) -> Message:
     )
 
 
+def lease_body(lease_id: str, progress: RunProgress | None = None) -> bytes:
+    """A start or renewal: the lease, and how far the run got (the running step, the steps ended)."""
+    body: dict[str, Any] = {"lease_id": lease_id}
+    if progress is not None:
+        body["progress"] = {"step": progress.step, "ended": progress.ended}
+    return orjson.dumps(body)
+
+
 def acknowledgement_body(lease_id: str, ack: Acknowledgement) -> bytes:
     """POST .../messages/{message_id}: the same bytes on every retry."""
     body: dict[str, Any] = {"lease_id": lease_id, "state": ack.state}
@@ -156,6 +164,17 @@ def result_body(lease_id: str, report: FinalReport, artifacts: dict[str, str]) -
         if len(body) <= MAX_BODY_BYTES:
             return body
     return body  # a thousand steps with long reasons: let the server say 413 (definite)
+
+
+def release_body(lease_id: str, release: Release) -> bytes:
+    """The release's body (POST .../release), as the exact bytes to send (and resend)."""
+    for budget in OUTPUT_BUDGETS:
+        body = orjson.dumps(
+            {"lease_id": lease_id, "reason": release.reason, "steps": [step_view(s, budget) for s in release.steps]}
+        )
+        if len(body) <= MAX_BODY_BYTES:
+            return body
+    return body
 
 
 def step_view(step: StepOutcome, output_budget: int = OUTPUT_BUDGETS[0]) -> dict[str, Any]:

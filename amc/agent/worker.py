@@ -3,7 +3,8 @@
     start (retried until granted, refused, or the lease runs out)
       -> the renewer, in the background, every lease_seconds / 3
       -> the runner: steps, as the Execution decides (paused: waiting for a resume or a stop)
-      -> the report, computed once by the Execution
+      -> the report, computed once by the Execution: a result, or a release when the
+         host stopped or lost the device (the task is then not this host's to judge)
       -> every message acknowledgement answered (`Acknowledger.flush`)
       -> the report sent until a definite answer
       -> the renewer stops
@@ -34,14 +35,14 @@ import attrs
 import orjson
 
 from amc.adapters.adb.executor import AdbExecutor
-from amc.core.execution import Execution, StopReason
+from amc.core.execution import Execution, FinalReport, StopReason
 
 from .acks import Acknowledger, Sent
 from .client import ControlPlane, Rejected, Uncertain
 from .clock import ServerClock
 from .renewer import LEASE_REFUSALS, Renewer
 from .runner import runner_for
-from .wire import ClaimedAttempt, parse_grant, result_body
+from .wire import ClaimedAttempt, parse_grant, release_body, result_body
 
 log = logging.getLogger("amc.agent.worker")
 
@@ -53,7 +54,7 @@ class AttemptRecord:
     task_id: str
     attempt: int
     device: str
-    body: dict  # the report that was sent, decoded
+    body: dict  # the report (result or release) that was sent, decoded
     answer: int | None = None  # the HTTP status that settled the report
     code: str | None = None  # the problem code of a refused report
     tries: int = 0  # how many times the report was sent
@@ -61,8 +62,13 @@ class AttemptRecord:
     acknowledgements: list[Sent] = attrs.Factory(list)  # in the order sent
 
     @property
+    def released(self) -> bool:
+        return "status" not in self.body
+
+    @property
     def status(self) -> str:
-        return self.body["status"]
+        """The reported status, or ``released`` for a release."""
+        return "released" if self.released else self.body["status"]
 
 
 class AttemptRun:
@@ -106,7 +112,8 @@ class AttemptRun:
             self.stop_signal.set()
 
     def stop(self, reason: StopReason, detail: str) -> None:
-        """Ask the attempt to stop at its next step boundary (e.g. the host is shutting down)."""
+        """Ask the attempt to stop (e.g. the host is shutting down); the Execution decides
+        whether the running step is interrupted or the stop waits for the next boundary."""
         self.execution.request_stop(reason, detail)
         self.changed()
 
@@ -140,8 +147,12 @@ class AttemptRun:
                 self.label,
             )
             await runner.run()
-            report = self.execution.report()
-            body = result_body(self.assignment.lease_id, report, runner.artifacts)
+            conclusion = self.execution.conclusion()
+            if isinstance(conclusion, FinalReport):
+                body = result_body(self.assignment.lease_id, conclusion, runner.artifacts)
+            else:
+                log.info("%s: releasing the attempt (%s: %s)", self.label, conclusion.reason, conclusion.detail)
+                body = release_body(self.assignment.lease_id, conclusion)
             record = AttemptRecord(
                 task_id=self.assignment.task_id,
                 attempt=self.assignment.attempt,
@@ -151,7 +162,7 @@ class AttemptRun:
             )
             if started is not None:
                 await self.acks.flush()
-            await self._report(body, record)
+            await self._report(body, record, release=not isinstance(conclusion, FinalReport))
         finally:
             for task in background:
                 task.cancel()
@@ -174,7 +185,11 @@ class AttemptRun:
             sent = time.monotonic()
             try:
                 data = await self.server.start(
-                    a.task_id, a.attempt, a.lease_id, deadline=self.clock.seconds_until(execution.lease_expires_at)
+                    a.task_id,
+                    a.attempt,
+                    a.lease_id,
+                    deadline=self.clock.seconds_until(execution.lease_expires_at),
+                    progress=execution.progress,
                 )
                 grant = parse_grant(data)
             except Rejected as error:
@@ -208,13 +223,15 @@ class AttemptRun:
                 return None
             delay = min(delay * 2, self.backoff[1])
 
-    async def _report(self, body: bytes, record: AttemptRecord) -> None:
+    async def _report(self, body: bytes, record: AttemptRecord, release: bool) -> None:
+        """Send the result (or the release) until a definite answer."""
         a = self.assignment
+        send = self.server.release if release else self.server.report
         delay = self.backoff[0]
         while True:
             record.tries += 1
             try:
-                await self.server.report(a.task_id, a.attempt, body)
+                await send(a.task_id, a.attempt, body)
             except Rejected as error:
                 record.answer, record.code = error.status, error.code
                 if error.status in LEASE_REFUSALS:
@@ -235,7 +252,7 @@ class AttemptRun:
                 )
             else:
                 record.answer = 200
-                log.info("%s: reported %s", self.label, record.status)
+                log.info("%s: %s", self.label, "released" if release else f"reported {record.status}")
                 return
             await asyncio.sleep(delay * random.uniform(0.8, 1.2))  # jitter: hosts do not retry in step
             delay = min(delay * 2, self.backoff[1])

@@ -12,7 +12,10 @@ In the manner of hatch, every caller command (`amc task ...`, `amc host list`) g
   `--help` never reads them;
 - exits: `abort(message, code)` prints one line and exits with `code`. Every `ApiError` a
   command lets escape is turned into such a line by `caller_command`, with the exit code of
-  its kind (`Exit` below), never a traceback.
+  its kind (`Exit` below), never a traceback. Under --json the line is one problem document
+  instead (`{"type", "title", "status", "detail", "code"}`, the server's own when it
+  answered; `status` null and a code such as `unreachable` when none did), and stdout
+  stays empty.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class Exit(enum.IntEnum):
 EXIT_HELP = (
     "Exit codes: 0 ok; 1 the answer is no (a watched task did not end done); 2 usage; "
     "3 server unreachable; 4 token refused (401/403); 5 not found (404); "
-    "6 conflict (409, with its code); 7 invalid request (400/413)."
+    "6 conflict (409, with its code); 7 invalid request (400/413); 130 Ctrl-C on watch (the task goes on)."
 )
 
 
@@ -76,6 +79,35 @@ def exit_code(error: ApiError) -> Exit:
         if error.status in (400, 413, 422):
             return Exit.INVALID
     return Exit.FAILED
+
+
+# The problem codes of errors the CLI finds itself, with no HTTP status from a server.
+LOCAL_CODES: dict[int, tuple[str, str]] = {
+    Exit.FAILED: ("failed", "The answer is no"),
+    Exit.USAGE: ("usage", "Usage error"),
+    Exit.UNREACHABLE: ("unreachable", "Server unreachable"),
+    Exit.UNAUTHORIZED: ("no_token", "No token"),
+    Exit.INVALID: ("invalid_input", "Invalid input"),
+}
+
+
+def local_problem(detail: str, code: int) -> dict:
+    """A problem document (specs/protocol.md's shape) for an error no server answered: `status` is null."""
+    name, title = LOCAL_CODES.get(code, ("failed", "Failed"))
+    return {"type": f"urn:amc:problem:{name}", "title": title, "status": None, "detail": detail, "code": name}
+
+
+def problem_of(error: ApiError, hint: str = "") -> dict:
+    """The problem document of a failed call: the server's own, or one for no answer at all."""
+    if isinstance(error, Refused):
+        return {
+            "type": f"urn:amc:problem:{error.code}",
+            "title": error.title,
+            "status": error.status,
+            "detail": error.detail + hint,
+            "code": error.code,
+        }
+    return local_problem(error.message + hint, exit_code(error))
 
 
 class Application:
@@ -151,13 +183,23 @@ class Application:
     def display_error(self, text: str) -> None:
         self.err.print(f"Error: {text}", style="red", markup=False, soft_wrap=True)
 
-    def abort(self, message: str, code: int = Exit.FAILED) -> NoReturn:
-        """Print `message` as one error line and exit with `code`."""
-        self.display_error(message)
+    def abort(self, message: str, code: int = Exit.FAILED, *, problem: dict | None = None) -> NoReturn:
+        """Print `message` as one error line and exit with `code`.
+
+        Under --json the error is one problem document on stderr instead (`problem`, else one
+        made from `message` and `code`), so a script reads JSON from both streams and stdout
+        stays empty.
+        """
+        if self.as_json:
+            document = problem or local_problem(message, code)
+            click.echo(json.dumps(document, ensure_ascii=False), err=True)
+        else:
+            self.display_error(message)
         raise click.exceptions.Exit(int(code))
 
     def fail(self, error: ApiError) -> NoReturn:
-        self.abort(error.message + self._hint(error), exit_code(error))
+        hint = self._hint(error)
+        self.abort(error.message + hint, exit_code(error), problem=problem_of(error, hint))
 
     def _hint(self, error: ApiError) -> str:
         """What to try next, appended to the error line where there is an obvious next step.

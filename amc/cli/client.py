@@ -43,11 +43,12 @@ class Unreachable(ApiError):
 class Refused(ApiError):
     """The server answered with an error (a problem+json document)."""
 
-    def __init__(self, status: int, code: str, detail: str):
+    def __init__(self, status: int, code: str, detail: str, title: str = ""):
         super().__init__(f"{detail} ({status} {code})" if detail else f"{status} {code}")
         self.status = status
         self.code = code
         self.detail = detail
+        self.title = title or code.replace("_", " ")
 
 
 class ApiClient:
@@ -182,7 +183,8 @@ def _refusal(response: httpx.Response) -> Refused:
     except ValueError:
         problem = None
     if isinstance(problem, dict) and isinstance(problem.get("code"), str):
-        return Refused(response.status_code, problem["code"], str(problem.get("detail") or problem.get("title") or ""))
+        title = str(problem.get("title") or "")
+        return Refused(response.status_code, problem["code"], str(problem.get("detail") or title), title)
     return Refused(
         response.status_code,
         f"http_{response.status_code}",

@@ -97,6 +97,14 @@ host.add_command(list_hosts)
     help="How often adb is asked which devices are attached.",
 )
 @click.option(
+    "--drain-timeout",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="After the first SIGTERM or Ctrl-C, seconds running tasks may go on to finish before they "
+    "stop at their next step boundary and are released to another host.",
+)
+@click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
 def run(
@@ -110,12 +118,20 @@ def run(
     lease_seconds,
     claim_wait,
     scan_seconds,
+    drain_timeout,
     log_level,
 ) -> None:
     """Register the attached devices, claim and run tasks on them until SIGTERM or Ctrl-C.
 
-    The first SIGTERM (or Ctrl-C) stops claiming, lets running attempts stop at their next
-    step boundary and report, then exits 0. A second one abandons what is still running.
+    \b
+    Stopping gives tasks back instead of failing them:
+    - the first SIGTERM (or Ctrl-C) stops claiming; running tasks may finish
+      within --drain-timeout; then each stops at its next step boundary and
+      its attempt is released: the server requeues the task for another host
+      (or ends it, if that was its last attempt or it is being cancelled);
+    - a second one interrupts the running steps now and releases them;
+    - a device that goes away mid-task has its attempt released too.
+    It exits 0 once every attempt has reported or been released.
     """
     import asyncio
 
@@ -144,6 +160,7 @@ def run(
         lease_seconds=lease_seconds,
         claim_wait_seconds=claim_wait,
         scan_seconds=scan_seconds,
+        drain_seconds=drain_timeout,
     )
     agent = HostAgent(config, policy=policy)
 

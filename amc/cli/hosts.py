@@ -13,7 +13,12 @@ from amc.cli.app import EXIT_HELP, Application, caller_command
 @click.command(name="list", epilog=EXIT_HELP)
 @caller_command
 def list_hosts(app: Application) -> None:
-    """List the hosts, their devices, and the task each device is running."""
+    """List the hosts, their devices, and the task each device is running.
+
+    ONLINE is the server's: a device reads offline when its host has not been seen within
+    the server's --host-timeout. LAST SEEN is the host's latest request (`-` from a server
+    that does not say).
+    """
     from amc.cli.views import hosts_table
 
     hosts = app.client.hosts()

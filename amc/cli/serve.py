@@ -133,6 +133,14 @@ def _tokens(data: Path, tokens_file: Path | None):
     help="Most bytes a task's artifacts may hold together; an upload past it is refused with 413.",
 )
 @click.option(
+    "--host-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds after its latest request that a host (and its devices) reads offline. Keep it longer "
+    "than the agents' claim long poll (amc host run --claim-wait).",
+)
+@click.option(
     "--clock",
     type=click.Choice(["system", "manual"]),
     default="system",
@@ -150,7 +158,7 @@ def _tokens(data: Path, tokens_file: Path | None):
     "--access-log/--no-access-log",
     default=False,
     show_default=True,
-    help="Log every request line (never headers, so never tokens).",
+    help="Log every request line (never headers; a known token in a path or query shows as [token]).",
 )
 @click.option(
     "--log-level",
@@ -168,6 +176,7 @@ def serve(
     max_lease_seconds,
     max_artifact_bytes,
     max_task_artifact_bytes,
+    host_timeout,
     clock,
     store,
     access_log,
@@ -188,6 +197,7 @@ def serve(
             manual_clock=clock == "manual",
             max_artifact_bytes=max_artifact_bytes,
             max_task_artifact_bytes=max_task_artifact_bytes,
+            host_timeout_seconds=host_timeout,
         )
     except ValueError as error:
         raise click.BadParameter(str(error)) from None

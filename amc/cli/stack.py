@@ -9,10 +9,14 @@ in this process (`Simulator`), so their command logs can be read directly.
 Theory of operation:
 
 - Children start in a session of their own, so a Ctrl-C at the terminal reaches only this
-  process, which then stops them in order: the agents first (SIGTERM: each stops claiming,
-  lets running attempts stop at a step boundary and report), then the server (SIGTERM: it
-  finishes in-flight requests and closes the store), then the simulators. Anything that
-  does not stop within its grace period is killed.
+  process, which then stops them in order: the agents first, then the server (SIGTERM: it
+  finishes in-flight requests and closes the store), then the simulators.
+- The agents drain (`stop()`): one SIGTERM each, so each stops claiming and lets running
+  tasks finish within its drain time; then each task still running stops at its next step
+  boundary and its attempt is released, for the server to requeue. `stop(force=True)`
+  (or a drain that outlasts its bound) sends the second SIGTERM: running steps are
+  interrupted and their attempts released now. Whatever is still alive after that is
+  killed; `kill()` kills everything at once.
 - On Linux each child asks the kernel for SIGTERM when its parent dies (PR_SET_PDEATHSIG,
   set in a tiny launcher before it execs), so even a SIGKILLed `amc up` leaves nothing
   behind.
@@ -81,6 +85,7 @@ class Child:
             start_new_session=True,
         )
         self._sink = sink
+        self.terms = 0  # SIGTERMs sent: to an agent, the first drains and the second stops it now
         self._pump = threading.Thread(target=self._read, name=f"amc-stack-{name}", daemon=True)
         self._pump.start()
 
@@ -139,16 +144,31 @@ class Child:
             except ProcessLookupError:
                 pass
 
+    def terminate(self, times: int = 1) -> None:
+        """Send SIGTERM until this child has had `times` of them."""
+        while self.terms < times and self.alive:
+            self.terms += 1
+            self.signal(signal.SIGTERM)
+
+    def wait(self, timeout: float) -> bool:
+        """Whether the child exited within `timeout` seconds."""
+        try:
+            self.process.wait(max(0.0, timeout))
+        except subprocess.TimeoutExpired:
+            return False
+        self._pump.join(2)
+        return True
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        self.wait(5)
+
     def stop(self, grace: float) -> int | None:
         """SIGTERM, then SIGKILL after `grace` seconds; the exit status."""
-        self.signal(signal.SIGTERM)
-        try:
-            return self.process.wait(grace)
-        except subprocess.TimeoutExpired:
-            self.signal(signal.SIGKILL)
-            return self.process.wait(5)
-        finally:
-            self._pump.join(2)
+        self.terminate()
+        if not self.wait(grace):
+            self.kill()
+        return self.process.returncode
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -166,7 +186,8 @@ class Stack:
         sink: receives every output line of every child, with the child's name.
     """
 
-    AGENT_GRACE = 15.0  # a stopping agent's attempts stop at their next step boundary and report
+    DRAIN_MARGIN = 15.0  # after its drain time, an agent's steps under way end and its releases are answered
+    FORCE_GRACE = 10.0  # after the second SIGTERM: steps interrupted, releases answered (an agent gives up after 5 s)
     SERVER_GRACE = 10.0
 
     def __init__(self, sink: Sink):
@@ -174,6 +195,7 @@ class Stack:
         self.server: Child | None = None
         self.url: str | None = None
         self.agents: dict[str, Child] = {}
+        self.drain_timeout = 0.0  # the longest drain time of the agents started
         self.simulators: list = []
 
     def __enter__(self) -> Stack:
@@ -192,6 +214,7 @@ class Stack:
         port: int = 0,
         tokens: Path | None = None,
         lease_seconds: float | None = None,
+        host_timeout: float | None = None,
         log_level: str = "warning",
         timeout: float = 30.0,
     ) -> str:
@@ -201,6 +224,8 @@ class Stack:
             args += ["--tokens", str(tokens)]
         if lease_seconds is not None:
             args += ["--lease-seconds", f"{lease_seconds:g}", "--min-lease-seconds", f"{min(1.0, lease_seconds):g}"]
+        if host_timeout is not None:
+            args += ["--host-timeout", f"{host_timeout:g}"]
         self.server = Child("server", args, env=child_env(), sink=self.sink)
         self.url = self.server.wait_for_line(_LISTENING, timeout).group(1)
         return self.url
@@ -224,6 +249,7 @@ class Stack:
         lease_seconds: float | None = None,
         claim_wait: float = 5.0,
         scan_seconds: float = 1.0,
+        drain_timeout: float = 60.0,
         log_level: str = "info",
     ) -> Child:
         """Start `amc host run` for `host_id` (the token goes in the environment)."""
@@ -245,6 +271,8 @@ class Stack:
             f"{claim_wait:g}",
             "--scan-seconds",
             f"{scan_seconds:g}",
+            "--drain-timeout",
+            f"{drain_timeout:g}",
             "--log-level",
             log_level,
         ]
@@ -252,6 +280,7 @@ class Stack:
             args += ["--lease-seconds", f"{lease_seconds:g}"]
         agent = Child(host_id, args, env=child_env(AMC_HOST_TOKEN=token), sink=self.sink)
         self.agents[host_id] = agent
+        self.drain_timeout = max(self.drain_timeout, drain_timeout)
         return agent
 
     def wait_registered(self, client: ApiClient, host_id: str, devices: int = 1, timeout: float = 30.0) -> dict:
@@ -285,15 +314,36 @@ class Stack:
     # -- stopping ------------------------------------------------------------------------
 
     def stop(self, *, force: bool = False) -> None:
-        """Agents, then the server, then the simulators; with force, kill instead of waiting."""
-        grace = 0.0 if force else None
+        """Agents (drained, or with force stopped now), then the server, then the simulators.
+
+        A call interrupted by KeyboardInterrupt may be followed by `stop(force=True)`, which
+        picks up where it was: agents that had their first SIGTERM get the second one."""
         agents = [agent for agent in self.agents.values() if agent.alive]
-        for agent in agents:  # all at once: they stop in parallel
-            agent.signal(signal.SIGTERM)
+        if not force:
+            for agent in agents:  # all at once: they drain in parallel
+                agent.terminate()
+            deadline = time.monotonic() + self.drain_timeout + self.DRAIN_MARGIN
+            for agent in agents:
+                agent.wait(deadline - time.monotonic())
+        agents = [agent for agent in agents if agent.alive]
+        for agent in agents:  # the second SIGTERM: interrupt and release now
+            agent.terminate(times=2)
+        deadline = time.monotonic() + self.FORCE_GRACE
         for agent in agents:
-            agent.stop(self.AGENT_GRACE if grace is None else grace)
+            if not agent.wait(deadline - time.monotonic()):
+                agent.kill()
         if self.server is not None:
-            self.server.stop(self.SERVER_GRACE if grace is None else grace)
+            self.server.stop(self.SERVER_GRACE)
+        self._stop_simulators()
+
+    def kill(self) -> None:
+        """Kill every child now (their leases run out on a server that outlives them)."""
+        for child in [*self.agents.values(), *([self.server] if self.server is not None else [])]:
+            if child.alive:
+                child.kill()
+        self._stop_simulators()
+
+    def _stop_simulators(self) -> None:
         for simulator in self.simulators:
             simulator.stop()
         self.simulators.clear()

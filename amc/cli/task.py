@@ -125,13 +125,15 @@ def submit(
         return
     from rich.markup import escape
 
-    from amc.cli.views import plan_summary, requirement_text
+    from amc.cli.views import plan_summary, requirement_text, waiting_text
 
+    # A task no device can run says so now, not after a long wait.
+    why = waiting_text(found) if (found.get("waiting") or {}).get("reason") not in (None, "ready") else None
     app.display_result(
         found,
         lambda: (
             f"Submitted [bold]{found['id']}[/bold]: {found['status']}, {escape(plan_summary(found['plan']))}; "
-            f"runs on {escape(requirement_text(found))}."
+            f"runs on {escape(requirement_text(found))}." + (f" It waits: {escape(why)}." if why else "")
             if created
             else f"Already submitted with this idempotency key: [bold]{found['id']}[/bold] ({found['status']})."
         ),
@@ -171,7 +173,10 @@ def show(app: Application, task_id: str) -> None:
 @click.option("--after", metavar="CURSOR", help="Continue after a previous listing (its `next`).")
 @caller_command
 def list_tasks(app: Application, status: str | None, limit: int, after: str | None) -> None:
-    """List tasks, oldest first (all tenants' for an admin token)."""
+    """List tasks, oldest first (all tenants' for an admin token).
+
+    NOTE says why a queued task waits, that a running one is paused, its priority and labels.
+    """
     from amc.cli.views import tasks_table
 
     page = app.client.all_tasks(status, limit, after)
@@ -204,11 +209,13 @@ def history(app: Application, task_id: str) -> None:
 @click.option("--reason", help="Why; recorded on the cancellation.")
 @caller_command
 def cancel(app: Application, task_id: str, reason: str | None) -> None:
-    """Cancel a task: at once if it is queued, else at its next step boundary.
+    """Cancel a task: at once if it is queued; a running one stops at its host's next renewal.
 
-    A running task keeps its status until its Host Agent stops and reports; `amc task
-    watch ID` follows it. Cancelling a task that already ended done or failed is refused
-    (409 task_terminal, exit code 6).
+    A queued task ends cancelled at once (nothing ran). A running task keeps its status until
+    its Host Agent learns of the cancellation, at its next lease renewal: the agent then
+    interrupts the running step at once, reports the later steps not_started, and the task
+    ends cancelled. `amc task watch ID` follows it. Cancelling a task that already ended done
+    or failed is refused (409 task_terminal, exit code 6).
     """
     from rich.markup import escape
 
@@ -220,13 +227,16 @@ def cancel(app: Application, task_id: str, reason: str | None) -> None:
     elif pending:
         app.display(
             f"Cancellation of [bold]{found['id']}[/bold] requested: attempt {found['attempt']} on "
-            f"{escape(where(found))} stops at its next step boundary."
+            f"{escape(where(found))} learns of it at its next lease renewal; then its running step is "
+            "interrupted at once, the steps after it are reported not_started, and the task ends cancelled."
         )
         app.display_info(f"Follow it with: amc task watch {found['id']}")
     else:
         result = found.get("result") or {}
-        how = " (it was still queued; nothing ran)" if result.get("reason") == "cancelled_while_queued" else ""
-        app.display(f"[bold]{found['id']}[/bold] is cancelled{how}.")
+        if result.get("reason") == "cancelled_while_queued":
+            app.display(f"[bold]{found['id']}[/bold] was still queued: it ended cancelled at once, and nothing ran.")
+        else:
+            app.display(f"[bold]{found['id']}[/bold] is cancelled ({escape(str(result.get('reason')))}).")
 
 
 # -- messages: steer, pause, resume, follow-up --------------------------------------------------
@@ -495,28 +505,55 @@ def list_messages(app: Application, task_id: str) -> None:
 )
 @caller_command
 def watch(app: Application, task_id: str, interval: float, timeout: float | None) -> None:
-    """Follow a task until it ends, printing its events as they happen.
+    """Follow a task until it ends: its events as they happen, and where it stands.
 
-    Exits 0 when the task ends done, 1 when it ends failed or cancelled. With --json,
-    prints the ended task.
+    While it waits, why (e.g. "queued: no registered device matches serial 'x'"); while it
+    runs, the running step, the steps ended out of the total and the time since it started,
+    or `paused`. When it ends, its step table. Exits 0 when the task ends done, 1 when it
+    ends failed or cancelled; Ctrl-C stops the watching only (the task goes on) and exits
+    130. With --json, prints the ended task.
     """
     _watch(app, task_id, interval, timeout)
 
 
 def _watch(app: Application, task_id: str, interval: float, timeout: float | None) -> None:
+    """Follow a task: its events as they happen, and where it stands (a spinner line on a
+    terminal; a line each time it changes elsewhere). Ctrl-C stops the watching only."""
+    try:
+        _follow(app, task_id, interval, timeout)
+    except KeyboardInterrupt:
+        app.err.print(
+            f"Stopped watching {task_id}; the task goes on. Cancel it with: amc task cancel {task_id}",
+            markup=False,
+            highlight=False,
+        )
+        raise click.exceptions.Exit(130) from None
+
+
+def _since(task: dict) -> str:
+    """When the current phase began: the current attempt's start (or claim), else the submission."""
+    attempts = task.get("attempts") or []
+    if task["status"] != TaskStatus.queued and attempts:
+        return attempts[-1].get("dispatched_at") or attempts[-1]["assigned_at"]
+    return task["created_at"]
+
+
+def _follow(app: Application, task_id: str, interval: float, timeout: float | None) -> None:
     from contextlib import nullcontext
 
     from rich.markup import escape
     from rich.text import Text
 
-    from amc.cli.views import event_text, steps_table, when, where
+    from amc.cli.steered import steered_plan
+    from amc.cli.views import duration, event_text, parse_time, progress_text, steps_table, when, where
     from amc.core.lifecycle import TERMINAL_STATUSES
 
     client = app.client
     began = time.monotonic()
     seen = 0
+    said = ""
     found = client.task(task_id)  # a 404 ends the watch before anything is printed
-    # A spinner line only on a terminal; in a pipe or a CI log the event lines say it all.
+    # A spinner line only on a terminal; in a pipe or a CI log, a line whenever it changes.
     spinner = app.out.status("") if app.out.is_terminal and not app.as_json else nullcontext()
     with spinner as status:
         while True:
@@ -524,19 +561,25 @@ def _watch(app: Application, task_id: str, interval: float, timeout: float | Non
             for event in events[seen:]:
                 app.display(Text(f"{when(event['at'])}  {event_text(event)}"))
             seen = max(seen, len(events))
-            if any(event["type"] == "ended" for event in events):
-                found = client.task(task_id)
+            found = client.task(task_id)
+            if found["status"] in TERMINAL_STATUSES:
+                for event in client.history(task_id)["events"][seen:]:  # it may have ended since
+                    app.display(Text(f"{when(event['at'])}  {event_text(event)}"))
                 break
-            elapsed = time.monotonic() - began
-            if timeout is not None and elapsed >= timeout:
-                found = client.task(task_id)
+            if timeout is not None and time.monotonic() - began >= timeout:
                 app.abort(f"{task_id} is still {found['status']} after {timeout:g} s", Exit.FAILED)
+            steered = None
+            if found.get("attempts"):
+                plan = steered_plan(found, client.messages(task_id)["messages"])
+                steered = None if plan is None else [step for step in plan if step.removed_by is None]
+            now = progress_text(found, steered)
+            elapsed = duration(time.time() - parse_time(_since(found)))
             if status is not None:
-                last = events[-1]["type"] if events else "submitted"
-                status.update(f"{task_id}: {last} ({elapsed:.0f} s)")
+                status.update(f"{escape(task_id)}: {escape(now)} ({elapsed})")
+            elif now != said:
+                app.display(Text(f"{' ' * 8}  {now} ({elapsed})", style="dim"))
+            said = now
             time.sleep(interval)
-    if found["status"] not in TERMINAL_STATUSES:  # cannot happen with an `ended` event; stay truthful anyway
-        found = client.task(task_id)
     if app.as_json:
         app.display_json(found)
     else:
@@ -546,7 +589,7 @@ def _watch(app: Application, task_id: str, interval: float, timeout: float | Non
         app.display(
             f"[bold]{task_id}[/bold] ended [bold]{found['status']}[/bold] ({result.get('reason')})"
             + (f" on {escape(where(found))}" if found.get("attempts") else "")
-            + "."
+            + f", {duration(parse_time(found['updated_at']) - parse_time(found['created_at']))} after it was submitted."
         )
     if found["status"] != TaskStatus.done:
         raise click.exceptions.Exit(Exit.FAILED)

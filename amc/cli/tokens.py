@@ -88,7 +88,10 @@ def add(
         click.echo(json.dumps({**described, "token": entry["token"], "file": str(path)}, indent=2))
         return
     scope = f" of tenant {tenant!r}" if tenant else f" for host {host_id!r}" if host_id else ""
-    click.echo(f"Added a {role} token{scope} to {path} (id {described['id']}). It is shown only this once:", err=True)
+    article = "an" if role == "admin" else "a"
+    click.echo(
+        f"Added {article} {role} token{scope} to {path} (id {described['id']}). It is shown only this once:", err=True
+    )
     click.echo(entry["token"])
 
 

@@ -73,6 +73,22 @@ from amc.cli.options import data_option
     help="Lease length of the server. Short, so a running task hears of its cancellation within "
     "a third of it (amc serve's default is 30).",
 )
+@click.option(
+    "--host-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds after its latest request that the Host Agent (and its devices) reads offline. Longer than "
+    "the agent's 20 s claim long poll, shorter than amc serve's 60, so a stopped agent shows soon.",
+)
+@click.option(
+    "--drain-timeout",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="At the first Ctrl-C, seconds the Host Agent lets running tasks go on to finish before it "
+    "stops them at their next step boundary and releases them.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Show the server's and the agent's info logs.")
 def up(
     data: Path,
@@ -84,6 +100,8 @@ def up(
     adb_port: int,
     artifacts: Path,
     lease_seconds: float,
+    host_timeout: float,
+    drain_timeout: float,
     verbose: bool,
 ) -> None:
     """Run a local amc: the server, a Host Agent and devices, until Ctrl-C.
@@ -91,6 +109,15 @@ def up(
     Uses the real devices an adb server sees, or simulated ones when it sees none. Prints
     the server's URL and the tokens file; `amc task ...` and `amc host list`, run from this
     directory, find both on their own.
+
+    \b
+    Stopping gives tasks back instead of failing them:
+    - the first Ctrl-C drains the Host Agent: it claims nothing more, lets running
+      tasks finish within --drain-timeout, then stops each at its next step
+      boundary and releases it: the task is queued again in the store (unless
+      that was its last attempt or it is being cancelled);
+    - a second Ctrl-C interrupts the running steps and releases them now;
+    - a third kills what is left.
     """
     from amc.cli.client import ApiClient, ApiError, read_tokens_file, token_for
     from amc.cli.stack import Stack, StackError, attached_devices
@@ -125,7 +152,12 @@ def up(
     try:
         try:
             url = stack.start_server(
-                data, host=listen, port=port, lease_seconds=lease_seconds, log_level="info" if verbose else "warning"
+                data,
+                host=listen,
+                port=port,
+                lease_seconds=lease_seconds,
+                host_timeout=host_timeout,
+                log_level="info" if verbose else "warning",
             )
             tokens_path = data / "tokens.json"
             entries = read_tokens_file(tokens_path)
@@ -147,6 +179,7 @@ def up(
                 adb_host=agent_adb[0],
                 adb_port=agent_adb[1],
                 artifacts=artifacts,
+                drain_timeout=drain_timeout,
                 log_level="info" if verbose else "warning",
             )
             with ApiClient(url, caller["token"]) as client:
@@ -175,7 +208,8 @@ In another terminal, from this directory:
   echo '{{"steps": [{{"id": "open", "action": "launch", "args": {{"package": "com.android.settings"}}}}]}}' \\
       | amc task submit - --watch
 
-Ctrl-C stops everything.""")
+Ctrl-C stops everything: running tasks may finish within {drain_timeout:g} s, then are released
+(Ctrl-C again: interrupt and release them now).""")
         running.set()
         while not stop.wait(0.5):
             try:
@@ -188,15 +222,24 @@ Ctrl-C stops everything.""")
                         f"the Host Agent {name} exited (status {agent.process.returncode}): {agent.last_words()}"
                     )
         click.echo(
-            "amc up: stopping (the agents let running attempts stop at a step boundary and report; "
-            "Ctrl-C again to kill)",
+            f"amc up: stopping: the Host Agent claims nothing more; running tasks may finish within "
+            f"{drain_timeout:g} s, then stop at their next step boundary and are released "
+            "(Ctrl-C again: interrupt and release them now)",
             err=True,
         )
     finally:
         try:
             stack.stop()
         except KeyboardInterrupt:
-            stack.stop(force=True)
+            click.echo(
+                "amc up: stopping now: running steps are interrupted and their tasks released (Ctrl-C again: kill)",
+                err=True,
+            )
+            try:
+                stack.stop(force=True)
+            except KeyboardInterrupt:
+                click.echo("amc up: killing what is left; its leases run out on the server", err=True)
+                stack.kill()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     click.echo("amc up: stopped", err=True)

@@ -10,7 +10,9 @@ import datetime as _dt
 from collections.abc import Sequence
 from typing import Any
 
-from rich.console import Group
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -33,7 +35,7 @@ STEP_STYLE: dict[str, str] = {
 }
 
 
-def _row(table: Table, *cells: Any) -> None:
+def _row(table: Table | Fitted, *cells: Any) -> None:
     """Add a row whose plain strings are never read as rich markup (labels, serials, reasons
     are whatever their authors wrote)."""
     table.add_row(*(Text(cell) if isinstance(cell, str) else cell for cell in cells))
@@ -53,17 +55,52 @@ def task_status_text(task: dict) -> Text:
     return text
 
 
-def when(text: str | None, *, date: bool = False) -> str:
-    """``2026-11-30T01:45:12.345Z`` -> ``01:45:12.345`` (or with the date)."""
+def when(text: str | None, *, date: bool = False, today: _dt.date | None = None) -> str:
+    """A wire time, as short as it can be without being ambiguous.
+
+    ``2026-11-30T01:45:12.345Z`` reads ``01:45:12`` on 2026-11-30 (UTC, as the server
+    writes it), ``Nov 30 01:45`` on another day of 2026, and ``2026-11-30`` in another
+    year; with `date`, always whole: ``2026-11-30 01:45:12.345Z``.
+    """
     if not text:
         return "-"
     day, _, clock = text.partition("T")
-    return f"{day} {clock.rstrip('Z')}Z" if date else clock.rstrip("Z")
+    if date:
+        return f"{day} {clock.rstrip('Z')}Z"
+    today = today or _dt.datetime.now(_dt.UTC).date()
+    if day == today.isoformat():
+        return clock[:8]
+    if day[:4] != str(today.year):
+        return day
+    return f"{_dt.date.fromisoformat(day):%b %d} {clock[:5]}"
 
 
 def parse_time(text: str) -> float:
     """A wire time as seconds since the epoch."""
     return _dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def ago(text: str | None, now: float | None = None) -> str:
+    """How long ago a wire time was: ``3 s ago``, ``4 min ago``, ``2 h ago``, ``5 d ago``; ``never`` for null."""
+    if not text:
+        return "never"
+    import time
+
+    seconds = max(0.0, (time.time() if now is None else now) - parse_time(text))
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return f"{int(seconds)} s ago"
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``, ``1 h 02 min``."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
 def where(task: dict) -> str:
@@ -88,26 +125,175 @@ def requirement_text(task: dict) -> str:
     return ", ".join(parts) or "any device"
 
 
+def requirement_phrase(task: dict) -> str | None:
+    """The requirements in words, ``serial 'x' and model 'Pixel 7'``; None when any device will do."""
+    requirements = task.get("requirements") or {}
+    parts = [f"serial {requirements['serial']!r}"] if requirements.get("serial") else []
+    parts.extend(f"{key} {value!r}" for key, value in (requirements.get("attributes") or {}).items())
+    return " and ".join(parts) or None
+
+
+def waiting_text(task: dict) -> str | None:
+    """Why a queued task waits, in words (the server's `waiting`, specs/protocol.md "Why a
+    queued task waits"); None for a task that is not waiting, or a server that does not say."""
+    waiting = task.get("waiting")
+    if not isinstance(waiting, dict):
+        return None
+    needs = requirement_phrase(task)
+    count = waiting.get("matching_devices") or 0
+    devices = f"{count} device{'s' if count != 1 else ''}"
+    matching = f"the {devices} matching {needs}" if needs else f"all {devices}"
+    match waiting.get("reason"):
+        case "held":
+            return f"held by a pause: no host claims it until `amc task resume {task['id']}`"
+        case "no_device_matches":
+            return f"no registered device matches {needs}" if needs else "no device is registered yet"
+        case "matching_devices_offline":
+            return f"{matching} {'is' if count == 1 else 'are'} offline"
+        case "matching_devices_busy":
+            return f"{matching} {'is' if count == 1 else 'are'} busy with other tasks"
+        case "ready":
+            return "a matching device is idle: its host's next claim takes the task, in claim order"
+    return str(waiting.get("reason"))
+
+
+def progress_text(task: dict, steered: Sequence[Any] | None = None) -> str:
+    """Where a task stands, in words: ``queued: ...``, ``paused, 1 of 3 steps ended``,
+    ``step sync running, 1 of 3 steps ended``. `steered` is the plan as steered (its live
+    steps are the total); without it, the submitted plan's steps count."""
+    status = task["status"]
+    if status == TaskStatus.queued:
+        why = waiting_text(task)
+        return f"queued: {why}" if why else ("queued (held by a pause)" if task.get("held") else "queued")
+    attempts = task.get("attempts") or []
+    if status not in (TaskStatus.assigned, TaskStatus.dispatched) or not attempts:
+        return str(status)
+    attempt = attempts[-1]
+    place = f"attempt {attempt['number']} on {attempt['host_id']}/{attempt['device']}"
+    progress = attempt.get("progress")
+    total = len(steered) if steered is not None else len(_all_steps(task["plan"]))
+    parts = ["paused" if task.get("paused") else str(status), place]
+    if isinstance(progress, dict):
+        if progress.get("step") and not task.get("paused"):
+            parts.append(f"step {progress['step']} running")
+        parts.append(f"{progress.get('ended', 0)} of {total} steps ended")
+    if (task.get("cancellation") or {}).get("state") == "pending":
+        parts.append("cancellation pending")
+    return ", ".join(parts)
+
+
+def _all_steps(plan: dict) -> list[dict]:
+    if "stages" in plan:
+        return [step for stage in plan["stages"] for step in stage["steps"]]
+    return list(plan.get("steps") or [])
+
+
 # -- tasks ------------------------------------------------------------------------------------
 
 
-def tasks_table(tasks: list[dict]) -> Table:
-    table = Table(title=None, show_edge=False, pad_edge=False)
-    for column in ("ID", "STATUS", "ATTEMPT", "WHERE", "PRIORITY", "CREATED", "UPDATED", "LABELS"):
-        table.add_column(column, no_wrap=column in ("ID", "STATUS", "WHERE"))
+MIN_LAST = 16  # the right-most column gets at least this many cells, before optional columns go
+FOLD_WIDTH = 14  # the widest a `fold` column gets before it wraps
+GAP = 2  # cells between two columns: the right padding and the (blank) separator
+
+
+class Fitted:
+    """A table that fits the console width, decided when it is printed (so at the width of
+    the console it is printed on, COLUMNS included).
+
+    Every column keeps its cells whole, on one line (an id, a status, a time is never
+    wrapped or cut), except the right-most column, which takes the width that is left and
+    wraps, and the `fold` columns, which may wrap where they must. When the right-most
+    column would get less than MIN_LAST cells, the `optional` columns are left out, last
+    first, until it gets them.
+    """
+
+    def __init__(self, *columns: str, title: str | None = None, fold: Sequence[str] = (), optional: Sequence[str] = ()):
+        self.columns = columns
+        self.title = title
+        self.fold = set(fold)
+        self.optional = list(optional)
+        self.rows: list[list[Text]] = []
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    def add_row(self, *cells: str | Text) -> None:
+        self.rows.append([cell if isinstance(cell, Text) else Text(cell) for cell in cells])
+
+    def natural(self, index: int) -> int:
+        """The width of column `index` when nothing in it wraps."""
+        texts = [Text(self.columns[index])] + [row[index] for row in self.rows]
+        return max(cell_len(line) for text in texts for line in text.plain.split("\n"))
+
+    def width(self, index: int) -> int:
+        """The width column `index` takes when it is not the right-most one."""
+        natural = self.natural(index)
+        return min(natural, FOLD_WIDTH) if self.columns[index] in self.fold else natural
+
+    def shown(self, width: int) -> list[int]:
+        """The columns shown at `width`: all, unless the right-most one would be too narrow."""
+        shown = list(range(len(self.columns)))
+        for name in reversed(self.optional):
+            fixed = sum(self.width(i) for i in shown[:-1]) + GAP * (len(shown) - 1)
+            if width - fixed >= min(MIN_LAST, self.natural(shown[-1])):
+                break
+            shown.remove(self.columns.index(name))
+        return shown
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        shown = self.shown(width)
+        made = Table(
+            title=self.title,
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            padding=(0, 1, 0, 0),
+        )
+        fixed = 0
+        for i in shown[:-1]:
+            name = self.columns[i]
+            if name in self.fold:
+                made.add_column(name, overflow="fold", max_width=self.width(i))
+            else:
+                made.add_column(name, no_wrap=True, min_width=self.natural(i))
+            fixed += self.width(i) + GAP
+        last = shown[-1]
+        # What is left, less the one cell rich counts for the right padding pad_edge leaves out.
+        made.add_column(self.columns[last], overflow="fold", width=max(8, width - fixed - 1))
+        for row in self.rows:
+            made.add_row(*(row[i] for i in shown))
+        yield made
+
+
+def table(*columns: str, title: str | None = None, fold: Sequence[str] = (), optional: Sequence[str] = ()) -> Fitted:
+    return Fitted(*columns, title=title, fold=fold, optional=optional)
+
+
+def tasks_table(tasks: list[dict]) -> Fitted:
+    made = table("ID", "STATUS", "WHERE", "CREATED", "UPDATED", "NOTE", optional=("WHERE", "CREATED"))
     for task in tasks:
+        notes = [waiting_text(task) or ("held by a pause" if task.get("held") else "")]
+        if task.get("paused") and not task.get("held"):
+            notes.append("paused: no new step starts until a resume")
+        if (task.get("attempt") or 0) > 1:
+            notes.append(f"attempt {task['attempt']}")
+        if task.get("priority"):
+            notes.append(f"priority {task['priority']}")
+        if task.get("labels"):
+            notes.append(_pairs(task["labels"]))
         _row(
-            table,
+            made,
             task["id"],
-            task_status_text(task),
-            str(task.get("attempt") or "-"),
+            status_text(task["status"]),
             where(task),
-            str(task["priority"]),
             when(task["created_at"]),
             when(task["updated_at"]),
-            _pairs(task["labels"]),
+            "; ".join(note for note in notes if note),
         )
-    return table
+    return made
 
 
 def task_detail(task: dict, messages: Sequence[dict] = ()) -> Group:
@@ -116,8 +302,15 @@ def task_detail(task: dict, messages: Sequence[dict] = ()) -> Group:
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="bold")
     summary.add_column()
+    from amc.cli.steered import steered_plan
+
+    steered = steered_plan(task, messages)
     _row(summary, "task", task["id"])
     _row(summary, "status", task_status_text(task))
+    if task["status"] == TaskStatus.queued and waiting_text(task):
+        _row(summary, "waiting", waiting_text(task) or "")
+    elif task["status"] in (TaskStatus.assigned, TaskStatus.dispatched):
+        _row(summary, "now", progress_text(task, [s for s in steered or () if s.removed_by is None] or None))
     if task.get("held"):
         _row(summary, "held", "a pause holds it in the queue: no host claims it until a resume")
     elif task.get("paused"):
@@ -132,7 +325,11 @@ def task_detail(task: dict, messages: Sequence[dict] = ()) -> Group:
     _row(summary, "needs", requirement_text(task))
     if task.get("labels"):
         _row(summary, "labels", _pairs(task["labels"]))
-    _row(summary, "plan", plan_summary(task["plan"]))
+    if steered is None:
+        _row(summary, "plan", plan_summary(task["plan"]))
+    else:
+        live = [step for step in steered if step.removed_by is None]
+        _row(summary, "plan", f"as steered, {_step_count(live)}: " + ", ".join(step.action for step in live))
     _row(summary, "created", when(task["created_at"], date=True))
     _row(summary, "updated", when(task["updated_at"], date=True))
     cancellation = task.get("cancellation")
@@ -149,6 +346,8 @@ def task_detail(task: dict, messages: Sequence[dict] = ()) -> Group:
     if result:
         _row(summary, "result", f"{result['status']} ({result['reason']}) at {when(result['recorded_at'])}")
     parts: list[Any] = [summary]
+    if steered is not None:
+        parts.append(steered_table(steered))
     if task.get("attempts"):
         parts.append(attempts_table(task["attempts"]))
     if messages:
@@ -167,39 +366,48 @@ def plan_summary(plan: dict) -> str:
     return _step_count(plan["steps"]) + ": " + ", ".join(s["action"] for s in plan["steps"])
 
 
-def attempts_table(attempts: list[dict]) -> Table:
-    table = Table(title="attempts", title_justify="left", show_edge=False, pad_edge=False)
-    for column in ("#", "HOST/DEVICE", "ASSIGNED", "DISPATCHED", "ENDED", "RENEWALS", "OUTCOME"):
-        table.add_column(column, no_wrap=True)
+def steered_table(steps: Sequence[Any]) -> Fitted:
+    """The plan as steered: every step, with the steer that added or removed it."""
+    made = table("STEP", "ACTION", "STEERED", title="plan as steered")
+    for step in steps:
+        notes = []
+        if step.inserted_by:
+            notes.append(f"added by {step.inserted_by}")
+        if step.removed_by:
+            notes.append(f"removed by {step.removed_by} (not_started, steered)")
+        _row(made, step.id, step.action, "; ".join(notes))
+    return made
+
+
+def attempts_table(attempts: list[dict]) -> Fitted:
+    made = table("#", "OUTCOME", "HOST/DEVICE", "ASSIGNED", "DISPATCHED", "ENDED", "RENEWED", title="attempts")
     for attempt in attempts:
         outcome = attempt.get("outcome")
         _row(
-            table,
+            made,
             str(attempt["number"]),
+            Text(outcome or "active", style=STATUS_STYLE.get(outcome or "", "bold blue")),
             f"{attempt['host_id']}/{attempt['device']}",
             when(attempt["assigned_at"]),
             when(attempt.get("dispatched_at")),
             when(attempt.get("ended_at")),
             str(attempt.get("renewals", 0)),
-            Text(outcome or "active", style=STATUS_STYLE.get(outcome or "", "bold blue")),
         )
-    return table
+    return made
 
 
-def steps_table(steps: list[dict]) -> Table:
-    table = Table(title="steps", title_justify="left", show_edge=False, pad_edge=False)
-    for column in ("STEP", "OUTCOME", "REASON", "STARTED", "ENDED"):
-        table.add_column(column, no_wrap=column != "REASON")
+def steps_table(steps: list[dict]) -> Fitted:
+    made = table("STEP", "OUTCOME", "STARTED", "ENDED", "REASON", title="steps")
     for step in steps:
         _row(
-            table,
+            made,
             step["id"],
             Text(step["status"], style=STEP_STYLE.get(step["status"], "")),
-            step.get("reason") or "",
             when(step.get("started_at")),
             when(step.get("ended_at")),
+            step.get("reason") or "",
         )
-    return table
+    return made
 
 
 # -- messages ---------------------------------------------------------------------------------
@@ -281,45 +489,46 @@ def message_state_text(state: str) -> Text:
 
 
 def message_times(message: dict) -> str:
-    """One line per state the message reached, with its time: ``posted 01:45:12.345``."""
+    """Each state the message reached, with its time: ``posted 01:45:12, delivered 01:45:13``."""
     times = (
         ("posted", message.get("created_at")),
         ("delivered", message.get("delivered_at")),
         ("admitted", message.get("admitted_at")),
         ("completed", message.get("completed_at")),
     )
-    return "\n".join(f"{label:<9} {when(at)}" for label, at in times if at)
+    return ", ".join(f"{label} {when(at)}" for label, at in times if at)
 
 
-def messages_table(messages: list[dict]) -> Table:
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("MESSAGE", "INTENT", "STATE", "ATTEMPT", "BOUNDARY", "TIMES", "DETAIL"):
-        wraps = column in ("INTENT", "BOUNDARY", "DETAIL")
-        table.add_column(column, no_wrap=not wraps, overflow="fold")  # never cut an id short
+def messages_table(messages: list[dict]) -> Fitted:
+    made = table("MESSAGE", "STATE", "ATT", "BOUNDARY", "INTENT / DETAIL", fold=("BOUNDARY",))
     for message in messages:
+        asked = Text(request_text(message))
+        note = message_note(message)
+        if note:
+            asked.append(f"\n{note}")
+        asked.append(f"\n{message_times(message)}", style="dim")
         _row(
-            table,
+            made,
             message["id"],
-            request_text(message),
             message_state_text(message["state"]),
             str(message.get("attempt") or "-"),
             boundary_text(message.get("boundary")),
-            message_times(message),
-            message_note(message),
+            asked,
         )
-    return table
+    return made
 
 
-def messages_brief(messages: Sequence[dict]) -> Table:
+def messages_brief(messages: Sequence[dict]) -> Fitted:
     """The messages of a task in one line each, for `amc task show`."""
-    table = Table(title="messages", title_justify="left", show_edge=False, pad_edge=False)
-    for column in ("MESSAGE", "INTENT", "STATE", "NOTE"):
-        table.add_column(column, no_wrap=column in ("MESSAGE", "STATE"), overflow="fold")
+    made = table("MESSAGE", "STATE", "INTENT / NOTE", title="messages")
     for message in messages:
         boundary = message.get("boundary")
         note = "; ".join(part for part in (boundary_text(boundary) if boundary else "", message_note(message)) if part)
-        _row(table, message["id"], request_text(message), message_state_text(message["state"]), note)
-    return table
+        asked = Text(request_text(message))
+        if note:
+            asked.append(f"\n{note}", style="dim")
+        _row(made, message["id"], message_state_text(message["state"]), asked)
+    return made
 
 
 # -- history ----------------------------------------------------------------------------------
@@ -374,38 +583,42 @@ def _acknowledged_text(data: dict) -> str:
     return text + (f": {data['detail']}" if data.get("detail") else "")
 
 
-def history_table(events: list[dict]) -> Table:
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("SEQ", "AT", "EVENT"):
-        table.add_column(column, no_wrap=column != "EVENT")
+def history_table(events: list[dict]) -> Fitted:
+    made = table("SEQ", "AT", "EVENT")
     for event in events:
-        _row(table, str(event["seq"]), when(event["at"]), event_text(event))
-    return table
+        _row(made, str(event["seq"]), when(event["at"]), event_text(event))
+    return made
 
 
 # -- hosts ------------------------------------------------------------------------------------
 
 
-def hosts_table(hosts: list[dict]) -> Table:
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("HOST", "DEVICE", "MODEL", "ONLINE", "RUNNING", "UPDATED"):
-        table.add_column(column, no_wrap=True)
+def online_text(online: bool | None) -> Text:
+    return Text("yes", style="green") if online else Text("no", style="red")
+
+
+def hosts_table(hosts: list[dict], now: float | None = None) -> Fitted:
+    """One row per device. ONLINE is the device's (false whenever its host is not seen within
+    the server's host timeout); LAST SEEN is the host's latest request, or, from a server
+    without host liveness, `-`."""
+    made = table("HOST", "LAST SEEN", "DEVICE", "ONLINE", "RUNNING", "MODEL")
     for host in hosts:
+        seen = ago(host.get("last_seen_at"), now) if "last_seen_at" in host else "-"
         devices = host["devices"] or [None]
         for index, device in enumerate(devices):
             first = index == 0
             if device is None:
-                _row(table, host["id"], "(no devices)", "", "", "", when(host["updated_at"], date=True))
+                _row(made, host["id"], seen, "(no devices)", online_text(host.get("online")), "-", "")
                 continue
             reservation = device.get("reservation")
             running = f"{reservation['task_id']} #{reservation['attempt']}" if reservation else "-"
             _row(
-                table,
+                made,
                 host["id"] if first else "",
+                seen if first else "",
                 device["serial"],
-                device["attributes"].get("model", "-"),
-                Text("yes", style="green") if device["online"] else Text("no", style="red"),
+                online_text(device["online"] and host.get("online", True)),
                 running,
-                when(host["updated_at"], date=True) if first else "",
+                device["attributes"].get("model", "-"),
             )
-    return table
+    return made

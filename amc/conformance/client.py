@@ -242,11 +242,13 @@ class Caller:
     def claim(self, host_id: str, *, expect: Expect = 200, timeout: float | None = None, **body) -> Any:
         return self.call("POST", f"/v1/hosts/{host_id}/claim", body, expect=expect, timeout=timeout)
 
-    def start(self, task_id: str, attempt: int, lease_id: Any, *, expect: Expect = 200) -> dict:
-        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/start", _lease_body(lease_id), expect=expect)
+    def start(self, task_id: str, attempt: int, lease_id: Any, *, expect: Expect = 200, **extra) -> dict:
+        body = {**_lease_body(lease_id), **extra}
+        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/start", body, expect=expect)
 
-    def renew(self, task_id: str, attempt: int, lease_id: Any, *, expect: Expect = 200) -> dict:
-        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/renew", _lease_body(lease_id), expect=expect)
+    def renew(self, task_id: str, attempt: int, lease_id: Any, *, expect: Expect = 200, **extra) -> dict:
+        body = {**_lease_body(lease_id), **extra}
+        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/renew", body, expect=expect)
 
     def report(
         self,
@@ -265,6 +267,24 @@ class Caller:
         if steps is not _UNSET:
             body["steps"] = steps
         return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/result", body, expect=expect)
+
+    def release(
+        self,
+        task_id: str,
+        attempt: int,
+        lease_id: str,
+        *,
+        expect: Expect = 200,
+        reason: Any = _UNSET,
+        steps: Any = _UNSET,
+    ) -> dict:
+        """v1.1: give the attempt back (specs/protocol.md "Release: a host gives an attempt back")."""
+        body: dict[str, Any] = {"lease_id": lease_id}
+        if reason is not _UNSET:
+            body["reason"] = reason
+        if steps is not _UNSET:
+            body["steps"] = steps
+        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/release", body, expect=expect)
 
     # -- messages (Part B) --------------------------------------------------------------
 
@@ -444,17 +464,31 @@ class Host:
             cancel_requested=answer["cancel_requested"],
         )
 
-    def start(self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None) -> dict:
+    def start(
+        self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None, **extra
+    ) -> dict:
+        """Acknowledge the start; `extra` members go into the body (``progress=...``)."""
         answer = self.caller.start(
-            lease.task_id, attempt or lease.attempt, lease.lease_id if lease_id is _UNSET else lease_id, expect=expect
+            lease.task_id,
+            attempt or lease.attempt,
+            lease.lease_id if lease_id is _UNSET else lease_id,
+            expect=expect,
+            **extra,
         )
         if expect == 200:
             lease.extended(answer)
         return answer
 
-    def renew(self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None) -> dict:
+    def renew(
+        self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None, **extra
+    ) -> dict:
+        """Renew the lease; `extra` members go into the body (``progress=...``)."""
         answer = self.caller.renew(
-            lease.task_id, attempt or lease.attempt, lease.lease_id if lease_id is _UNSET else lease_id, expect=expect
+            lease.task_id,
+            attempt or lease.attempt,
+            lease.lease_id if lease_id is _UNSET else lease_id,
+            expect=expect,
+            **extra,
         )
         if expect == 200:
             lease.extended(answer)
@@ -475,6 +509,17 @@ class Host:
             attempt or lease.attempt,
             lease.lease_id if lease_id is _UNSET else lease_id,
             status,
+            expect=expect,
+            **body,
+        )
+
+    def release(
+        self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None, **body
+    ) -> dict:
+        return self.caller.release(
+            lease.task_id,
+            attempt or lease.attempt,
+            lease.lease_id if lease_id is _UNSET else lease_id,
             expect=expect,
             **body,
         )
@@ -547,6 +592,12 @@ MESSAGE_MEMBERS = frozenset(
         "detail",
     }
 )
+
+
+def as_recorded(host: dict) -> dict:
+    """A host without its liveness (`last_seen_at`, `online`), which every request of its own
+    token moves, refused or not: what "the host is unchanged" compares."""
+    return {key: value for key, value in host.items() if key not in ("last_seen_at", "online")}
 
 
 def ids(messages: list[dict]) -> list[str]:

@@ -26,6 +26,10 @@ from amc.conformance.client import RUN_ATTRIBUTE, Caller, Connection, Host, Leas
 from amc.conformance.target import ManagedServer, Tokens, TokensError, wait_healthy
 
 REAL_TIME_LEASE = 2.0  # seconds: the lease the expiry scenarios claim without a manual clock
+# The host timeout of the server the suite starts itself: short, so that the scenario of a
+# silent host runs in real time too (with a manual clock it moves the clock instead).
+OWN_HOST_TIMEOUT = 5.0
+PROTOCOL_HOST_TIMEOUT = 60.0  # the protocol's default, assumed for a target unless told
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,12 +56,19 @@ class Target:
     """Where the server is, who may call it, and (if anyone can) how to restart it."""
 
     def __init__(
-        self, url: str, tokens: Tokens, *, managed: ManagedServer | None = None, restart_command: str | None = None
+        self,
+        url: str,
+        tokens: Tokens,
+        *,
+        managed: ManagedServer | None = None,
+        restart_command: str | None = None,
+        host_timeout: float = PROTOCOL_HOST_TIMEOUT,
     ):
         self.url = url
         self.tokens = tokens
         self.managed = managed
         self.restart_command = restart_command
+        self.host_timeout = host_timeout  # seconds after its latest request that a host reads offline
 
     @property
     def can_restart(self) -> bool:
@@ -78,15 +89,29 @@ class Target:
 def target(pytestconfig, tmp_path_factory):
     report = pytestconfig.pluginmanager.get_plugin(plugin.PLUGIN_NAME)
     url = plugin.option(pytestconfig, "--target-url")
+    given_timeout = plugin.option(pytestconfig, "--host-timeout")
+    try:
+        host_timeout = None if given_timeout is None else float(given_timeout)
+    except ValueError:
+        raise pytest.UsageError(f"--host-timeout: seconds, not {given_timeout!r}") from None
     if url:
         tokens_file = plugin.option(pytestconfig, "--tokens")
         assert tokens_file is not None  # pytest_configure refused a URL without one
         tokens = Tokens.load(tokens_file)
         report.run.update(target=url, managed_server=False)
-        yield Target(url.rstrip("/"), tokens, restart_command=plugin.option(pytestconfig, "--restart-command"))
+        yield Target(
+            url.rstrip("/"),
+            tokens,
+            restart_command=plugin.option(pytestconfig, "--restart-command"),
+            host_timeout=PROTOCOL_HOST_TIMEOUT if host_timeout is None else host_timeout,
+        )
         return
     clock = plugin.option(pytestconfig, "--server-clock") or "manual"
-    server = ManagedServer(tmp_path_factory.mktemp("amc-serve"), clock=clock)
+    server = ManagedServer(
+        tmp_path_factory.mktemp("amc-serve"),
+        clock=clock,
+        host_timeout=OWN_HOST_TIMEOUT if host_timeout is None else host_timeout,
+    )
     try:
         server.start()
     except RuntimeError as error:
@@ -94,7 +119,7 @@ def target(pytestconfig, tmp_path_factory):
     assert server.url is not None  # known once started
     report.run.update(target=server.url, managed_server=True)
     try:
-        yield Target(server.url, Tokens.load(server.tokens_path), managed=server)
+        yield Target(server.url, Tokens.load(server.tokens_path), managed=server, host_timeout=server.host_timeout)
     finally:
         server.stop()
 

@@ -12,6 +12,9 @@ Options (each also read from an environment variable, so a CI job can set them o
                               (AMC_CONFORMANCE_RESTART); enables the restart scenarios
     --server-clock KIND       manual | system: the clock of the server the suite starts
                               itself (ignored with --target-url); default manual
+    --host-timeout SECONDS    the target's host timeout (AMC_CONFORMANCE_HOST_TIMEOUT), for
+                              the scenario of a host that goes silent; default 60, the
+                              protocol's (the server the suite starts itself: its own)
 
 The report: every test carries the requirement ids it checks (``@pytest.mark.req(...)``).
 At the end of the run the plugin lists every id of the catalogue (`catalogue`, rendered from
@@ -54,6 +57,7 @@ OPTIONS = [
     ("--conformance-report", "AMC_CONFORMANCE_REPORT", "where to write the JSON report by requirement id"),
     ("--restart-command", "AMC_CONFORMANCE_RESTART", "shell command that restarts the target keeping its data"),
     ("--server-clock", "AMC_CONFORMANCE_SERVER_CLOCK", "manual | system: clock of the server the suite starts"),
+    ("--host-timeout", "AMC_CONFORMANCE_HOST_TIMEOUT", "seconds: the target's host timeout (default 60)"),
 ]
 
 

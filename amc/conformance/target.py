@@ -143,6 +143,7 @@ class ManagedServer:
         lease_seconds: float = 30,
         min_lease_seconds: float = 1,
         max_lease_seconds: float = 600,
+        host_timeout: float = 60,
     ):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -158,7 +159,10 @@ class ManagedServer:
             f"{min_lease_seconds:g}",
             "--max-lease-seconds",
             f"{max_lease_seconds:g}",
+            "--host-timeout",
+            f"{host_timeout:g}",
         ]
+        self.host_timeout = host_timeout
         self.port = 0
         self.url: str | None = None
         self.process: subprocess.Popen | None = None

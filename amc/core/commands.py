@@ -83,6 +83,20 @@ class ReportResult:
 
 
 @attrs.frozen(kw_only=True)
+class ReleaseAttempt:
+    """The owning host gives its attempt back without a verdict on the task (it is stopping,
+    or its device went away); the task goes on as after a lease expiry."""
+
+    now: int
+    host_id: str
+    task_id: str
+    attempt: int
+    lease_id: str
+    reason: str | None = None
+    steps: tuple[StepOutcome, ...] | None = None
+
+
+@attrs.frozen(kw_only=True)
 class PostMessage:
     """A steer, follow-up, pause or resume sent to a task (specs/protocol.md Part B)."""
 
@@ -144,12 +158,13 @@ Command = Union[
     StartAttempt,
     RenewLease,
     ReportResult,
+    ReleaseAttempt,
     PostMessage,
     AcknowledgeMessage,
     ExpireLeases,
     StoreArtifact,
 ]
-LeaseCommand = Union[StartAttempt, RenewLease, ReportResult, AcknowledgeMessage, StoreArtifact]
+LeaseCommand = Union[StartAttempt, RenewLease, ReportResult, ReleaseAttempt, AcknowledgeMessage, StoreArtifact]
 
 # Each command's stable name: the store's log tags commands with it and metrics label them
 # with it, so it is part of the storage format. Add names, never change one.
@@ -164,5 +179,6 @@ NAMES: dict[str, type[Command]] = {
     "post_message": PostMessage,
     "acknowledge_message": AcknowledgeMessage,
     "expire_leases": ExpireLeases,
+    "release_attempt": ReleaseAttempt,
     "store_artifact": StoreArtifact,
 }

@@ -88,6 +88,12 @@ class ResultRecorded:
 
 
 @attrs.frozen
+class ReleaseRecorded:
+    task_id: str
+    repeated: bool  # True: an identical release was already recorded; nothing changed
+
+
+@attrs.frozen
 class LeasesExpired:
     count: int
 
@@ -107,6 +113,7 @@ Reply = Union[
     NoAssignment,
     LeaseGranted,
     ResultRecorded,
+    ReleaseRecorded,
     MessageAccepted,
     AcknowledgementRecorded,
     LeasesExpired,
@@ -153,17 +160,29 @@ def find_attempt(state: State, c: LeaseCommand) -> tuple[Task, Attempt] | Decisi
 
 def check_ownership(task: Task, attempt: Attempt, c: LeaseCommand) -> Decision | None:
     """Lease checks 1-3 (specs/protocol.md): foreign, unknown, replaced."""
+    return check_holder(attempt, c) or check_current(task, attempt)
+
+
+def check_holder(attempt: Attempt, c: LeaseCommand) -> Decision | None:
+    """Lease checks 1-2: foreign, unknown. A repeated release is recognised after these, since
+    its attempt may have been replaced since."""
     if attempt.host_id != c.host_id:
         return reject(Code.lease_foreign, f"attempt {attempt.number} belongs to another host")
     if attempt.lease_id != c.lease_id:
         return reject(Code.lease_unknown, f"lease_id is not the lease of attempt {attempt.number}")
+    return None
+
+
+def check_current(task: Task, attempt: Attempt) -> Decision | None:
+    """Lease check 3: replaced."""
     if attempt.number != len(task.attempts):
         return reject(Code.lease_replaced, f"attempt {attempt.number} was replaced by a newer attempt")
     return None
 
 
 def check_live(attempt: Attempt, now: int) -> Decision | None:
-    """Lease checks 4-5: the attempt was not ended by a report, and its lease has not expired."""
+    """Lease checks 4-5: the attempt was not ended by a report (or a release), and its lease
+    has not expired."""
     if attempt.outcome not in (None, AttemptState.expired):
         return reject(Code.lease_ended, f"attempt {attempt.number} already ended {attempt.outcome}")
     if attempt.outcome == AttemptState.expired or now >= attempt.lease_expires_at:

@@ -99,6 +99,18 @@ class LeaseExpired:
 
 
 @attrs.frozen(kw_only=True)
+class AttemptReleased:
+    """The owning host gave the attempt back; `at` is the attempt's `ended_at`. The task's
+    `TaskRequeued` or `TaskEnded` follows, as after a `LeaseExpired`."""
+
+    at: int
+    task_id: str
+    attempt: int
+    reason: str | None
+    steps: tuple[StepOutcome, ...] | None = None
+
+
+@attrs.frozen(kw_only=True)
 class TaskRequeued:
     at: int
     task_id: str
@@ -109,7 +121,9 @@ class TaskEnded:
     at: int
     task_id: str
     status: TaskStatus  # done | failed | cancelled
-    reason: str  # reported | cancelled_while_queued | lease_expired_with_cancellation | attempts_exhausted
+    # reported | cancelled_while_queued | lease_expired_with_cancellation | released_with_cancellation
+    # | attempts_exhausted
+    reason: str
     attempt: int | None
     metadata: dict[str, JSON] = attrs.field(factory=dict)
     steps: tuple[StepOutcome, ...] | None = None
@@ -162,6 +176,9 @@ class MessagesNotAdmitted:
     at: int
     task_id: str
     message_ids: tuple[str, ...]
+    # Why, one sentence per message id; empty in the logs written before messages said why
+    # (their replay leaves `detail` null, as those stores recorded it).
+    details: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -192,6 +209,7 @@ Event = Union[
     CancellationRequested,
     CancellationDelivered,
     LeaseExpired,
+    AttemptReleased,
     TaskRequeued,
     TaskEnded,
     MessagePosted,

@@ -11,13 +11,30 @@ Stopping (seed 001 and specs/protocol.md "Host Agent duties"):
 - A start or renewal response with ``cancel_requested: true`` is a stop request for
   reason ``cancelled``. A 409 on renewal, or reaching ``lease_expires_at`` without a
   successful renewal, is ``lease_lost``. A step that fails is ``step_failed``; a step the
-  action policy refuses is ``step_refused``; a step whose outcome cannot be known (its
-  device went away mid-step) is ``step_lost``; a host shutting down is ``host_stopping``.
-  The first stop reason observed is the one that counts.
+  action policy refuses is ``step_refused``; a step whose outcome cannot be known because
+  of a bug of the agent's is ``step_lost``; a device that went away is ``device_lost``.
+  The first stop reason observed is the one that counts, except that a drain's stop gives
+  way to how the step under way ends and to a forced stop (`OVERRIDE_DRAIN`).
 - Stops take effect at step boundaries: no step starts after a stop. A step running when
   the stop arrives is interrupted where the runtime can (`should_interrupt`), and is
   recorded ``interrupted`` unless it finished first: never ``completed`` if it did not
-  complete, and never ``cancelled``.
+  complete, and never ``cancelled``. The one stop that lets the running step finish is
+  ``drain_timed_out``: the host stops at the next step boundary, not in the middle of one.
+
+Host stops (specs/protocol.md "Release: a host gives an attempt back"). A host that stops
+gives its attempts back instead of judging its tasks, so a redeploy never fails work:
+
+- ``drain_timed_out``: the host is stopping and its drain time ran out (or an attempt was
+  assigned while the host was already stopping); the run ends at the next boundary;
+- ``forced_stop``: the host is stopping now (a second signal); the running step is
+  interrupted;
+- ``device_lost``: the device went away under a step (`device_lost`); that step is
+  ``interrupted``, since its effect on the device is unknown.
+
+A run that ends with one of these, unless every step still to run completed anyway, ends in
+a `Release` (reason ``host_stopping`` or ``device_lost``) rather than a `FinalReport`: the
+host gives no verdict on the task, and the server requeues it (or cancels it, or fails it
+when its attempts are used up). `conclusion()` says which of the two to send.
 
 Messages (specs/protocol.md Part B). Start and renewal responses carry every message of the
 attempt the server has not seen acknowledged, so the same message may arrive many times:
@@ -52,7 +69,9 @@ Reporting:
 - The report is ``done`` when every step that was still to run completed (even if a stop
   arrived too late to matter); ``cancelled`` only when the stop came from a cancellation
   request; otherwise ``failed``. It is computed once, so a retry after a lost response
-  sends the identical body.
+  sends the identical body. A `Release` carries the same truthful steps (never a
+  ``failed`` or ``cancelled`` step for a host stop: the steps are completed, interrupted,
+  refused or not_started) and is also computed once.
 """
 
 from __future__ import annotations
@@ -74,8 +93,33 @@ class StopReason(enum.Enum):
     step_failed = "step_failed"
     step_refused = "step_refused"
     step_lost = "step_lost"
-    host_stopping = "host_stopping"
+    drain_timed_out = "drain_timed_out"
+    forced_stop = "forced_stop"
+    device_lost = "device_lost"
 
+
+# The stops that are the host's own business, not the task's: they end in a release, with
+# the release's reason.
+RELEASE_REASONS: dict[StopReason, str] = {
+    StopReason.drain_timed_out: "host_stopping",
+    StopReason.forced_stop: "host_stopping",
+    StopReason.device_lost: "device_lost",
+}
+
+
+# A drain that timed out only keeps the next step from starting; the step under way runs to
+# its own end. So how that step ends, or a forced stop, replaces it as the reason: a step that
+# failed after the drain is the task's own failure (the host stop changed nothing), and a
+# forced stop interrupts the step after all.
+OVERRIDE_DRAIN = frozenset(
+    {
+        StopReason.forced_stop,
+        StopReason.step_failed,
+        StopReason.step_refused,
+        StopReason.step_lost,
+        StopReason.device_lost,
+    }
+)
 
 # Why a step that never started did not start, by stop reason (None, not stopped, is absent).
 NOT_STARTED_BECAUSE: dict[StopReason | None, str] = {
@@ -84,7 +128,9 @@ NOT_STARTED_BECAUSE: dict[StopReason | None, str] = {
     StopReason.step_failed: "previous_step_failed",
     StopReason.step_refused: "previous_step_refused",
     StopReason.step_lost: "previous_step_lost",
-    StopReason.host_stopping: "host_stopping",
+    StopReason.drain_timed_out: "host_stopping",
+    StopReason.forced_stop: "host_stopping",
+    StopReason.device_lost: "device_lost",
 }
 PAUSED = "paused"  # the not_started reason of a step still waiting when a paused run ended
 
@@ -104,6 +150,15 @@ class FinalReport:
 
 
 @attrs.frozen
+class Release:
+    """The attempt given back (POST .../release): why, and the steps' truthful outcomes."""
+
+    reason: str  # host_stopping | device_lost
+    steps: tuple[StepOutcome, ...]
+    detail: str | None = None  # for the host's own log
+
+
+@attrs.frozen
 class Acknowledgement:
     """What the host tells the server about one message (POST .../messages/{message_id})."""
 
@@ -111,6 +166,14 @@ class Acknowledgement:
     state: MessageState  # admitted | completed | rejected
     boundary: Boundary | None = None  # admitted: where
     detail: str | None = None  # rejected: why
+
+
+@attrs.frozen
+class RunProgress:
+    """What a start or renewal tells the server of the run (specs/protocol.md "Progress")."""
+
+    step: str | None  # the step running now; None between steps
+    ended: int  # how many steps have ended in this attempt
 
 
 @attrs.define
@@ -144,6 +207,7 @@ class Execution:
         self._steers: list[str] = []  # ids of the steers admitted, in order
         self._inserted: dict[str, str] = {}  # step id -> the steer that added it
         self._report: FinalReport | None = None
+        self._release: Release | None = None
 
     # -- what the runtime observed --------------------------------------------------------
 
@@ -172,17 +236,25 @@ class Execution:
             self.request_stop(StopReason.lease_lost, "no renewal succeeded before the lease expired")
 
     def request_stop(self, reason: StopReason, detail: str | None = None) -> None:
-        if self.stop is None:
+        """Stop for `reason` unless already stopping; see OVERRIDE_DRAIN."""
+        overrides = self.stop is StopReason.drain_timed_out and reason in OVERRIDE_DRAIN
+        if self.stop is None or overrides:
             self.stop, self.stop_detail = reason, detail
 
     @property
     def should_interrupt(self) -> bool:
-        """A stop arrived while a step runs: interrupt it where the action allows."""
-        return self.stop is not None and self.running is not None
+        """A stop arrived while a step runs: interrupt it where the action allows (a drain
+        that timed out lets the running step finish: it stops at the next boundary)."""
+        return self.stop is not None and self.stop is not StopReason.drain_timed_out and self.running is not None
 
     @property
     def paused(self) -> bool:
         return bool(self.pauses) and self.pauses[-1].resumed_by is None
+
+    @property
+    def progress(self) -> RunProgress:
+        """The running step and how many steps ended: sent with every start and renewal."""
+        return RunProgress(step=None if self.running is None else self.running.id, ended=len(self.outcomes))
 
     def take_acknowledgements(self) -> list[Acknowledgement]:
         """The acknowledgements decided since the last call, in the order to send them."""
@@ -291,6 +363,12 @@ class Execution:
         self.request_stop(StopReason.step_lost, reason)
         self._end_step(StepStatus.interrupted, now, reason=reason)
 
+    def device_lost(self, now: int, reason: str) -> None:
+        """The device went away under the running step: the step's effect is unknown, so it
+        is ``interrupted``; the run stops and ends in a release (another device may run it)."""
+        self.request_stop(StopReason.device_lost, reason)
+        self._end_step(StepStatus.interrupted, now, reason=reason)
+
     def step_interrupted(self, now: int, reason: str | None = None) -> None:
         """The running step was stopped, or its outcome is unknown."""
         self._end_step(StepStatus.interrupted, now, reason=reason or NOT_STARTED_BECAUSE.get(self.stop, "unknown"))
@@ -320,26 +398,60 @@ class Execution:
             return False
         return self.stop is not None or (not self.paused and self._boundary() == len(self.outline))
 
+    @property
+    def releases(self) -> bool:
+        """The run ends in a release: the host stopped (or lost its device) before every
+        step still to run completed."""
+        assert self.finished, "the run has not reached its end"
+        return self.stop in RELEASE_REASONS and not self._all_completed(self._steps())
+
+    def conclusion(self) -> FinalReport | Release:
+        """What to send at the end: the terminal report, or the release."""
+        return self.release() if self.releases else self.report()
+
     def report(self) -> FinalReport:
         """The terminal report; the same object every time it is asked for.
 
         Computing it settles the attempt's steering: every admitted steer is acknowledged
         ``completed`` (its edit is what the report shows)."""
         assert self.finished, "the run has not reached its end"
+        assert not self.releases, "a host stop ends in a release, never in a verdict on the task"
         if self._report is None:
-            reason = PAUSED if self.paused else NOT_STARTED_BECAUSE.get(self.stop, "not_reached")
-            steps = tuple(self._outcome(entry, reason) for entry in self.outline)
-            live = [outcome for outcome, entry in zip(steps, self.outline) if entry.removed_by is None]
-            if all(outcome.status == StepStatus.completed for outcome in live):
+            steps = self._steps()
+            if self._all_completed(steps):
                 status = TaskStatus.done  # it finished before any stop could take effect
             elif self.stop is StopReason.cancelled:
                 status = TaskStatus.cancelled
             else:
                 status = TaskStatus.failed
             self._report = FinalReport(status=status, steps=steps, metadata=self._metadata())
-            for message_id in self._steers:
-                self._acknowledge(message_id, MessageState.completed)
+            self._settle_steers()
         return self._report
+
+    def release(self) -> Release:
+        """The release; the same object every time it is asked for. Like the report, it
+        settles the steering: its steps show every admitted edit."""
+        assert self.releases, "only a host stop ends in a release"
+        if self._release is None:
+            assert self.stop is not None
+            self._release = Release(reason=RELEASE_REASONS[self.stop], steps=self._steps(), detail=self.stop_detail)
+            self._settle_steers()
+        return self._release
+
+    def _steps(self) -> tuple[StepOutcome, ...]:
+        # A paused run that ends says so in its steps, unless the host stopped: then what
+        # kept the steps from starting is the host, whatever happens to the pause next.
+        paused = self.paused and self.stop not in RELEASE_REASONS
+        reason = PAUSED if paused else NOT_STARTED_BECAUSE.get(self.stop, "not_reached")
+        return tuple(self._outcome(entry, reason) for entry in self.outline)
+
+    def _all_completed(self, steps: tuple[StepOutcome, ...]) -> bool:
+        live = [outcome for outcome, entry in zip(steps, self.outline) if entry.removed_by is None]
+        return all(outcome.status == StepStatus.completed for outcome in live)
+
+    def _settle_steers(self) -> None:
+        for message_id in self._steers:
+            self._acknowledge(message_id, MessageState.completed)
 
     def _outcome(self, entry: steering.Entry, reason: str) -> StepOutcome:
         outcome = self.outcomes.get(entry.step.id)

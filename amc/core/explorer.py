@@ -2,7 +2,7 @@
 
 In a small scope (a few hosts with one device each, a few tasks, a small `max_attempts`)
 it tries every command in every reachable state: submit, claim, start, renew, each terminal
-report, cancel, a device leaving and coming back, and a clock step of one tick. With
+report, a release (the host gives the attempt back), cancel, a device leaving and coming back, and a clock step of one tick. With
 `messages` on, it also posts every kind of message (a pause, a resume, a steer that skips
 the second step, a follow-up) up to `messages` per task, and acknowledges every message an
 attempt was given in every way (admitted before each step or after the last, completed,
@@ -37,6 +37,7 @@ from amc.core.commands import (
     ExpireLeases,
     PostMessage,
     RegisterHost,
+    ReleaseAttempt,
     RenewLease,
     ReportResult,
     StartAttempt,
@@ -147,6 +148,7 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
             steps = _steps_of(task, attempt.number) if scope.messages else None
             for status in (TaskStatus.done, TaskStatus.failed, TaskStatus.cancelled):
                 yield f"report {status} {tag}", ReportResult(**lease, status=status, steps=steps)
+            yield f"release {tag}", ReleaseAttempt(**lease, reason="host_stopping", steps=steps)
             if scope.messages:
                 yield from _acknowledgements(task, attempt.number, lease, tag)
             if len(task.artifacts) < scope.artifacts:

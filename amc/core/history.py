@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from amc.core.events import (
     ArtifactStored,
+    AttemptReleased,
     AttemptStarted,
     CancellationDelivered,
     CancellationRequested,
@@ -34,6 +35,7 @@ HISTORY_TYPES: dict[type, str] = {
     CancellationRequested: "cancellation_requested",
     CancellationDelivered: "cancellation_delivered",
     LeaseExpired: "lease_expired",
+    AttemptReleased: "released",
     TaskRequeued: "requeued",
     TaskEnded: "ended",
     MessagePosted: "message_posted",
@@ -63,6 +65,8 @@ def history_data(event: Event) -> dict[str, JSON]:
         case AttemptStarted() | CancellationDelivered() | LeaseExpired():
             return {"attempt": event.attempt}
         case CancellationRequested():
+            return {"attempt": event.attempt, "reason": event.reason}
+        case AttemptReleased():
             return {"attempt": event.attempt, "reason": event.reason}
         case TaskRequeued():
             return {}

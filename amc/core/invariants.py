@@ -113,6 +113,12 @@ def _task_violations(task: Task) -> list[str]:
         bad = [o.id for o in task.result.steps if o.status not in STEP_STATUSES]
         if bad:
             found.append(f"I9: task {task.id} steps {bad} have no valid outcome")
+    # 9. a release's step outcomes, too, name the attempt's planned steps; only a release keeps them
+    for a in task.attempts:
+        if a.outcome != AttemptState.released and (a.steps is not None or a.release_reason is not None):
+            found.append(f"I9: task {task.id} attempt {a.number} ended {a.outcome} but keeps a release's steps")
+        if a.steps is not None and [o.id for o in a.steps] != planned_step_ids(task, a.number):
+            found.append(f"I9: task {task.id} attempt {a.number} released with steps that are not its plan's")
     found.extend(_message_violations(task))
     found.extend(_artifact_violations(task))
     return found

@@ -36,6 +36,7 @@ from amc.core.commands import (
     ExpireLeases,
     PostMessage,
     RegisterHost,
+    ReleaseAttempt,
     RenewLease,
     ReportResult,
     StartAttempt,
@@ -52,9 +53,12 @@ from amc.core.decisions import (  # noqa: F401  (replies are part of this module
     LeasesExpired,
     MessageAccepted,
     NoAssignment,
+    ReleaseRecorded,
     Reply,
     ResultRecorded,
     Submitted,
+    check_current,
+    check_holder,
     check_live,
     check_ownership,
     find_attempt,
@@ -65,6 +69,7 @@ from amc.core.decisions import (  # noqa: F401  (replies are part of this module
 from amc.core.errors import Code
 from amc.core.events import (
     ArtifactStored,
+    AttemptReleased,
     AttemptStarted,
     CancellationDelivered,
     CancellationRequested,
@@ -281,7 +286,7 @@ def _report(state: State, c: ReportResult) -> Decision:
     refusal = check_ownership(task, attempt, c)
     if refusal is not None:
         return refusal
-    if attempt.outcome not in (None, AttemptState.expired):
+    if attempt.outcome not in (None, AttemptState.expired, AttemptState.released):
         # Ended by a report: the identical report again is answered as recorded.
         recorded = task.result
         assert recorded is not None  # the attempt ended by a report, which set it
@@ -345,22 +350,56 @@ def _first_difference(planned: list[str], reported: list[str]) -> str:
     return f"position {len(planned)}: step {reported[len(planned)]!r} is not planned"
 
 
+def _release(state: State, c: ReleaseAttempt) -> Decision:
+    found = find_attempt(state, c)
+    if isinstance(found, Decision):
+        return found
+    task, attempt = found
+    if c.steps is not None:
+        untruthful = _steps_problem(task, attempt.number, c.steps)
+        if untruthful:
+            return reject(Code.invalid_request, untruthful)
+    refusal = check_holder(attempt, c)
+    if refusal is not None:
+        return refusal
+    if attempt.outcome == AttemptState.released:
+        # Before the replaced check: the identical release again is answered as recorded even
+        # after the task was claimed again (the host's answer may have been lost).
+        if (attempt.release_reason, attempt.steps) == (c.reason, c.steps):
+            return Decision(reply=ReleaseRecorded(task.id, repeated=True))
+        return reject(Code.result_conflict, f"attempt {attempt.number} was already released differently")
+    refusal = check_current(task, attempt) or check_live(attempt, c.now)
+    if refusal is not None:
+        return refusal
+    released = AttemptReleased(at=c.now, task_id=task.id, attempt=attempt.number, reason=c.reason, steps=c.steps)
+    events = (released,) + _after_attempt(state, task, attempt.number, c.now, "release")
+    return Decision(events=events, reply=ReleaseRecorded(task.id, repeated=False))
+
+
 def _expire(state: State, now: int) -> Decision:
     events: list[Event] = []
     for expires_at, task_id, number in state.leases.due(now, state.tasks):
-        task = state.tasks[task_id]
         events.append(LeaseExpired(at=expires_at, task_id=task_id, attempt=number))
-        guards = {"cancellation_pending": task.cancellation_pending, "attempts_left": task.attempts_left}
-        status = lifecycle.target(lifecycle.TASK, task.status, "expire", guards)
-        assert status is not None  # expire ends in failed when no guarded move applies
-        if status == TaskStatus.queued:
-            events.append(TaskRequeued(at=expires_at, task_id=task_id))
-            events.extend(messages.requeue_messages(task, number, expires_at))
-        else:
-            reason = "lease_expired_with_cancellation" if status == TaskStatus.cancelled else "attempts_exhausted"
-            events.append(TaskEnded(at=expires_at, task_id=task_id, status=status, reason=reason, attempt=number))
-            events.extend(messages.settle_messages(state, task, expires_at, status))
+        events.extend(_after_attempt(state, state.tasks[task_id], number, expires_at, "expire"))
     return Decision(events=tuple(events), reply=LeasesExpired(count=_count_expired(events)))
+
+
+# The result reason of a task cancelled because its attempt ended with a cancellation pending.
+_CANCELLED_BY = {"expire": "lease_expired_with_cancellation", "release": "released_with_cancellation"}
+
+
+def _after_attempt(state: State, task: Task, number: int, at: int, event: str) -> tuple[Event, ...]:
+    """Where the task goes once its active attempt `number` ended without a verdict (`event`:
+    ``expire`` or ``release``): cancelled if a cancellation is pending, else queued again if
+    attempts are left, else failed; with what that does to its messages."""
+    guards = {"cancellation_pending": task.cancellation_pending, "attempts_left": task.attempts_left}
+    status = lifecycle.target(lifecycle.TASK, task.status, event, guards)
+    assert status is not None  # both events end in failed when no guarded move applies
+    if status == TaskStatus.queued:
+        return (TaskRequeued(at=at, task_id=task.id), *messages.requeue_messages(task, number, at))
+    reason = _CANCELLED_BY[event] if status == TaskStatus.cancelled else "attempts_exhausted"
+    ended = TaskEnded(at=at, task_id=task.id, status=status, reason=reason, attempt=number)
+    return (ended, *messages.settle_messages(state, task, at, status))
 
 
 def _count_expired(events: Iterable[Event]) -> int:
@@ -417,6 +456,10 @@ def _apply_cancellation_delivered(state: State, e: CancellationDelivered) -> Non
 
 def _apply_expired(state: State, e: LeaseExpired) -> None:
     _end_attempt(state, state.tasks[e.task_id], "expire", e.at)
+
+
+def _apply_released(state: State, e: AttemptReleased) -> None:
+    _end_attempt(state, state.tasks[e.task_id], "release", e.at, steps=e.steps, release_reason=e.reason)
 
 
 def _apply_requeued(state: State, e: TaskRequeued) -> None:
@@ -518,11 +561,11 @@ def _update_attempt(state: State, task: Task, at: int, status: TaskStatus | None
     return task
 
 
-def _end_attempt(state: State, task: Task, event: str, at: int) -> Task:
+def _end_attempt(state: State, task: Task, event: str, at: int, **changes: Any) -> Task:
     """End the active attempt by `event` (an `AttemptLifecycle` event) and release its device."""
     attempt = task.attempts[-1]
     outcome = lifecycle.target(lifecycle.ATTEMPT, attempt.state, event)
-    task = _update_attempt(state, task, at, outcome=outcome, ended_at=at)
+    task = _update_attempt(state, task, at, outcome=outcome, ended_at=at, **changes)
     _set_reservation(state, attempt.host_id, attempt.device, None)
     state.leases.clean(state.tasks)
     return task
@@ -549,6 +592,7 @@ _DECIDERS: dict[type, Callable[[State, Any], Decision]] = {
     StartAttempt: _start,
     RenewLease: _renew,
     ReportResult: _report,
+    ReleaseAttempt: _release,
     PostMessage: messages.post,
     AcknowledgeMessage: messages.acknowledge,
     ExpireLeases: lambda state, command: _expire(state, command.now),
@@ -565,6 +609,7 @@ _APPLIERS: dict[type, Callable[[State, Any], None]] = {
     CancellationRequested: _apply_cancellation_requested,
     CancellationDelivered: _apply_cancellation_delivered,
     LeaseExpired: _apply_expired,
+    AttemptReleased: _apply_released,
     TaskRequeued: _apply_requeued,
     TaskEnded: _apply_ended,
     MessagePosted: messages.apply_posted,

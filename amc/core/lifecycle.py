@@ -12,12 +12,13 @@ only place that decides which moves a command makes.
     attempt and reserves a device (``assigned``); the host's start acknowledgement makes it
     ``dispatched``; a terminal report ends it. A lease that expires on an in-flight task
     routes three ways, tried in order: a pending cancellation wins (``cancelled``), then
-    attempts left (``queued`` again), else ``failed``. A cancel on a queued task ends it at
+    attempts left (``queued`` again), else ``failed``; a host's release routes the same
+    three ways at once. A cancel on a queued task ends it at
     once; on an in-flight task it only records a request (a self-transition) that the
     cancellation machine tracks.
 
 ``AttemptLifecycle``
-    One per claim: ``leased -> running -> {done, failed, cancelled, expired}``. Only the
+    One per claim: ``leased -> running -> {done, failed, cancelled, expired, released}``. Only the
     latest attempt of a task can be active; an attempt that ended (or was replaced) never
     moves again, which is what fences a stale Host Agent off.
 
@@ -93,6 +94,7 @@ class AttemptState(_WireState):
     failed = "failed"
     cancelled = "cancelled"
     expired = "expired"
+    released = "released"
 
 
 class CancellationState(_WireState):
@@ -172,6 +174,15 @@ class TaskLifecycle(_Guarded):
         | _.dispatched.to(_.queued, cond="attempts_left")
         | _.dispatched.to(_.failed)
     )
+    # A host gives its attempt back: the task goes on as after an expiry, only sooner.
+    release = (
+        _.assigned.to(_.cancelled, cond="cancellation_pending")
+        | _.assigned.to(_.queued, cond="attempts_left")
+        | _.assigned.to(_.failed)
+        | _.dispatched.to(_.cancelled, cond="cancellation_pending")
+        | _.dispatched.to(_.queued, cond="attempts_left")
+        | _.dispatched.to(_.failed)
+    )
 
 
 class AttemptLifecycle(_Guarded):
@@ -180,7 +191,13 @@ class AttemptLifecycle(_Guarded):
     _ = States.from_enum(
         AttemptState,
         initial=AttemptState.leased,
-        final=(AttemptState.done, AttemptState.failed, AttemptState.cancelled, AttemptState.expired),
+        final=(
+            AttemptState.done,
+            AttemptState.failed,
+            AttemptState.cancelled,
+            AttemptState.expired,
+            AttemptState.released,
+        ),
     )
 
     start = _.leased.to(_.running) | _.running.to.itself(internal=True)
@@ -189,6 +206,7 @@ class AttemptLifecycle(_Guarded):
     report_failed = _.leased.to(_.failed) | _.running.to(_.failed)
     report_cancelled = _.leased.to(_.cancelled) | _.running.to(_.cancelled)
     expire = _.leased.to(_.expired) | _.running.to(_.expired)
+    release = _.leased.to(_.released) | _.running.to(_.released)
 
 
 class CancellationLifecycle(_Guarded):

@@ -89,6 +89,10 @@ def _check_message(task: Task, c: PostMessage) -> None:
             raise InvalidRequest("data: a steer needs text or a structured edit in data")
         if edit is not None and task.plan.stages is not None:
             raise InvalidRequest("data: structured edits apply to plans of steps; this task runs stages")
+        unknown = None if edit is None else steering.unknown_step(edit, steering.known_step_ids(task))
+        if unknown is not None:
+            field = "data.skip" if isinstance(edit, steering.Skip) else "data.insert_after"
+            raise InvalidRequest(f"{field}: step {unknown!r} is neither in the plan nor inserted by an earlier steer")
     elif c.intent == "follow_up":
         # Only `steps` becomes work: a misspelt member would silently ask for nothing.
         extra = sorted(set(c.data or ()) - {"steps"})
@@ -182,10 +186,13 @@ def settle_messages(state: State, task: Task, at: int, status: TaskStatus) -> tu
     follow_ups = tuple(
         FollowUp(message_id=m.id, text=m.text, data=m.data) for m in task.messages if m.open and m.intent == "follow_up"
     )
-    dropped = tuple(m.id for m in task.messages if m.open and (m.intent != "follow_up" or status != TaskStatus.done))
+    dropped = tuple(m for m in task.messages if m.open and (m.intent != "follow_up" or status != TaskStatus.done))
     events: tuple[Event, ...] = ()
     if dropped:
-        events += (MessagesNotAdmitted(at=at, task_id=task.id, message_ids=dropped),)
+        details = tuple(_ended_before_applied(m, status) for m in dropped)
+        events += (
+            MessagesNotAdmitted(at=at, task_id=task.id, message_ids=tuple(m.id for m in dropped), details=details),
+        )
     if follow_ups and status == TaskStatus.done:
         events += _collect(state, task, at, follow_ups)
     return events
@@ -221,7 +228,11 @@ def requeue_messages(task: Task, number: int, at: int) -> tuple[Event, ...]:
     dropped = tuple(m.id for m in task.messages if m.state == MessageState.delivered and m.attempt == number)
     events: tuple[Event, ...] = ()
     if dropped:
-        events += (MessagesNotAdmitted(at=at, task_id=task.id, message_ids=dropped),)
+        why = (
+            f"attempt {number} ended before its host applied the message; the task is queued again,"
+            " and a message posted now reaches its next attempt"
+        )
+        events += (MessagesNotAdmitted(at=at, task_id=task.id, message_ids=dropped, details=(why,) * len(dropped)),)
     events += tuple(
         MessageApplied(at=at, task_id=task.id, message_id=m.id)
         for m in task.messages
@@ -300,7 +311,25 @@ def apply_applied(state: State, e: MessageApplied) -> None:
 
 
 def apply_not_admitted(state: State, e: MessagesNotAdmitted) -> None:
-    _update_messages(state, e.task_id, e.message_ids, "drop", e.at)
+    if not e.details:  # a log written before messages said why
+        _update_messages(state, e.task_id, e.message_ids, "drop", e.at)
+        return
+    task = state.tasks[e.task_id]
+    why = dict(zip(e.message_ids, e.details))
+    messages = tuple(
+        replace(m, state=lifecycle.target(lifecycle.MESSAGE, m.state, "drop"), detail=why[m.id]) if m.id in why else m
+        for m in task.messages
+    )
+    state.put_task(replace(task, messages=messages, updated_at=e.at))
+
+
+def _ended_before_applied(message: Message, status: TaskStatus) -> str:
+    """Why `message` is not admitted when its task ends `status` first."""
+    if message.intent == "follow_up":
+        return f"the task ended {status}; follow-ups become a successor task only when it ends done"
+    if message.attempt is None:
+        return f"the task ended {status} before any host received the message"
+    return f"the task ended {status} before the host of attempt {message.attempt} applied the message"
 
 
 def apply_collected(state: State, e: FollowUpsCollected) -> None:

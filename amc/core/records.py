@@ -82,6 +82,10 @@ class Attempt:
     renewals: int = 0
     ended_at: int | None = None
     outcome: AttemptState | None = None  # None while active; then one of the final states
+    # A release's step outcomes and reason (None otherwise): kept on the attempt, since the
+    # task goes on; a repeated release is compared with them.
+    steps: tuple[StepOutcome, ...] | None = None
+    release_reason: str | None = None
 
     @property
     def active(self) -> bool:
@@ -108,7 +112,9 @@ class Cancellation:
 class Result:
     status: TaskStatus  # a final one
     attempt: int | None
-    reason: str  # reported | cancelled_while_queued | lease_expired_with_cancellation | attempts_exhausted
+    # reported | cancelled_while_queued | lease_expired_with_cancellation | released_with_cancellation
+    # | attempts_exhausted
+    reason: str
     metadata: dict[str, JSON] = attrs.field(factory=dict)
     steps: tuple[StepOutcome, ...] | None = None
     recorded_at: int = 0

@@ -32,6 +32,7 @@ from typing import Union
 import attrs
 
 from amc.core.errors import InvalidRequest
+from amc.core.lifecycle import MessageState
 from amc.core.records import JSON, Plan, Step, Task
 
 STEERED = "steered"  # the not_started reason of a step an edit removed
@@ -261,3 +262,38 @@ def planned_step_ids(task: Task, number: int | None) -> list[str]:
     if number is None or not task.admissions:
         return [step.id for step in task.plan.all_steps()]
     return [entry.step.id for entry in attempt_outline(task, number)]
+
+
+# A steer in one of these states never changed the plan and never will.
+_REFUSED = (MessageState.rejected, MessageState.not_admitted)
+
+
+def known_step_ids(task: Task) -> frozenset[str]:
+    """Every step id the task's plan may hold as steered so far: the submitted plan's, and
+    those that the steers not refused (posted, delivered or admitted) insert.
+
+    A step named by a new steer or by a host's progress must be one of these. Steers still
+    on their way count: a later steer may name a step an earlier one inserts, and a host
+    may report progress on it before the server has seen the admission.
+    """
+    known = {step.id for step in task.plan.all_steps()}
+    for message in task.messages:
+        if message.intent != "steer" or message.state in _REFUSED:
+            continue
+        try:
+            edit = parse_edit(message.data)
+        except InvalidRequest:  # checked when posted; a stored message is well formed
+            continue
+        if isinstance(edit, (InsertAfter, ReplaceRemaining)):
+            known.update(step.id for step in edit.steps)
+    return frozenset(known)
+
+
+def unknown_step(edit: Edit, known: frozenset[str]) -> str | None:
+    """The first step id `edit` names (to skip, or to insert after) that is not in `known`."""
+    match edit:
+        case Skip(ids=ids):
+            return next((step_id for step_id in ids if step_id not in known), None)
+        case InsertAfter(anchor=anchor) if anchor is not None and anchor not in known:
+            return anchor
+    return None

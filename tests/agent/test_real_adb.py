@@ -71,3 +71,29 @@ def test_a_cancellation_through_the_real_adb_server_interrupts_the_running_step(
     commands = device_commands(sim, "amc-sim-01")
     assert commands[1][0] == "sleep 30" and commands[1][1] in ("interrupted", "killed")
     assert commands[2][0].startswith("pkill -f") and len(commands) == 3
+
+
+@req("AGENT-DRAIN/s3")
+def test_a_forced_stop_through_the_real_adb_server_interrupts_and_releases(real_adb, connected, server, make_agent):
+    sim, serial = connected
+    agent = make_agent(server.url, real_adb.port, lease_seconds=1.5)
+    eventually(lambda: server.admin.serials("h1") == [serial], what="the device registered")
+    task_id = server.api.submit({"steps": [tap("a"), shell("b", "sleep 30"), tap("c")]})["id"]
+    eventually(lambda: any(c == "sleep 30" for c, _ in device_commands(sim, "amc-sim-01")), what="b running")
+
+    agent.agent.request_stop()  # the drain: b goes on
+    time.sleep(0.5)
+    assert server.api.status(task_id) == "dispatched"
+    agent.stop(force=True)  # the second signal
+
+    task = server.api.task(task_id)
+    assert task["status"] == "queued" and task["result"] is None
+    (attempt,) = task["attempts"]
+    assert attempt["outcome"] == "released"
+    assert outcomes(attempt["steps"]) == [
+        ("a", "completed", None),
+        ("b", "interrupted", "host_stopping"),
+        ("c", "not_started", "host_stopping"),
+    ]
+    commands = device_commands(sim, "amc-sim-01")
+    assert commands[1][0] == "sleep 30" and commands[1][1] in ("interrupted", "killed")

@@ -210,3 +210,16 @@ def test_a_message_carried_again_is_applied_once_and_its_acknowledgement_sent_ag
         if e["type"] == "message_acknowledged" and e["data"]["state"] == "admitted"
     ]
     assert len(admitted) == 1
+
+
+@req("PROGRESS/s1")
+def test_the_agent_sends_the_running_step_and_the_steps_ended_with_its_renewals(server, sim, make_agent):
+    make_agent(server.url, sim.server_port, lease_seconds=LEASE)
+    task_id = server.api.submit({"steps": [tap("a"), shell("b", LONG), echo("c")]})["id"]
+    wait_running(sim, SERIAL, LONG)
+
+    def progress() -> dict | None:
+        return server.api.task(task_id)["attempts"][0]["progress"]
+
+    assert eventually(lambda: progress() == {"step": "b", "ended": 1}, what="progress on b after a ended")
+    assert server.api.wait_status(task_id)["status"] == "done"

@@ -80,3 +80,15 @@ def test_the_result_body_fits_the_server_limits():
     data = orjson.loads(body)
     assert all(step["output"].endswith(f"tail {i}") for i, step in enumerate(data["steps"]))  # the tail is kept
     assert data["metadata"]["artifacts"]["count"] == 1000
+
+
+def test_a_start_or_renewal_carries_the_progress_when_given():
+    from amc.agent.wire import lease_body
+    from amc.core.execution import RunProgress
+
+    assert orjson.loads(lease_body("l1")) == {"lease_id": "l1"}
+    assert orjson.loads(lease_body("l1", RunProgress(step="b", ended=1))) == {
+        "lease_id": "l1",
+        "progress": {"step": "b", "ended": 1},
+    }
+    assert orjson.loads(lease_body("l1", RunProgress(step=None, ended=3)))["progress"] == {"step": None, "ended": 3}

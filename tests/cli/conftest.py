@@ -80,6 +80,11 @@ class FakeHost:
     def renew(self, lease: dict) -> dict:
         return self.caller.renew(lease["task_id"], lease["attempt"], lease["lease_id"])
 
+    def progress(self, lease: dict, step: str | None, ended: int) -> dict:
+        """A renewal that says which step runs and how many have ended (v1.1 progress)."""
+        body = {"lease_id": lease["lease_id"], "progress": {"step": step, "ended": ended}}
+        return self.caller.call("POST", f"/v1/tasks/{lease['task_id']}/attempts/{lease['attempt']}/renew", body, 200)
+
     def acknowledge(self, lease: dict, message_id: str, state: str, **body) -> dict:
         return self.caller.acknowledge(lease["task_id"], lease["attempt"], lease["lease_id"], message_id, state, **body)
 

@@ -16,7 +16,9 @@ from amc.cli.demo import workload
 
 
 @pytest.mark.slow
-@pytest.mark.req("CANCEL-QUEUED/s1", "CANCEL-OUTCOME/s1", "ATTEMPTS/s1", "STEER/s1", "PAUSE/s1", "FOLLOWUP/s1")
+@pytest.mark.req(
+    "CANCEL-QUEUED/s1", "CANCEL-OUTCOME/s1", "ATTEMPTS/s1", "STEER/s1", "PAUSE/s1", "FOLLOWUP/s1", "AGENT-DRAIN/s2"
+)
 def test_demo_runs_its_workload_and_exits_0(tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith("AMC_")}
     began = time.monotonic()
@@ -34,8 +36,9 @@ def test_demo_runs_its_workload_and_exits_0(tmp_path):
     # About ten seconds alone; the bound leaves room for a loaded machine and still catches
     # a demo that sits out a timeout somewhere.
     assert took < 30, f"the demo took {took:.1f} s"
-    assert "OK: all 12 tasks ended as the protocol says they must" in out
-    assert "Tasks by status: done 10, cancelled 2" in out
+    assert "OK: all 13 tasks ended as the protocol says they must" in out
+    assert "Tasks by status: done 11, cancelled 2" in out
+    assert "host h3 stopped (SIGTERM) while app-update runs on it" in out
     assert re.search(r"nightly-report\s+│ queued\s+│ n/a\s+│ n/a\s+│ \d+ ms", out), out
     assert re.search(r"long-sync\s+│ running\s+│ \d+ ms\s+│ \d+ ms\s+│ \d+ ms", out), out
     assert "Lease loss: checkout's attempt 1 on h2/amc-sim-04 lost its host" in out
@@ -48,6 +51,26 @@ def test_demo_runs_its_workload_and_exits_0(tmp_path):
     assert document["passed"] is True and all(job["problems"] == [] for job in jobs.values())
     check_steered(jobs["photo-share"])
     check_paused(jobs["inventory-scan"], jobs["scan-send"])
+    check_released(jobs["app-update"])
+
+
+def check_released(job: dict) -> None:
+    """Released by h3 after its drain, with the step under way completed; finished by h1."""
+    first, second = job["task"]["attempts"]
+    assert (first["host_id"], first["outcome"], second["host_id"], second["outcome"]) == (
+        "h3",
+        "released",
+        "h1",
+        "done",
+    )
+    statuses = [(step["id"], step["status"], step.get("reason")) for step in first["steps"]]
+    assert statuses == [
+        ("open-store", "completed", None),
+        ("download", "completed", None),  # the drain let the running step end
+        ("install", "not_started", "host_stopping"),
+        ("verify", "not_started", "host_stopping"),
+    ]
+    assert job["seen"] == {"host_exit": 0}
 
 
 def check_steered(job: dict) -> None:
@@ -199,6 +222,24 @@ def good(name):
             result={"status": "done", "reason": "reported", "steps": steps(plan, *["completed"] * n)},
         )
         events = [{"type": "lease_expired"}, {"type": "requeued"}, ended("done", "reported")]
+    elif job.kind == workload.HOST_DRAIN:
+        n = len(workload.planned_step_ids(plan))
+        released = attempt(1, "h3", "released")
+        released["steps"] = [
+            {"id": i, "status": s, **({"reason": "host_stopping"} if s == "not_started" else {})}
+            for i, s in zip(workload.planned_step_ids(plan), ("completed", "completed", "not_started", "not_started"))
+        ]
+        task.update(
+            attempt=2,
+            attempts=[released, attempt(2, "h1", "done")],
+            result={"status": "done", "reason": "reported", "steps": steps(plan, *["completed"] * n)},
+        )
+        events = [
+            {"type": "released", "data": {"attempt": 1, "reason": "host_stopping"}},
+            {"type": "requeued"},
+            ended("done", "reported"),
+        ]
+        seen = {"host_exit": 0}
     return job, task, events, messages, seen
 
 
@@ -232,6 +273,21 @@ def test_the_verdict_catches_a_running_cancel_reported_as_failed_or_a_step_calle
 def test_the_verdict_catches_a_lost_lease_that_was_not_requeued():
     assert broken("checkout", lambda t, e: t.update(attempts=[attempt(1, "h2", "failed"), attempt(2, "h1", "done")]))
     assert broken("checkout", lambda t, e: e.remove(e[1]))  # no requeued event
+
+
+def test_the_verdict_catches_a_stopped_host_that_failed_its_task_or_misreported_its_steps():
+    def failed(task, events):
+        task.update(status="failed")
+        task["attempts"][0]["outcome"] = "failed"
+
+    assert broken("app-update", failed)
+    assert broken("app-update", lambda t, e: t["attempts"][0]["steps"][1].update(status="failed"))
+    assert broken("app-update", lambda t, e: t["attempts"][0]["steps"][2].update(reason="cancelled"))
+    assert broken("app-update", lambda t, e: t["attempts"][0]["steps"][3].update(status="completed"))
+    assert broken("app-update", lambda t, e: t["attempts"][1].update(host_id="h3"))
+    assert broken("app-update", lambda t, e: e.pop(0))  # no released event
+    job, task, events, messages, _ = copy.deepcopy(good("app-update"))
+    assert workload.check(job, task, events, messages, {"host_exit": 1})  # the stopped agent did not exit 0
 
 
 def test_the_verdict_catches_an_unfinished_task_and_missing_steps():

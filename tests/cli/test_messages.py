@@ -189,7 +189,7 @@ def test_a_paused_queued_task_is_held_until_resumed_and_keeps_its_place(cli, hos
     assert "is queued, so the server applied it at once: held" in pause.stdout
     shown = run_json(cli, "task", "show", first["id"])
     assert shown["held"] is True and shown["paused"] is False and shown["status"] == "queued"
-    assert "queued (held)" in cli("task", "list").stdout
+    assert "held by a pause" in cli("task", "list").stdout
     assert "no host claims it until a resume" in cli("task", "show", first["id"]).stdout
     assert host.claim(expect=204) is None
     [message] = messages_of(cli, first["id"])
@@ -219,7 +219,7 @@ def test_a_paused_running_task_reads_paused_until_its_resume_is_admitted(cli, ho
     assert renewed["messages"] == [] and renewed["cancel_requested"] is False  # reading changed nothing
     people = cli("task", "show", task["id"]).stdout
     assert "dispatched (paused)" in people and "before b" in people
-    assert "dispatched (paused)" in cli("task", "list").stdout
+    assert "paused: no new step starts until a resume" in cli("task", "list").stdout
 
     resume = run_json(cli, "task", "resume", task["id"])
     assert resume["state"] == "queued"

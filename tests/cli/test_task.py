@@ -161,7 +161,7 @@ def test_cancel_a_queued_task(cli):
     task = submit(cli)
     result = cli("task", "cancel", task["id"])
     assert result.exit_code == 0, result.stderr
-    assert f"{task['id']} is cancelled (it was still queued; nothing ran)." in result.stdout
+    assert f"{task['id']} was still queued: it ended cancelled at once, and nothing ran." in result.stdout
     shown = json.loads(cli("task", "show", task["id"], "--json").stdout)
     assert shown["status"] == "cancelled" and shown["result"]["reason"] == "cancelled_while_queued"
 
@@ -172,7 +172,9 @@ def test_cancel_a_running_task_is_a_request_and_repeating_it_changes_nothing(cli
     host.dispatch()
     result = cli("task", "cancel", task["id"], "--reason", "wrong build")
     assert result.exit_code == 0, result.stderr
-    assert "requested: attempt 1 on h1/dev-1 stops at its next step boundary" in result.stdout
+    said = " ".join(result.stdout.split())
+    assert "requested: attempt 1 on h1/dev-1 learns of it at its next lease renewal" in said
+    assert "its running step is interrupted at once, the steps after it are reported not_started" in said
     first = json.loads(cli("task", "show", task["id"], "--json").stdout)
     assert first["status"] == "dispatched"
     assert first["cancellation"]["state"] == "pending" and first["cancellation"]["reason"] == "wrong build"
@@ -210,7 +212,7 @@ def test_watch_follows_a_task_until_it_ends_done(cli, host):
     order = ["submitted", "assigned attempt 1 to h1/dev-1", "dispatched", "ended done (reported)"]
     positions = [next(i for i, line in enumerate(lines) if text in line) for text in order]
     assert positions == sorted(positions)
-    assert f"{task['id']} ended done (reported) on h1/dev-1." in result.stdout
+    assert f"{task['id']} ended done (reported) on h1/dev-1, " in result.stdout
 
 
 def test_watch_exits_1_when_the_task_ends_other_than_done_and_prints_it_with_json(cli):

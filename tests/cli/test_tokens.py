@@ -106,9 +106,10 @@ def test_token_file_follows_changes_and_keeps_the_last_good_table(tmp_path):
     now = [0.0]
     watched = TokenFile(path, recheck=1.0, clock=lambda: now[0])
     client = tokens_file.add(path, "client", tenant="acme")
-    assert watched.authenticate(f"Bearer {client['token']}") is None  # not looked at again yet
-    now[0] = 1.0
+    # An unknown token makes the file be looked at at once: a token just added is never
+    # refused (`amc tokens add` then at once `amc host run`, as the README does).
     assert watched.authenticate(f"Bearer {client['token']}").tenant == "acme"
+    assert watched.authenticate("Bearer tok-nobody-has-this") is None
     good = path.read_text()
     path.write_text("[not json")
     now[0] = 2.0

@@ -64,8 +64,8 @@ HTTP_MUTANTS: dict[str, list[Edit]] = {
         Edit(
             "amc.adapters.http.app",
             "Api.list_hosts",
-            """return json_response({"hosts": [wire.host_view(h) for h in hosts]})""",
-            """return json_response([wire.host_view(h) for h in hosts])""",
+            """return json_response({"hosts": [self.host_view(h) for h in hosts]})""",
+            """return json_response([self.host_view(h) for h in hosts])""",
         )
     ],
     "host-lists-every-host": [

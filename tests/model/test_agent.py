@@ -10,7 +10,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from amc.core.execution import NO_PLANNER, Execution, StopReason
+from amc.core.execution import NO_PLANNER, RELEASE_REASONS, Execution, Release, StopReason
 from amc.core.records import Message, Plan, Stage, Step
 from amc.core.steering import planned_step_ids
 from tests.model.world import PLAN, World
@@ -159,11 +159,14 @@ def test_a_retried_report_is_identical_and_the_server_answers_with_the_recorded_
 
 OBSERVATIONS = st.lists(
     st.one_of(
-        st.tuples(st.just("step"), st.sampled_from(("completed", "completed", "failed", "refused", "interrupted"))),
+        st.tuples(
+            st.just("step"),
+            st.sampled_from(("completed", "completed", "failed", "refused", "interrupted", "lost", "device_lost")),
+        ),
         st.tuples(st.just("renewed"), st.booleans()),
         st.tuples(st.just("refused"), st.just("lease_expired")),
         st.tuples(st.just("wait"), st.integers(1, 40_000)),
-        st.tuples(st.just("shutdown"), st.just(None)),
+        st.tuples(st.just("shutdown"), st.sampled_from((StopReason.drain_timed_out, StopReason.forced_stop))),
     ),
     max_size=30,
 )
@@ -183,9 +186,11 @@ def test_every_planned_step_gets_one_truthful_outcome(observations, size):
                     break
                 started.append(step.id)
             now += 1
-            {"completed": execution.step_completed, "interrupted": execution.step_interrupted}.get(
-                value, lambda t, value=value: getattr(execution, f"step_{value}")(t, "boom")
-            )(now)
+            {
+                "completed": execution.step_completed,
+                "interrupted": execution.step_interrupted,
+                "device_lost": lambda t: execution.device_lost(t, "device gone"),
+            }.get(value, lambda t, value=value: getattr(execution, f"step_{value}")(t, "boom"))(now)
             if value == "completed":
                 completed.append(started[-1])
         elif kind == "renewed":
@@ -196,7 +201,10 @@ def test_every_planned_step_gets_one_truthful_outcome(observations, size):
             now += value
             execution.tick(now)
         else:
-            execution.request_stop(StopReason.host_stopping)
+            drain_ended = execution.stop is StopReason.drain_timed_out
+            execution.request_stop(value)
+            if drain_ended and value is StopReason.forced_stop:  # the one escalation
+                assert execution.stop is StopReason.forced_stop
         first_stop = first_stop or execution.stop
     if execution.running is not None:
         execution.step_interrupted(now + 1)
@@ -204,13 +212,25 @@ def test_every_planned_step_gets_one_truthful_outcome(observations, size):
         started.append(execution.running.id)
         execution.step_completed(now)
         completed.append((execution.running and execution.running.id) or started[-1])
-    report = execution.report()
+    conclusion = execution.conclusion()
     # one outcome per planned step, in plan order
-    assert [s.id for s in report.steps] == [s.id for s in plan.steps]
-    for outcome in report.steps:
+    assert [s.id for s in conclusion.steps] == [s.id for s in plan.steps]
+    for outcome in conclusion.steps:
         assert outcome.status in {"completed", "failed", "interrupted", "not_started", "refused"}
         assert (outcome.status == "completed") == (outcome.id in completed)
         assert (outcome.status != "not_started") == (outcome.id in started)
+    if isinstance(conclusion, Release):
+        # a host stop gives the attempt back: no verdict on the task, none on a step
+        assert execution.stop in RELEASE_REASONS
+        assert conclusion.reason == RELEASE_REASONS[execution.stop]
+        assert {s.status for s in conclusion.steps} <= {"completed", "interrupted", "not_started"}
+        assert not all(s.status == "completed" for s in conclusion.steps)
+        assert all(s.reason == conclusion.reason for s in conclusion.steps if s.status == "not_started")
+        assert conclusion is execution.conclusion()
+        return
+    report = conclusion
+    # a host stop never ends in a verdict, unless every step had completed anyway
+    assert execution.stop not in RELEASE_REASONS or report.status == "done"
     # cancelled only for a cancellation stop; done only when everything completed
     assert (report.status == "done") == all(s.status == "completed" for s in report.steps)
     if report.status == "cancelled":
@@ -228,6 +248,118 @@ def test_a_step_whose_device_went_away_is_interrupted_and_stops_the_run():
     report = execution.report()
     assert [s.status for s in report.steps] == ["interrupted", "not_started", "not_started"]
     assert report.steps[1].reason == "previous_step_lost" and report.status == "failed"
+
+
+# -- host stops: drain, forced stop, device lost -------------------------------------------------
+
+
+def table_of(steps) -> list[tuple]:
+    return [(s.id, s.status, s.reason) for s in steps]
+
+
+@req("AGENT-DRAIN/s2")
+def test_a_drain_that_timed_out_lets_the_running_step_finish_then_releases_at_the_boundary():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    execution.next_step(now)  # s2 runs
+    execution.request_stop(StopReason.drain_timed_out, "the drain ran out")
+    assert not execution.should_interrupt  # a drain stops at the boundary, not mid-step
+    execution.step_completed(now + 5)
+    assert execution.next_step(now + 5) is None and execution.finished
+    release = execution.conclusion()
+    assert isinstance(release, Release) and release.reason == "host_stopping"
+    assert table_of(release.steps) == [
+        ("s1", "completed", None),
+        ("s2", "completed", None),
+        ("s3", "not_started", "host_stopping"),
+    ]
+    assert release is execution.conclusion()
+
+
+@req("AGENT-DRAIN/s3")
+@pytest.mark.parametrize("drain_first", [False, True])
+def test_a_forced_stop_interrupts_the_running_step_and_releases(drain_first):
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    execution.next_step(now)
+    if drain_first:  # the drain ran out, then a second signal: the stop escalates
+        execution.request_stop(StopReason.drain_timed_out)
+    execution.request_stop(StopReason.forced_stop, "stop now")
+    assert execution.stop is StopReason.forced_stop and execution.should_interrupt
+    execution.step_interrupted(now + 1)
+    release = execution.conclusion()
+    assert isinstance(release, Release) and release.reason == "host_stopping"
+    assert table_of(release.steps) == [
+        ("s1", "completed", None),
+        ("s2", "interrupted", "host_stopping"),
+        ("s3", "not_started", "host_stopping"),
+    ]
+
+
+@req("AGENT-DRAIN/s5")
+def test_a_step_that_fails_after_the_drain_timed_out_is_the_tasks_own_failure():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    execution.next_step(now)
+    execution.request_stop(StopReason.drain_timed_out)
+    execution.step_failed(now + 1, "exit status 1")  # it ran to its end, and failed: the host stop changed nothing
+    report = execution.conclusion()
+    assert not isinstance(report, Release) and report.status == "failed"
+    assert table_of(report.steps)[2] == ("s3", "not_started", "previous_step_failed")
+
+
+@req("AGENT-DRAIN/s4")
+def test_a_device_lost_mid_step_releases_the_attempt_with_reason_device_lost():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    execution.next_step(now)
+    execution.device_lost(now + 1, "device amc-sim-01 not found")
+    assert execution.next_step(now + 1) is None
+    release = execution.conclusion()
+    assert isinstance(release, Release) and release.reason == "device_lost"
+    assert table_of(release.steps) == [
+        ("s1", "completed", None),
+        ("s2", "interrupted", "device amc-sim-01 not found"),
+        ("s3", "not_started", "device_lost"),
+    ]
+
+
+@req("AGENT-DRAIN/s1")
+def test_a_host_stop_after_every_step_completed_is_a_done_report_not_a_release():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    run(execution, 3)
+    execution.request_stop(StopReason.forced_stop)
+    assert execution.finished and not execution.releases
+    assert execution.conclusion().status == "done"
+
+
+@req("AGENT-DRAIN/s5")
+def test_a_cancellation_before_the_host_stop_is_still_reported_cancelled():
+    execution = Execution(THREE, lease_expires_at=T0 + LEASE)
+    now = run(execution, 1)
+    execution.lease_granted(now, now + LEASE, cancel_requested=True)
+    execution.request_stop(StopReason.forced_stop)  # the first reason counts
+    execution.next_step(now)
+    assert execution.conclusion().status == "cancelled"
+
+
+@req("AGENT-DRAIN/s5")
+def test_a_release_of_a_paused_run_names_the_host_stop_and_settles_admitted_steers():
+    execution = Execution(ABCD, lease_expires_at=T0 + LEASE)
+    deliver(execution, T0, message("m1", "steer", {"skip": ["c"]}), message("m2", "pause"))
+    assert execution.next_step(T0) is None and execution.paused
+    execution.request_stop(StopReason.drain_timed_out)
+    release = execution.conclusion()
+    assert isinstance(release, Release)
+    assert table_of(release.steps) == [
+        ("a", "not_started", "host_stopping"),
+        ("b", "not_started", "host_stopping"),
+        ("c", "not_started", "steered"),
+        ("d", "not_started", "host_stopping"),
+    ]
+    assert ("m1", "completed") in [(m, state) for m, state, *_ in acks(execution)]
+    with pytest.raises(AssertionError):
+        execution.report()  # a host stop never ends in a verdict
 
 
 # -- Part B: steering, pause and acknowledgements -----------------------------------------------
@@ -436,7 +568,7 @@ def test_a_resume_with_nothing_paused_and_a_second_pause_are_rejected():
     ]
 
 
-@pytest.mark.parametrize("stop", ["cancel", "lease_lost", "host_stopping"])
+@pytest.mark.parametrize("stop", ["cancel", "lease_lost"])
 def test_a_stop_ends_a_paused_run(stop):
     execution = Execution(THREE, lease_expires_at=T0 + LEASE)
     now = run(execution, 1)
@@ -444,10 +576,8 @@ def test_a_stop_ends_a_paused_run(stop):
     assert execution.next_step(now) is None and not execution.finished
     if stop == "cancel":
         deliver(execution, now, cancel=True)
-    elif stop == "lease_lost":
-        now = execution.lease_expires_at  # no renewal succeeded
     else:
-        execution.request_stop(StopReason.host_stopping)
+        now = execution.lease_expires_at  # no renewal succeeded
     assert execution.next_step(now) is None and execution.finished
     report = execution.report()
     assert report.status == ("cancelled" if stop == "cancel" else "failed")
@@ -475,7 +605,9 @@ class HostAgainstKernel(RuleBasedStateMachine):
     wait across several renewals (a lost or slow acknowledgement), so messages are carried
     again. Every acknowledgement and the final report must be accepted by the kernel, which
     checks the result's steps against the edits it admitted; the World checks every
-    invariant after every command.
+    invariant after every command. The host may stop (a drain that timed out, a forced stop)
+    or lose its device mid-step: then it releases, and the kernel must accept the release's
+    steps by the same rule, and requeue (or cancel) the task, never fail it with attempts left.
     """
 
     @initialize(size=st.integers(1, 4))
@@ -548,6 +680,10 @@ class HostAgainstKernel(RuleBasedStateMachine):
             body = {}
         intent = "steer" if kind in ("skip", "insert", "replace", "text") else kind
         decision = self.world.post(self.task_id, intent, **body)
+        edit = body.get("data") or {}
+        if "zz" in edit.get("skip", ()) or edit.get("insert_after") == "zz":  # in no plan: refused when posted
+            assert decision.rejection is not None and "'zz'" in decision.rejection.detail, decision
+            return
         assert decision.accepted, decision.rejection
         note(f"posted {decision.reply.message_id}: {intent} {body}")
 
@@ -556,7 +692,11 @@ class HostAgainstKernel(RuleBasedStateMachine):
         self.tick()
         self._grant(self.world.renew(self.assignment))
 
-    @rule(outcome=st.sampled_from(["completed", "completed", "completed", "failed", "refused", "interrupted"]))
+    @rule(
+        outcome=st.sampled_from(
+            ["completed", "completed", "completed", "failed", "refused", "interrupted", "device_lost"]
+        )
+    )
     def step(self, outcome):
         self.tick()
         execution, now = self.execution, self.world.now
@@ -566,8 +706,17 @@ class HostAgainstKernel(RuleBasedStateMachine):
             execution.step_completed(now)
         elif outcome == "interrupted":
             execution.step_interrupted(now, "unknown")
+        elif outcome == "device_lost":
+            execution.device_lost(now, "device d1 not found")
         else:
             getattr(execution, f"step_{outcome}")(now, "boom")
+
+    @rule(reason=st.sampled_from([StopReason.drain_timed_out, StopReason.forced_stop]))
+    def host_stops(self, reason):
+        self.tick()
+        self.execution.request_stop(reason, "the host is stopping")
+        if self.execution.should_interrupt:
+            self.execution.step_interrupted(self.world.now)
 
     @rule(count=st.integers(1, 3))
     def send_acknowledgements(self, count):
@@ -610,12 +759,20 @@ class HostAgainstKernel(RuleBasedStateMachine):
                 assert w.post(self.task_id, "resume").accepted
                 self._grant(w.renew(self.assignment))
             self._boundary()
-        report = execution.report()
+        report = execution.conclusion()
         self._collect()
         self.send_acknowledgements(len(self.unsent))
-        assert w.task(self.task_id).paused == execution.paused
-        decision = w.report(self.assignment, report.status, metadata=report.metadata, steps=report.steps)
-        assert decision.accepted, decision.rejection
+        if isinstance(report, Release):
+            cancelling = w.task(self.task_id).cancellation is not None
+            decision = w.release(self.assignment, report.reason, steps=report.steps)
+            assert decision.accepted, decision.rejection
+            assert {s.status for s in report.steps} <= {"completed", "interrupted", "not_started"}
+            # a host stop is no verdict: with attempts left the task waits for another host
+            assert w.task(self.task_id).status == ("cancelled" if cancelling else "queued")
+        else:
+            assert w.task(self.task_id).paused == execution.paused
+            decision = w.report(self.assignment, report.status, metadata=report.metadata, steps=report.steps)
+            assert decision.accepted, decision.rejection
         ids = [s.id for s in report.steps]
         assert ids == [e.step.id for e in execution.outline] == planned_step_ids(w.task(self.task_id), 1)
         assert len(set(ids)) == len(ids)
@@ -650,3 +807,16 @@ def test_a_failed_step_stops_the_plan_and_the_rest_never_starts():
         ("d", "not_started"),
     ]
     assert {s.reason for s in report.steps[2:]} == {"previous_step_failed"}
+
+
+@req("PROGRESS")
+def test_progress_names_the_running_step_and_counts_the_steps_ended():
+    execution = Execution(THREE, T0 + LEASE)
+    assert (execution.progress.step, execution.progress.ended) == (None, 0)
+    step = execution.next_step(T0)
+    assert step is not None and (execution.progress.step, execution.progress.ended) == ("s1", 0)
+    execution.step_completed(T0 + 1)
+    assert (execution.progress.step, execution.progress.ended) == (None, 1)
+    execution.next_step(T0 + 2)
+    execution.step_failed(T0 + 3, "boom")
+    assert (execution.progress.step, execution.progress.ended) == (None, 2)

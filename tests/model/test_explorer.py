@@ -38,6 +38,16 @@ def test_a_planted_bug_is_found_with_a_shortest_trace(monkeypatch):
     assert result.trace == ["submit t1", "h1 registers d1", "claim h1", "cancel t1", "tick", "tick"]
 
 
+def test_a_planted_release_bug_is_found_with_a_shortest_trace(monkeypatch):
+    broken = dict(lifecycle.TASK)
+    for status in ("assigned", "dispatched"):  # a release ignores a pending cancellation
+        broken[(status, "release")] = tuple(m for m in broken[(status, "release")] if m[1] != "cancelled")
+    monkeypatch.setattr(lifecycle, "TASK", broken)
+    result = explore(Scope(hosts=1, tasks=1, max_attempts=2))
+    assert result.violation and any(v.startswith("I6") for v in result.violation)
+    assert result.trace == ["submit t1", "h1 registers d1", "claim h1", "cancel t1", "release t1#1"]
+
+
 def test_model_check_command_prints_counts_last_and_exits_by_result():
     runner = CliRunner()
     ok = runner.invoke(model, ["check", "--hosts", "1", "--tasks", "1", "--max-attempts", "1"])
@@ -59,7 +69,8 @@ def test_a_planted_part_b_bug_is_found_with_a_shortest_trace(monkeypatch):
     monkeypatch.setitem(kernel._APPLIERS, TaskRequeued, requeue_ignoring_the_pause)
     result = explore(Scope(hosts=1, tasks=1, max_attempts=2, messages=1))
     assert result.violation == ["I10: task t1 was claimed while held"]
-    assert result.trace[-3:] == ["tick", "tick", "claim h1"] and "pause t1" in result.trace
+    # A release requeues at once, so the shortest way back to the queue is a release, not two ticks.
+    assert result.trace[-2:] == ["release t1#1", "claim h1"] and "pause t1" in result.trace
 
 
 def test_the_kernel_is_clean_with_artifacts_from_live_stale_and_foreign_attempts():

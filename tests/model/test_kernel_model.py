@@ -31,6 +31,7 @@ from amc.core.commands import (
     ExpireLeases,
     PostMessage,
     RegisterHost,
+    ReleaseAttempt,
     RenewLease,
     ReportResult,
     StartAttempt,
@@ -229,8 +230,11 @@ class KernelModel(RuleBasedStateMachine):
                 data=data,
             )
         )
+        edit = steering.parse_edit(data) if intent == "steer" else None
         if who == "other":
             assert decision.rejection.code is Code.not_found
+        elif edit is not None and steering.unknown_step(edit, steering.known_step_ids(task)) is not None:
+            assert decision.rejection.code is Code.invalid_request  # a bad body (400) before the rules (409)
         elif task.status in ("failed", "cancelled") or (task.status == "done" and intent != "follow_up"):
             assert decision.rejection.code is Code.task_terminal
         elif decision.accepted and task.status == "done":
@@ -299,6 +303,51 @@ class KernelModel(RuleBasedStateMachine):
         if decision.accepted and not decision.reply.repeated:
             assert before.active_attempt is not None and before.active_attempt.number == lease[1]
             assert self.state.tasks[task_id].status == status
+
+    @rule(
+        lease=leases,
+        reason=st.sampled_from((None, "host_stopping", "device_lost")),
+        tamper=st.sampled_from(("none", "none", "none", "host", "lease_id")),
+        with_steps=st.booleans(),
+    )
+    def release(self, lease, reason, tamper, with_steps):
+        """Give the attempt back: the task goes on as after an expiry, at once; a repeat of
+        the recorded release is answered as such, any other release of it conflicts."""
+        task_id, number = lease[0], lease[1]
+        steps = None
+        if with_steps:
+            outline = steering.attempt_outline(self.state.tasks[task_id], number)
+            steps = tuple(
+                StepOutcome(id=e.step.id, status="not_started", reason="steered" if e.removed_by else "host_stopping")
+                for e in outline
+            )
+        self.run(ExpireLeases(now=self.now))
+        before = self.state.tasks[task_id]
+        attempt = before.attempts[number - 1]
+        decision = self._lease_command(ReleaseAttempt, lease, tamper, reason=reason, steps=steps)
+        if not decision.accepted:
+            if tamper == "none" and attempt.outcome == "released":
+                assert decision.rejection.code == Code.result_conflict
+            return
+        after = self.state.tasks[task_id]
+        if decision.reply.repeated:
+            assert (attempt.outcome, attempt.release_reason, attempt.steps) == ("released", reason, steps)
+            assert after == before
+            return
+        assert before.active_attempt is not None and before.active_attempt.number == number
+        ended = after.attempts[number - 1]
+        assert (ended.outcome, ended.ended_at, ended.steps, ended.release_reason) == (
+            "released",
+            self.now,
+            steps,
+            reason,
+        )
+        if before.cancellation_pending:
+            assert (after.status, after.result.reason) == ("cancelled", "released_with_cancellation")
+        elif before.attempts_left:
+            assert after.status == "queued"
+        else:
+            assert (after.status, after.result.reason) == ("failed", "attempts_exhausted")
 
     def _lease_command(self, command_type, lease, tamper, **fields) -> kernel.Decision:
         task_id, number, host, lease_id = lease

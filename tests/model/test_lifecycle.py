@@ -18,6 +18,7 @@ from statemachine.exceptions import TransitionNotAllowed
 
 from amc.core import kernel, lifecycle
 from amc.core.events import (
+    AttemptReleased,
     AttemptStarted,
     CancellationDelivered,
     CancellationRequested,
@@ -61,7 +62,7 @@ def test_terminal_states_are_final_and_have_no_way_out():
 # `outcome: null`), not read from the declarations: a declaration that drifts fails here.
 PROTOCOL_ENDS = {
     "task": ("queued", {"done", "failed", "cancelled"}),
-    "attempt": ("leased", {"done", "failed", "cancelled", "expired"}),
+    "attempt": ("leased", {"done", "failed", "cancelled", "expired", "released"}),
     "cancellation": ("none", {"completed", "unfulfilled"}),
     "message": ("queued", {"completed", "rejected", "not_admitted"}),
 }
@@ -162,8 +163,11 @@ class Shadow:
             case LeaseExpired():
                 self.attempts[(task_id, event.attempt)].send("expire")
                 sm.send("expire")
+            case AttemptReleased():
+                self.attempts[(task_id, event.attempt)].send("release")
+                sm.send("release")
             case TaskRequeued():
-                pass  # the expire above already moved the task
+                pass  # the expire or release above already moved the task
             case TaskEnded():
                 if event.reason == "reported":
                     sm.send(f"report_{event.status}")
@@ -194,7 +198,7 @@ def _id(machine) -> str:
 
 ACTIONS = st.lists(
     st.tuples(
-        st.sampled_from(("submit", "claim", "start", "renew", "report", "cancel", "tick")),
+        st.sampled_from(("submit", "claim", "start", "renew", "report", "release", "cancel", "tick")),
         st.integers(0, 3),
         st.sampled_from(("done", "failed", "cancelled")),
     ),
@@ -223,9 +227,9 @@ def test_kernel_moves_exactly_as_the_declarations(actions):
             world.cancel(sorted(world.state.tasks)[pick % len(world.state.tasks)])
         elif assignments:
             a = assignments[pick % len(assignments)]
-            {"start": world.start, "renew": world.renew}.get(action, lambda a, status=status: world.report(a, status))(
-                a
-            )
+            {"start": world.start, "renew": world.renew, "release": world.release}.get(
+                action, lambda a, status=status: world.report(a, status)
+            )(a)
         for event in world.log[seen:]:
             shadow.follow(world, event, before)
         shadow.agrees_with(world)

@@ -484,3 +484,57 @@ def test_an_admission_boundary_never_moves_back_behind_a_step_that_started():
     assert code(refused) is Code.message_conflict and "'a' had already started" in refused.rejection.detail
     assert w.ack(a, skip, "rejected", detail="step 'a' had already started").accepted
     assert not [e for e in steering.attempt_outline(w.task(task_id), 1) if e.removed_by]
+
+
+# -- early refusals and the details of messages that were not applied ----------------------
+
+
+@req("STEER-EARLY/s1")
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({"skip": ["b", "nosuchstep"]}, "data.skip"),
+        ({"insert_after": "nosuchstep", "steps": [step("x")]}, "data.insert_after"),
+    ],
+)
+def test_a_steer_naming_a_step_in_no_plan_is_refused_when_posted(data, field):
+    w = World()
+    task_id, _ = running(w, "a", "b")
+    refused = w.post(task_id, "steer", data=data)
+    assert code(refused) is Code.invalid_request
+    assert refused.rejection.detail.startswith(field + ":") and "'nosuchstep'" in refused.rejection.detail
+
+
+@req("STEER-EARLY/s1")
+def test_a_steer_may_name_a_step_an_earlier_steer_inserts_until_that_one_is_refused():
+    w = World()
+    task_id, a = running(w, "a", "b")
+    insert = posted(w.post(task_id, "steer", data={"insert_after": "a", "steps": [step("x")]}))
+    assert w.post(task_id, "steer", data={"skip": ["x"]}).accepted  # x is on its way
+    assert w.post(task_id, "steer", data={"insert_after": "x", "steps": [step("y")]}).accepted
+    w.renew(a)
+    assert w.ack(a, insert, "rejected", detail="no").accepted
+    assert code(w.post(task_id, "steer", data={"skip": ["x"]})) is Code.invalid_request
+    assert steering.known_step_ids(w.task(task_id)) == {"a", "b", "y"}
+
+
+@req("DELIVERY/s4")
+def test_messages_not_admitted_say_why():
+    w = World()
+    task_id, a = running(w, "a", "b")
+    delivered = posted(w.post(task_id, "steer", data={"skip": ["b"]}))
+    w.renew(a)
+    w.now += LEASE_MS
+    w.advance(0)  # attempt 1 expires, the task is queued again
+    detail = message(w, task_id, delivered).detail
+    assert "attempt 1 ended before its host applied" in detail and "queued" in detail
+
+    a2 = w.claim("h1")
+    w.start(a2)
+    queued = posted(w.post(task_id, "steer", text="later"))
+    follow_up = posted(w.post(task_id, "follow_up", text="then this"))
+    w.report(a2, "failed", steps=result_steps([("a", "failed", "boom"), ("b", "not_started", "x")]))
+    assert message(w, task_id, queued).detail == "the task ended failed before any host received the message"
+    assert "only when it ends done" in message(w, task_id, follow_up).detail
+    assert all(m.detail for m in w.task(task_id).messages if m.state in ("not_admitted", "rejected"))
+    w.restart()

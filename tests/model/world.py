@@ -21,6 +21,7 @@ from amc.core.commands import (
     ExpireLeases,
     PostMessage,
     RegisterHost,
+    ReleaseAttempt,
     RenewLease,
     ReportResult,
     StartAttempt,
@@ -110,6 +111,9 @@ class World:
 
     def report(self, a, status: str, host=None, lease_id=None, metadata=None, steps=None) -> kernel.Decision:
         return self._lease(ReportResult, a, host, lease_id, status=status, metadata=metadata or {}, steps=steps)
+
+    def release(self, a, reason: str | None = None, steps=None, host=None, lease_id=None) -> kernel.Decision:
+        return self._lease(ReleaseAttempt, a, host, lease_id, reason=reason, steps=steps)
 
     def cancel(self, task_id: str, tenant: str | None = "acme", reason: str | None = None) -> kernel.Decision:
         return self.run(CancelTask(now=0, task_id=task_id, tenant=tenant, reason=reason))

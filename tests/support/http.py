@@ -212,3 +212,12 @@ def problem(caller: Caller) -> tuple[int, str]:
     body = response.json()
     assert body["type"] == f"urn:amc:problem:{body['code']}"
     return response.status_code, body["code"]
+
+
+def hosts_as_recorded(document: dict) -> dict:
+    """A `GET /v1/hosts` answer without the hosts' liveness (`last_seen_at`, `online`): what a
+    refused request must leave as it was. Liveness is not a record: any request by a host
+    token moves it, refused or not (specs/protocol.md, Host liveness)."""
+    return {
+        "hosts": [{k: v for k, v in host.items() if k not in ("last_seen_at", "online")} for host in document["hosts"]]
+    }

@@ -36,6 +36,7 @@ from starlette.routing import Match, Route
 from amc.adapters.http import access, bodies, wire
 from amc.adapters.http.artifacts import ArtifactRoutes
 from amc.adapters.http.auth import Authenticator, Principal
+from amc.adapters.http.liveness import HostLiveness, Progress, ProgressBoard
 from amc.adapters.http.longpoll import WorkSignal
 from amc.adapters.http.metrics import CONTENT_TYPE, Metrics
 from amc.adapters.http.problems import (
@@ -58,6 +59,7 @@ from amc.core.commands import (
     ExpireLeases,
     PostMessage,
     RegisterHost,
+    ReleaseAttempt,
     RenewLease,
     ReportResult,
     StartAttempt,
@@ -71,6 +73,7 @@ from amc.core.decisions import (
     HostUpdated,
     LeaseGranted,
     MessageAccepted,
+    ReleaseRecorded,
     ResultRecorded,
     Submitted,
 )
@@ -79,6 +82,7 @@ from amc.core.events import TaskAssigned
 from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.records import Boundary, DeviceSpec, Host, Message, Requirements, Task
 from amc.core.times import to_rfc3339
+from amc.core.waiting import waiting
 from amc.service import BlobStore, MemoryBlobStore, Service
 
 T = TypeVar("T")
@@ -133,6 +137,8 @@ class Api:
         self.metrics = metrics
         self.signal = WorkSignal()
         self.timer = ExpiryTimer(service, self.run)
+        self.liveness = HostLiveness(service.clock, round(settings.host_timeout_seconds * 1000))
+        self.progress = ProgressBoard()
         self.artifacts = ArtifactRoutes(self, blobs)
 
     # -- around every command -------------------------------------------------------------
@@ -190,6 +196,8 @@ class Api:
         principal = self.tokens.authenticate(request.headers.get("authorization"))
         if principal is None:
             raise unauthorized()
+        if principal.role == "host":  # any authenticated request of a host shows it alive
+            self.liveness.seen(principal.host)
         return principal, raw
 
     async def unrouted(self, request: Request, exc: HTTPException) -> Response:
@@ -203,8 +211,11 @@ class Api:
             declared = request.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self.settings.limits.max_body_bytes:
                 return await on_problem(request, _too_large(self.settings.limits.max_body_bytes))
-            if self.tokens.authenticate(request.headers.get("authorization")) is None:
+            principal = self.tokens.authenticate(request.headers.get("authorization"))
+            if principal is None:
                 return await on_problem(request, unauthorized())
+            if principal.role == "host":
+                self.liveness.seen(principal.host)
         if exc.status_code == 405:
             allowed = {
                 method
@@ -231,6 +242,19 @@ class Api:
                 raise _too_large(limit)
             chunks.append(chunk)
         return b"".join(chunks)
+
+    # -- views with what the server knows of the moment -------------------------------------
+
+    def task_view(self, task: Task, hosts: list[Host] | None = None) -> dict[str, Any]:
+        """A task with its attempts' progress and, when queued, why it waits (`hosts`: the
+        registered hosts, when the caller already read them)."""
+        why = None
+        if task.status == TaskStatus.queued:
+            why = waiting(task, self.service.hosts() if hosts is None else hosts, self.liveness.online)
+        return wire.task_view(task, progress=self.progress.of, waiting=why)
+
+    def host_view(self, host: Host) -> dict[str, Any]:
+        return wire.host_view(host, self.liveness.last_seen(host.id), self.liveness.online(host.id))
 
     # -- open endpoints -------------------------------------------------------------------
 
@@ -263,14 +287,14 @@ class Api:
         reply = await self.decide(command, Submitted)
         task = self._task(reply.task_id)
         status = 201 if reply.created else 200
-        return json_response(wire.task_view(task), status, headers={"Location": f"/v1/tasks/{task.id}"})
+        return json_response(self.task_view(task), status, headers={"Location": f"/v1/tasks/{task.id}"})
 
     async def get_task(self, request: Request) -> Response:
         principal, _ = await self.begin(request)
         await self.catch_up()
         task_id = request.path_params["task_id"]
         task = access.visible_task(principal, self.service.task(task_id), task_id)
-        return json_response(wire.task_view(task))
+        return json_response(self.task_view(task))
 
     async def list_tasks(self, request: Request) -> Response:
         principal, _ = await self.begin(request)
@@ -281,7 +305,9 @@ class Api:
             page = self.service.tasks(principal.scope, status, after, limit)
         except (ValueError, TypeError, KeyError):
             raise invalid("after: not a cursor from this server") from None
-        return json_response({"tasks": [wire.task_view(t) for t in page.tasks], "next": page.next})
+        # Read the hosts once for the page, if any of its tasks is queued.
+        hosts = self.service.hosts() if any(t.status == TaskStatus.queued for t in page.tasks) else []
+        return json_response({"tasks": [self.task_view(t, hosts) for t in page.tasks], "next": page.next})
 
     async def history(self, request: Request) -> Response:
         principal, _ = await self.begin(request)
@@ -300,7 +326,7 @@ class Api:
         reply = await self.decide(
             CancelTask(now=0, task_id=task_id, tenant=principal.scope, reason=body.reason), CancelAccepted
         )
-        return json_response(wire.task_view(self._task(task_id)), 202 if reply.pending else 200)
+        return json_response(self.task_view(self._task(task_id)), 202 if reply.pending else 200)
 
     # -- messages -------------------------------------------------------------------------
 
@@ -352,7 +378,7 @@ class Api:
             raise invalid(f"host_id: must be 1-{self.settings.limits.max_id_length} characters")
         devices = tuple(DeviceSpec(serial=d.serial, attributes=d.attributes) for d in body.devices)
         await self.decide(RegisterHost(now=0, host_id=host_id, devices=devices), HostUpdated)
-        return json_response(wire.host_view(self._host(host_id)))
+        return json_response(self.host_view(self._host(host_id)))
 
     async def list_hosts(self, request: Request) -> Response:
         principal, _ = await self.begin(request)
@@ -362,7 +388,7 @@ class Api:
             hosts = [] if own is None else [own]
         else:
             hosts = self.service.hosts()
-        return json_response({"hosts": [wire.host_view(h) for h in hosts]})
+        return json_response({"hosts": [self.host_view(h) for h in hosts]})
 
     async def get_host(self, request: Request) -> Response:
         principal, _ = await self.begin(request)
@@ -373,7 +399,7 @@ class Api:
         host = self.service.host(host_id)
         if host is None:
             raise not_found(f"no host {host_id!r}")
-        return json_response(wire.host_view(host))
+        return json_response(self.host_view(host))
 
     # -- the host agent's side ------------------------------------------------------------
 
@@ -427,13 +453,37 @@ class Api:
 
     async def start(self, request: Request) -> Response:
         principal, body, task_id, number = await self._lease_request(request, bodies.decode_lease)
+        self._check_progress(body, task_id, number)
         command = StartAttempt(now=0, host_id=principal.host, task_id=task_id, attempt=number, lease_id=body.lease_id)
-        return json_response(wire.lease_view(await self.decide(command, LeaseGranted)))
+        granted = await self.decide(command, LeaseGranted)
+        self._record_progress(body, task_id, number)
+        return json_response(wire.lease_view(granted))
 
     async def renew(self, request: Request) -> Response:
         principal, body, task_id, number = await self._lease_request(request, bodies.decode_lease)
+        self._check_progress(body, task_id, number)
         command = RenewLease(now=0, host_id=principal.host, task_id=task_id, attempt=number, lease_id=body.lease_id)
-        return json_response(wire.lease_view(await self.decide(command, LeaseGranted)))
+        granted = await self.decide(command, LeaseGranted)
+        self._record_progress(body, task_id, number)
+        return json_response(wire.lease_view(granted))
+
+    def _check_progress(self, body: bodies.LeaseBody, task_id: str, number: int) -> None:
+        """400 for progress on a step the plan does not hold. The task is read only when the
+        step differs from the one this attempt last reported (renewals mostly repeat it); a
+        missing task or attempt is left to the kernel, whose 404 comes first."""
+        progress = body.progress
+        if progress is None or progress.step is None:
+            return
+        last = self.progress.of(task_id, number)
+        if last is not None and last.step == progress.step:
+            return
+        task = self.service.task(task_id)
+        if task is not None and 1 <= number <= len(task.attempts):
+            bodies.check_progress(progress, task)
+
+    def _record_progress(self, body: bodies.LeaseBody, task_id: str, number: int) -> None:
+        if body.progress is not None:
+            self.progress.record(task_id, number, Progress(step=body.progress.step, ended=body.progress.ended))
 
     async def result(self, request: Request) -> Response:
         decode = functools.partial(bodies.decode_result, limits=self.settings.limits)
@@ -449,6 +499,21 @@ class Api:
             steps=steps,
         )
         await self.decide(command, ResultRecorded)
+        return json_response(self.task_view(self._task(task_id)))
+
+    async def release(self, request: Request) -> Response:
+        decode = functools.partial(bodies.decode_release, limits=self.settings.limits)
+        principal, (body, steps), task_id, number = await self._lease_request(request, decode)
+        command = ReleaseAttempt(
+            now=0,
+            host_id=principal.host,
+            task_id=task_id,
+            attempt=number,
+            lease_id=body.lease_id,
+            reason=body.reason,
+            steps=steps,
+        )
+        await self.decide(command, ReleaseRecorded)
         return json_response(wire.task_view(self._task(task_id)))
 
     async def acknowledge(self, request: Request) -> Response:
@@ -496,6 +561,7 @@ class Api:
             Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/start", self.start, methods=["POST"]),
             Route("/v1/hosts/{host_id}/claim", self.claim, methods=["POST"]),
             Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/result", self.result, methods=["POST"]),
+            Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/release", self.release, methods=["POST"]),
             Route(
                 "/v1/tasks/{task_id}/attempts/{attempt:attempt}/messages/{message_id}",
                 self.acknowledge,
@@ -566,7 +632,7 @@ def create_app(
         close_service: close the service when the app shuts down (`amc serve` does).
         blobs: where artifacts' bytes go (default: a `MemoryBlobStore`, beside a memory service).
     Returns:
-        A Starlette app; ``app.state.api`` is its `Api`.
+        A Starlette app; ``app.state.api`` is its `Api`, ``app.state.redact`` blanks its tokens out of a text.
     """
     settings = settings or Settings()
     metrics = metrics or Metrics()
@@ -587,4 +653,5 @@ def create_app(
     handlers: dict[Any, Any] = {**EXCEPTION_HANDLERS, HTTPException: api.unrouted}
     app = Starlette(routes=api.routes(), exception_handlers=handlers, lifespan=lifespan)
     app.state.api = api
+    app.state.redact = tokens.redact  # problems.py keeps tokens out of error details with it
     return app

@@ -80,6 +80,8 @@ class ArtifactRoutes:
         principal = api.tokens.authenticate(request.headers.get("authorization"))
         if principal is None:
             raise unauthorized()
+        if principal.role == "host":  # an upload shows its host alive, as every request of a host does
+            api.liveness.seen(principal.host)
         access.require_role(principal, "host")
         task, task_id, number = api._attempt_target(request)
         name = request.path_params["name"]

@@ -27,6 +27,7 @@ import attrs
 _log = logging.getLogger("amc.tokens")
 
 ROLES = ("client", "host", "admin")
+REDACTED = "[token]"  # what a known token reads as wherever the server would otherwise show it
 _BINDING = {"client": {"tenant"}, "host": {"host_id"}, "admin": set()}  # the member each role is bound by
 
 
@@ -59,6 +60,10 @@ class Authenticator(Protocol):
 
     def authenticate(self, authorization: str | None) -> Principal | None: ...
 
+    def redact(self, text: str) -> str:
+        """`text` with every token this server knows replaced by `REDACTED`."""
+        ...
+
 
 class TokenFileError(ValueError):
     """A tokens file that cannot be used; the message never contains a token."""
@@ -73,6 +78,7 @@ class TokenTable:
 
     def __init__(self, entries: Iterable[tuple[str, Principal]] = ()):
         self._by_digest: dict[bytes, tuple[bytes, Principal]] = {}
+        self._tokens: list[str] = []
         for token, principal in entries:
             self.add(token, principal)
 
@@ -81,6 +87,7 @@ class TokenTable:
         if digest in self._by_digest:
             raise TokenFileError("a token is listed twice")
         self._by_digest[digest] = (token.encode("utf-8", "surrogatepass"), principal)
+        self._tokens.append(token)
 
     def lookup(self, token: str) -> Principal | None:
         found = self._by_digest.get(_digest(token))
@@ -99,6 +106,17 @@ class TokenTable:
         if scheme.lower() != "bearer" or not token.strip():
             return None
         return self.lookup(token.strip())
+
+    def redact(self, text: str) -> str:
+        """`text` with every known token in it replaced by `REDACTED`.
+
+        A caller may paste a token where none belongs (a path, a query, a body member) and
+        the server echoes those in access logs and error details; this is how they leave.
+        """
+        for token in self._tokens:
+            if token in text:
+                text = text.replace(token, REDACTED)
+        return text
 
     def __len__(self) -> int:
         return len(self._by_digest)
@@ -178,18 +196,32 @@ class TokenFile:
         now = self._clock()
         if now - self._checked_at >= self._recheck:
             self._checked_at = now
-            signature = self._signature()
-            if signature != self._seen:
-                self._seen = signature
-                try:
-                    self._table = TokenTable.load(self.path)
-                    _log.info("tokens reloaded from %s: %d token(s)", self.path, len(self._table))
-                except TokenFileError as error:  # the message never holds a token
-                    _log.warning("tokens file changed but cannot be used, keeping the previous tokens: %s", error)
+            self._reload_if_changed()
         return self._table
 
+    def _reload_if_changed(self) -> None:
+        signature = self._signature()
+        if signature != self._seen:
+            self._seen = signature
+            try:
+                self._table = TokenTable.load(self.path)
+                _log.info("tokens reloaded from %s: %d token(s)", self.path, len(self._table))
+            except TokenFileError as error:  # the message never holds a token
+                _log.warning("tokens file changed but cannot be used, keeping the previous tokens: %s", error)
+
     def authenticate(self, authorization: str | None) -> Principal | None:
-        return self.table.authenticate(authorization)
+        principal = self.table.authenticate(authorization)
+        if principal is None:
+            # A token added a moment ago (`amc tokens add`, then at once `amc host run`) must
+            # not be refused for the rest of the recheck interval: an unknown token looks at
+            # the file now. That costs one `stat`, and a reload only when the file changed.
+            self._checked_at = self._clock()
+            self._reload_if_changed()
+            principal = self._table.authenticate(authorization)
+        return principal
+
+    def redact(self, text: str) -> str:
+        return self.table.redact(text)
 
     def __len__(self) -> int:
         return len(self.table)

@@ -33,7 +33,7 @@ from amc.core import steering
 from amc.core.errors import InvalidRequest
 from amc.core.lifecycle import TERMINAL_STATUSES, StepStatus, TaskStatus
 from amc.core.messages import ACKNOWLEDGEMENTS
-from amc.core.records import Plan, Step, StepOutcome
+from amc.core.records import Plan, Step, StepOutcome, Task
 from amc.core.times import from_rfc3339, seconds_to_ms
 
 
@@ -170,8 +170,15 @@ class ClaimBody:
 
 
 @attrs.frozen(kw_only=True)
+class ProgressBody:
+    step: str | None  # the step running now, or null between steps
+    ended: int  # how many steps have ended in this attempt
+
+
+@attrs.frozen(kw_only=True)
 class LeaseBody:
     lease_id: str
+    progress: ProgressBody | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -189,6 +196,13 @@ class ResultBody:
     lease_id: str
     status: str
     metadata: dict[str, Any] = attrs.field(factory=dict)
+    steps: list[StepOutcomeBody] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ReleaseBody:
+    lease_id: str
+    reason: str | None = None
     steps: list[StepOutcomeBody] | None = None
 
 
@@ -303,7 +317,18 @@ def decode_claim(raw: bytes, settings: Settings) -> tuple[ClaimBody, int]:
 
 
 def decode_lease(raw: bytes) -> LeaseBody:
-    return structure(parse_json(raw), LeaseBody)
+    """A start or renewal body; whether its progress names a step of the task is `check_progress`."""
+    body: LeaseBody = structure(parse_json(raw), LeaseBody)
+    if body.progress is not None and body.progress.ended < 0:
+        raise InvalidRequest("progress.ended: must be 0 or more")
+    return body
+
+
+def check_progress(progress: ProgressBody, task: Task) -> None:
+    """Refuse progress on a step the task's plan does not hold, as steered so far (a step
+    that a steer not refused inserts counts: the host may run it before its admission lands)."""
+    if progress.step is not None and progress.step not in steering.known_step_ids(task):
+        raise InvalidRequest(f"progress.step: step {progress.step!r} is not in the task's plan as steered so far")
 
 
 def decode_result(raw: bytes, limits: Limits) -> tuple[ResultBody, tuple[StepOutcome, ...] | None]:
@@ -314,10 +339,22 @@ def decode_result(raw: bytes, limits: Limits) -> tuple[ResultBody, tuple[StepOut
         raise InvalidRequest(f"status: must be one of {', '.join(RESULT_STATUSES)}")
     if len(orjson.dumps(result.metadata)) > limits.max_metadata_bytes:
         raise InvalidRequest(f"metadata: at most {limits.max_metadata_bytes} bytes as JSON")
-    if result.steps is None:
-        return result, None
+    return result, _step_outcomes(result.steps, limits)
+
+
+def decode_release(raw: bytes, limits: Limits) -> tuple[ReleaseBody, tuple[StepOutcome, ...] | None]:
+    """The release body and its step outcomes, each well formed, as a result's."""
+    release = structure(parse_json(raw), ReleaseBody)
+    if release.reason is not None and len(release.reason) > limits.max_reason_length:
+        raise InvalidRequest(f"reason: at most {limits.max_reason_length} characters")
+    return release, _step_outcomes(release.steps, limits)
+
+
+def _step_outcomes(steps: list[StepOutcomeBody] | None, limits: Limits) -> tuple[StepOutcome, ...] | None:
+    if steps is None:
+        return None
     outcomes = []
-    for step in result.steps:
+    for step in steps:
         where = f"steps[{step.id!r}]"
         if step.status not in STEP_STATUSES:
             raise InvalidRequest(f"{where}.status: must be one of {', '.join(STEP_STATUSES)}")
@@ -335,7 +372,7 @@ def decode_result(raw: bytes, limits: Limits) -> tuple[ResultBody, tuple[StepOut
                 output=step.output,
             )
         )
-    return result, tuple(outcomes)
+    return tuple(outcomes)
 
 
 def _time(field: str, text: str | None) -> int | None:

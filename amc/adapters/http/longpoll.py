@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 
 from amc.core.events import (
+    AttemptReleased,
     Event,
     HostRegistered,
     LeaseExpired,
@@ -29,7 +30,7 @@ from amc.core.events import (
 # Events after which some claim might succeed that failed before. `MessageApplied` is a
 # pause or resume the server applied to a queued task; only a resume can help, but telling
 # them apart would mean reading the task here, and a spurious wake costs one claim.
-WAKING_EVENTS = (TaskSubmitted, TaskRequeued, HostRegistered, TaskEnded, LeaseExpired, MessageApplied)
+WAKING_EVENTS = (TaskSubmitted, TaskRequeued, HostRegistered, TaskEnded, LeaseExpired, AttemptReleased, MessageApplied)
 
 
 class WorkSignal:

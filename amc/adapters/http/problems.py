@@ -94,32 +94,41 @@ def problem_response(
     return Response(orjson.dumps(body), status_code=status, media_type=MEDIA_TYPE, headers=headers)
 
 
+def _shown(request: Request, text: str) -> str:
+    """`text` without the server's tokens: a detail echoes paths and values the caller sent,
+    and a token pasted into one of them is still never written back (`Authenticator.redact`)."""
+    redact = getattr(request.app.state, "redact", None)
+    return text if redact is None else redact(text)
+
+
 async def on_problem(request: Request, exc: Problem) -> Response:
     headers = {"WWW-Authenticate": 'Bearer realm="amc"'} if exc.code == "unauthorized" else None
-    return problem_response(exc.code, exc.detail, headers=headers)
+    return problem_response(exc.code, _shown(request, exc.detail), headers=headers)
 
 
 async def _on_invalid(request: Request, exc: InvalidRequest) -> Response:
-    return problem_response("invalid_request", exc.detail)
+    return problem_response("invalid_request", _shown(request, exc.detail))
 
 
 async def on_http(request: Request, exc: HTTPException) -> Response:
     # Starlette raises these for unknown paths (404) and methods a route lacks (405).
     if exc.status_code == 405:
         return problem_response(
-            "method_not_allowed", f"{request.method} is not allowed on {request.url.path}", headers=exc.headers
+            "method_not_allowed",
+            _shown(request, f"{request.method} is not allowed on {request.url.path}"),
+            headers=exc.headers,
         )
     if exc.status_code == 404:
-        return problem_response("not_found", f"no resource at {request.url.path}")
+        return problem_response("not_found", _shown(request, f"no resource at {request.url.path}"))
     code = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 413: "payload_too_large"}.get(
         exc.status_code, "internal"
     )
-    return problem_response(code, str(exc.detail), exc.status_code)
+    return problem_response(code, _shown(request, str(exc.detail)), exc.status_code)
 
 
 async def _on_bug(request: Request, exc: Exception) -> Response:
     # A bug, never bad input: log it (with the path, never the headers) and say nothing more.
-    log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    log.error("internal error on %s %s", request.method, _shown(request, request.url.path), exc_info=exc)
     return problem_response("internal", "internal error")
 
 

@@ -10,8 +10,10 @@ shutdown, which closes the store.
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
+from collections.abc import Callable
 from types import FrameType
 
 import uvicorn
@@ -43,6 +45,20 @@ class AmcServer(uvicorn.Server):
             captured.clear()
 
 
+class RedactTokens(logging.Filter):
+    """Blanks the server's tokens out of uvicorn's access log lines: a request line holds no
+    header, but a caller may paste a token into its path or query."""
+
+    def __init__(self, redact: Callable[[str], str]):
+        super().__init__()
+        self.redact = redact
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(self.redact(arg) if isinstance(arg, str) else arg for arg in record.args)
+        return True
+
+
 def config(
     app: Starlette, host: str, port: int, *, access_log: bool = False, log_level: str = "info"
 ) -> uvicorn.Config:
@@ -50,9 +66,10 @@ def config(
 
     Access logs are off by default: they cost a good share of the throughput, and they
     are not needed for the audit trail (every command's events are in the task history).
-    They never contain tokens either way (uvicorn logs the request line, not headers).
+    They never contain tokens either way (uvicorn logs the request line, not headers, and
+    `RedactTokens` blanks out a token in the line).
     """
-    return uvicorn.Config(
+    settings = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -65,6 +82,14 @@ def config(
         server_header=False,
         date_header=False,
     )
+    # After uvicorn.Config, which sets up uvicorn's loggers; one filter, for this app's tokens.
+    access = logging.getLogger("uvicorn.access")
+    for earlier in [f for f in access.filters if isinstance(f, RedactTokens)]:
+        access.removeFilter(earlier)
+    redact = getattr(getattr(app, "state", None), "redact", None)
+    if redact is not None:
+        access.addFilter(RedactTokens(redact))
+    return settings
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

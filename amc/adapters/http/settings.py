@@ -38,6 +38,7 @@ class Settings:
     min_lease_seconds: float = 1.0
     max_lease_seconds: float = 600.0
     manual_clock: bool = False  # True: POST /v1/admin/clock exists
+    host_timeout_seconds: float = 60.0  # a host is online while seen within this long
     limits: Limits = attrs.field(factory=Limits)
     # Part C: an artifact's bytes are streamed to the blob store, not held like a body, so
     # their bounds are the operator's choice rather than the 1 MiB of a JSON body.
@@ -49,3 +50,5 @@ class Settings:
             raise ValueError("lease seconds must satisfy 0 < min-lease-seconds <= lease-seconds <= max-lease-seconds")
         if not 0 <= self.max_artifact_bytes <= self.max_task_artifact_bytes:
             raise ValueError("artifact limits must satisfy 0 <= max-artifact-bytes <= max-task-artifact-bytes")
+        if not self.host_timeout_seconds > 0:
+            raise ValueError("host-timeout must be more than 0 seconds")

@@ -10,14 +10,25 @@ other field to appear, so a new field cannot miss the wire unnoticed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from amc.adapters.http.liveness import Progress
 from amc.adapters.http.plan import plan_to_json
 from amc.core.kernel import Assignment, LeaseGranted
 from amc.core.lifecycle import ACTIVE_STATUSES
 from amc.core.records import Artifact, Attempt, Cancellation, Device, FollowUp, Host, Message, Result, StepOutcome, Task
 from amc.core.times import to_rfc3339
+from amc.core.waiting import Waiting
 from amc.service import HistoryEntry
+
+# The progress a host last sent for an attempt (task id, number), kept by the server in memory.
+ProgressOf = Callable[[str, int], "Progress | None"]
+
+
+def _no_progress(task_id: str, number: int) -> Progress | None:
+    return None
+
 
 # (second, its RFC 3339 prefix): most times in a response fall in the same second. One
 # tuple, replaced whole, so threads sharing it never see a second with another's prefix.
@@ -59,11 +70,14 @@ NOT_SHOWN: dict[type, dict[str, str]] = {
     Attempt: {
         "lease_id": "known only to the host that holds the lease",
         "lease_ms": "the lease shows as lease_expires_at",
+        "release_reason": "the history's released entry shows it; the attempt keeps it to recognise a repeat",
     },
 }
 
 
-def task_view(task: Task) -> dict[str, Any]:
+def task_view(task: Task, *, progress: ProgressOf = _no_progress, waiting: Waiting | None = None) -> dict[str, Any]:
+    """A task; `progress` looks up what its attempts' hosts last said, `waiting` is why it
+    waits (null unless queued): both are the server's knowledge of the moment, not records."""
     return {
         "id": task.id,
         "tenant": task.tenant,
@@ -76,7 +90,7 @@ def task_view(task: Task) -> dict[str, Any]:
         "created_at": rfc3339(task.created_at),
         "updated_at": rfc3339(task.updated_at),
         "attempt": task.attempts[-1].number if task.attempts else None,
-        "attempts": [attempt_view(a) for a in task.attempts],
+        "attempts": [attempt_view(a, progress(task.id, a.number)) for a in task.attempts],
         "cancellation": cancellation_view(task.cancellation),
         "result": result_view(task.result),
         # A task's pause outlives its attempt in the record; on the wire `paused` is the
@@ -86,10 +100,13 @@ def task_view(task: Task) -> dict[str, Any]:
         "follow_up_of": task.follow_up_of,
         "collected": [f.message_id for f in task.collected],
         "follow_ups": [follow_up_view(f) for f in task.collected],
+        "waiting": None
+        if waiting is None
+        else {"reason": waiting.reason, "matching_devices": waiting.matching_devices},
     }
 
 
-def attempt_view(attempt: Attempt) -> dict[str, Any]:
+def attempt_view(attempt: Attempt, progress: Progress | None = None) -> dict[str, Any]:
     return {
         "number": attempt.number,
         "host_id": attempt.host_id,
@@ -100,6 +117,8 @@ def attempt_view(attempt: Attempt) -> dict[str, Any]:
         "renewals": attempt.renewals,
         "ended_at": _time(attempt.ended_at),
         "outcome": attempt.outcome,
+        "progress": None if progress is None else {"step": progress.step, "ended": progress.ended},
+        "steps": None if attempt.steps is None else [step_outcome_view(s) for s in attempt.steps],
     }
 
 
@@ -165,16 +184,24 @@ def message_view(message: Message) -> dict[str, Any]:
     }
 
 
-def host_view(host: Host) -> dict[str, Any]:
-    return {"id": host.id, "updated_at": rfc3339(host.updated_at), "devices": [device_view(d) for d in host.devices]}
+def host_view(host: Host, last_seen_at: int | None = None, online: bool = False) -> dict[str, Any]:
+    """A host, with its liveness (kept by the server in memory): a device of a host that is
+    not online reads offline too."""
+    return {
+        "id": host.id,
+        "updated_at": rfc3339(host.updated_at),
+        "last_seen_at": _time(last_seen_at),
+        "online": online,
+        "devices": [device_view(d, online) for d in host.devices],
+    }
 
 
-def device_view(device: Device) -> dict[str, Any]:
+def device_view(device: Device, host_online: bool = True) -> dict[str, Any]:
     reservation = device.reservation
     return {
         "serial": device.serial,
         "attributes": device.attributes,
-        "online": device.online,
+        "online": device.online and host_online,
         "reservation": None
         if reservation is None
         else {"task_id": reservation.task_id, "attempt": reservation.attempt},

@@ -48,6 +48,7 @@ EVENT_TAGS: dict[str, type] = {
     "message_applied": events.MessageApplied,
     "messages_not_admitted": events.MessagesNotAdmitted,
     "follow_ups_collected": events.FollowUpsCollected,
+    "attempt_released": events.AttemptReleased,
     "artifact_stored": events.ArtifactStored,
 }
 
@@ -132,14 +133,22 @@ def _structure_expr(shape: tuple, value: str, names: dict[str, Any], depth: int 
     kind = shape[0]
     if kind == "plain":
         return value
-    if kind in ("enum", "record"):
-        names[f"s_{shape[1].__name__}"] = _structure_fns[shape[1]] if kind == "record" else shape[1]
+    if kind == "record":
+        names[f"s_{shape[1].__name__}"] = _structure_fns[shape[1]]
         return f"s_{shape[1].__name__}({value})"
+    if kind == "enum":
+        # A lookup in the members by value costs a thirtieth of calling the enum; an unknown
+        # value raises KeyError, which the store reports as a record it cannot decode.
+        names[f"m_{shape[1].__name__}"] = {member.value: member for member in shape[1]}
+        return f"m_{shape[1].__name__}[{value}]"
     if kind == "optional":
         return f"None if {value} is None else {_structure_expr(shape[1], value, names, depth)}"
     item = f"e{depth}"
     inner = _structure_expr(shape[1], item, names, depth + 1)
-    return f"tuple({value})" if inner == item else f"tuple([{inner} for {item} in {value}])"
+    if inner == item:
+        return f"tuple({value})"
+    # Most arrays of a queued task are empty: no attempts, messages or follow-ups yet.
+    return f"(() if {value} == [] else tuple([{inner} for {item} in {value}]))"
 
 
 def _compile(source: str, names: dict[str, Any], name: str) -> Callable:

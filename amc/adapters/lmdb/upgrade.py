@@ -7,11 +7,16 @@ moves two databases' entries to their new keys and fills the new index. It is on
 write transaction: a crash part-way leaves the schema 1 store exactly as it was, and the
 next open upgrades it again.
 
-Schema 2 to 4: a task record gains `artifacts` (specs/protocol.md Part C), and events the
+Schema 2 to 3: an attempt keeps the step outcomes and the reason of a release (`steps`,
+`release_reason`). Every attempt of an older store ended otherwise, so each gets both as
+null; the task records are rewritten with them, the log again untouched. A schema 1 store
+takes both steps in the same transaction.
+
+Schema 3 to 4: a task record gains `artifacts` (specs/protocol.md Part C), and events the
 `artifact_stored` tag. A record written without the field reads as having none, so no
 record is rewritten; only the schema version changes (an older amc must not open a store
-whose records it would refuse). Version 3 belongs to the attempts' `steps` of the release
-step (a ReleaseAttempt command), which lands beside this one: its step runs between.
+whose records it would refuse). A store of schema 1 or 2 takes the steps before it first,
+all in the same transaction.
 
 Only the writer upgrades (it holds the writer lock); a read-only open of an old store
 (`amc store verify`) is refused with a message that says how to upgrade it.
@@ -30,7 +35,7 @@ from amc.adapters.lmdb.errors import NotAStore
 
 log = logging.getLogger("amc.store")
 
-UPGRADABLE = (b"1", b"2")
+UPGRADABLE = (b"1", b"2", b"3")
 
 # The fields of the records a store keeps (a task and a host, and the records inside them)
 # at `layout.SCHEMA_VERSION`. A field added to or removed from a record changes the stored
@@ -50,6 +55,8 @@ STORED_FIELDS: dict[str, tuple[str, ...]] = {
         "renewals",
         "ended_at",
         "outcome",
+        "steps",
+        "release_reason",
     ),
     "Boundary": ("before_step",),
     "Cancellation": ("state", "requested_at", "attempt", "delivered_at", "reason"),
@@ -106,7 +113,8 @@ STORED_FIELDS: dict[str, tuple[str, ...]] = {
 
 
 def upgrade(path: Path, env: lmdb.Environment, meta) -> None:
-    """Bring the store from its schema to `layout.SCHEMA_VERSION` in one transaction.
+    """Bring the store from its schema (one of `UPGRADABLE`) to `layout.SCHEMA_VERSION` in
+    one transaction.
 
     The transaction rewrites the task records beside the old ones (the old pages are
     freed only when it commits), so a map that cannot hold both is doubled and the
@@ -125,16 +133,19 @@ def _upgrade(path: Path, env: lmdb.Environment, meta) -> int:
     """Every step from the store's schema on, then the new version, in one transaction;
     the number of task records rewritten."""
     with env.begin(write=True) as txn:
+        tasks = env.open_db(layout.DB_TASKS, txn=txn, **layout.DATABASES[layout.DB_TASKS])
+        schema = txn.get(layout.META_SCHEMA, db=meta)
         count = 0
-        if txn.get(layout.META_SCHEMA, db=meta) == b"1":
-            count = _from_schema_1(path, env, txn)
-        # 2 (or 3) to 4: nothing to rewrite (see the module docstring).
+        if schema == b"1":
+            _from_schema_1(path, env, txn, tasks)
+        if schema in (b"1", b"2"):
+            count = _from_schema_2(path, txn, tasks)
+        # 3 to 4: nothing to rewrite (see the module docstring).
         txn.put(layout.META_SCHEMA, str(layout.SCHEMA_VERSION).encode(), db=meta)
     return count
 
 
-def _from_schema_1(path: Path, env: lmdb.Environment, txn: lmdb.Transaction[bytes]) -> int:
-    tasks = env.open_db(layout.DB_TASKS, txn=txn, **layout.DATABASES[layout.DB_TASKS])
+def _from_schema_1(path: Path, env: lmdb.Environment, txn, tasks) -> None:
     history = env.open_db(layout.DB_HISTORY, txn=txn, **layout.DATABASES[layout.DB_HISTORY])
     task_ids = env.open_db(layout.DB_TASK_IDS, txn=txn, **layout.DATABASES[layout.DB_TASK_IDS])
     records = list(txn.cursor(db=tasks))
@@ -158,4 +169,21 @@ def _from_schema_1(path: Path, env: lmdb.Environment, txn: lmdb.Transaction[byte
                 f"{path}: the history index names task {task_id.decode(errors='replace')!r}, which has no record"
             )
         txn.put(seq_keys[task_id], log_key, db=history)
+
+
+def _from_schema_2(path: Path, txn, tasks) -> int:
+    """Every attempt gets `steps` and `release_reason`, both null: none was released."""
+    records = list(txn.cursor(db=tasks))
+    for key, raw in records:
+        try:
+            record = orjson.loads(raw)
+            attempts = record["attempts"]
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise NotAStore(f"{path}: a task record is not one ({exc!r})") from None
+        if not attempts:
+            continue  # nothing to add: the record stays byte for byte the same
+        for attempt in attempts:
+            attempt.setdefault("steps", None)
+            attempt.setdefault("release_reason", None)
+        txn.put(key, orjson.dumps(record), db=tasks)
     return len(records)

@@ -3,14 +3,20 @@
 What happens, in order (about ten seconds):
 
 1. A server on a fresh temporary store, with 3-second leases so expiries show quickly,
-   and its own tokens file (admin, client, hosts h1 and h2); simulated phones: three for
-   host h1, one (a Pixel 7, like one of h1's) for host h2.
-2. Only h2's Host Agent starts at first, and `checkout` (any Pixel 7) is submitted: h2 is
-   then the only host that can claim it.
+   and its own tokens file (admin, client, hosts h1, h2 and h3); simulated phones: three
+   for host h1, one (a Pixel 7, like one of h1's) for host h2, one (an SM-G991B, like one
+   of h1's) for host h3.
+2. Only h2's and h3's Host Agents start at first, and `checkout` (any Pixel 7) and
+   `app-update` (any SM-G991B) are submitted: h2, and h3, are then the only hosts that can
+   claim them.
 3. h1's agent starts and the rest of the workload is submitted (`workload`);
    `nightly-report`, last in line, is cancelled while still queued.
 4. While `checkout` runs a shell command on h2's phone, the h2 agent is SIGKILLed: its
    lease lapses, the server requeues the task, and h1 runs it on its own Pixel 7.
+   While `app-update` runs a shell command on h3's phone, the h3 agent gets SIGTERM with a
+   drain time shorter than the command: it claims no more, lets the command end, releases
+   the attempt (no verdict on the task) and exits 0; the server requeues the task at once,
+   and h1 runs it on its own SM-G991B.
 5. While `long-sync` runs `sleep 8` on its phone, it is cancelled: the agent learns it at
    its next lease renewal, stops the command at once and reports `cancelled`.
 6. While `photo-share` runs `sleep 2`, it is steered twice (skip `upload`, insert `crop`
@@ -49,6 +55,7 @@ if TYPE_CHECKING:  # imported where used, so that `amc --help` stays quick
 from amc.core.lifecycle import ACTIVE_STATUSES, TERMINAL_STATUSES, TaskStatus
 
 LEASE_SECONDS = 3.0
+DRAIN_SECONDS = 0.5  # h3's drain time: shorter than app-update's `download`, so the attempt is released
 ENDINGS = (TaskStatus.done, TaskStatus.failed, TaskStatus.cancelled)  # in the summary's order
 
 
@@ -59,6 +66,7 @@ def _write_tokens(path: Path) -> dict[str, dict]:
         "client": {"token": secrets.token_urlsafe(32), "role": "client", "tenant": "default"},
         "h1": {"token": secrets.token_urlsafe(32), "role": "host", "host_id": "h1"},
         "h2": {"token": secrets.token_urlsafe(32), "role": "host", "host_id": "h2"},
+        "h3": {"token": secrets.token_urlsafe(32), "role": "host", "host_id": "h3"},
     }
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -88,6 +96,7 @@ class DemoRun:
         self.live: Live | None = None
         self.simulators: dict[str, Simulator] = {}  # host id -> its Simulator
         self.killed_at: float | None = None  # wall time h2 was killed
+        self.drained = False  # h3 was told to stop
         self.cancel_sent = False  # long-sync's cancellation
         self.steered = False  # photo-share's steers
         self.pause_sent = False  # inventory-scan's pause (and its follow-up)
@@ -109,18 +118,21 @@ class DemoRun:
         stack, workdir = self.stack, self.workdir
         tokens = _write_tokens(workdir / "tokens.json")
         url = stack.start_server(workdir / "store", tokens=workdir / "tokens.json", lease_seconds=LEASE_SECONDS)
-        specs = default_specs(4)
+        specs = default_specs(5)
         self.simulators = {
             workload.SURVIVOR_HOST: stack.start_simulator(specs[:3]),
-            workload.DOOMED_HOST: stack.start_simulator(specs[3:]),
+            workload.DOOMED_HOST: stack.start_simulator(specs[3:4]),
+            workload.RETIRING_HOST: stack.start_simulator(specs[4:]),
         }
         self.client = ApiClient(url, tokens["client"]["token"])
         admin = ApiClient(url, tokens["admin"]["token"])
         self.console.print(
-            f"[bold]amc demo[/bold]: a control plane, two Host Agents and four simulated phones, on a throwaway store.\n"
+            f"[bold]amc demo[/bold]: a control plane, three Host Agents and five simulated phones, on a throwaway store.\n"
             f"  server  {url}  (store {workdir / 'store'}, leases of {LEASE_SECONDS:g} s)\n"
             f"  h1      {self._phones(specs[:3])}\n"
-            f"  h2      {self._phones(specs[3:])}: this host will die mid-task\n"
+            f"  h2      {self._phones(specs[3:4])}: this host will die mid-task\n"
+            f"  h3      {self._phones(specs[4:])}: this host will be stopped gracefully mid-task "
+            f"(drain time {DRAIN_SECONDS:g} s)\n"
         )
         self.console.print(f"The workload ({len(self.jobs)} tasks):")
         for job in self.jobs:
@@ -128,14 +140,21 @@ class DemoRun:
         self.console.print()
         try:
             self._start_agent(workload.DOOMED_HOST, tokens)
+            self._start_agent(workload.RETIRING_HOST, tokens, drain_timeout=DRAIN_SECONDS)
             stack.wait_registered(admin, workload.DOOMED_HOST, 1)
+            stack.wait_registered(admin, workload.RETIRING_HOST, 1)
             self.say(
-                "host h2 registered its phone; submitting [bold]checkout[/bold] (any Pixel 7): only h2 can claim it now"
+                "hosts h2 and h3 registered their phones; submitting [bold]checkout[/bold] (any Pixel 7) and "
+                "[bold]app-update[/bold] (any SM-G991B): only h2, and only h3, can claim them now"
             )
             self._submit(self.by_name["checkout"])
-            self._wait_for(
-                lambda: self._task("checkout")["status"] in ACTIVE_STATUSES, 10, "checkout to be claimed by h2"
-            )
+            self._submit(self.by_name["app-update"])
+            for name, host in (("checkout", "h2"), ("app-update", "h3")):
+                self._wait_for(
+                    lambda name=name: self._task(name)["status"] in ACTIVE_STATUSES,
+                    10,
+                    f"{name} to be claimed by {host}",
+                )
             self._start_agent(workload.SURVIVOR_HOST, tokens)
             self.say("host h1 starting with three phones; submitting the rest of the workload")
             for job in self.jobs:
@@ -143,6 +162,9 @@ class DemoRun:
                     self._submit(job)
             self._cancel_queued()
             self._follow(timeout)
+            retiring = stack.agents[workload.RETIRING_HOST]
+            retiring.wait(10)
+            self.seen["app-update"] = {"host_exit": retiring.process.returncode}
             for name, task_id in self.ids.items():
                 self.histories[name] = self.client.history(task_id)["events"]
                 self.messages[name] = self.client.messages(task_id)["messages"]
@@ -155,7 +177,7 @@ class DemoRun:
     def _phones(self, specs) -> str:
         return ", ".join(f"{spec.serial} ({spec.model})" for spec in specs)
 
-    def _start_agent(self, host_id: str, tokens: dict) -> None:
+    def _start_agent(self, host_id: str, tokens: dict, drain_timeout: float = 60.0) -> None:
         simulator = self.simulators[host_id]
         self.stack.start_agent(
             host_id,
@@ -164,6 +186,7 @@ class DemoRun:
             artifacts=self.workdir / "artifacts",
             scan_seconds=0.5,
             claim_wait=5,
+            drain_timeout=drain_timeout,
         )
 
     def _submit(self, job) -> None:
@@ -262,8 +285,22 @@ class DemoRun:
                 self.tasks[name] = by_id[task_id]
 
     def _act(self) -> None:
-        """Kill h2 while checkout runs its shell command there; cancel long-sync while its runs."""
+        """Kill h2 while checkout runs its shell command there; stop h3 gracefully while app-update
+        runs its own; cancel long-sync while its runs."""
         from amc.cli.demo import workload
+
+        update = self.tasks["app-update"]
+        if not self.drained and update["status"] == TaskStatus.dispatched and self._sleeping(update):
+            self.drained = True
+            self.stack.agents[workload.RETIRING_HOST].terminate()
+            self.notes["app-update"] = "h3 stopped gracefully while running it"
+            self.say(
+                "[bold yellow]host h3 stopped[/bold yellow] (SIGTERM) while [bold]app-update[/bold] runs on it: "
+                f"it claims no more; after its {DRAIN_SECONDS:g} s drain the running step ends, and the attempt "
+                "is released for another host"
+            )
+        if self.drained and len(update["attempts"]) > 1:
+            self.notes["app-update"] = "h3 stopped gracefully; released, requeued"
 
         checkout = self.tasks["checkout"]
         if self.killed_at is None and checkout["status"] == TaskStatus.dispatched and self._sleeping(checkout):
@@ -426,8 +463,8 @@ class DemoRun:
         self.console.print(
             f"\n[bold green]OK[/bold green]: all {len(self.jobs)} tasks ended as the protocol says "
             f"they must (done, cancelled while queued, cancelled while running, requeued after a lost "
-            f"lease, steered, paused and resumed, a follow-up collected). Try it yourself: `amc up`, "
-            f"then `amc task --help`."
+            f"lease, released by a host stopped gracefully, steered, paused and resumed, a follow-up "
+            f"collected). Try it yourself: `amc up`, then `amc task --help`."
         )
         return True
 
@@ -454,9 +491,9 @@ class DemoRun:
             self.console.print(table)
         steered = (self.tasks.get("photo-share", {}).get("result") or {}).get("steps")
         if steered:
-            table = steps_table(steered)
-            table.title = "photo-share's steps after the steers:"
-            self.console.print(table)
+            steps = steps_table(steered)
+            steps.title = "photo-share's steps after the steers:"
+            self.console.print(steps)
 
     def document(self, passed: bool) -> dict:
         """The run as one JSON document (`--json`): the verdict, and per job what the server holds."""

@@ -7,6 +7,8 @@ one on host h2), plus the situations amc exists for:
 - `inflight_cancel`: a task cancelled while a long shell command runs on its device;
 - `lease_loss`: a task whose host dies mid-run (h2 is SIGKILLed), so its lease lapses, the
   task is requeued and host h1 runs it again;
+- `host_drain`: a task whose host is stopped gracefully mid-run (h3 gets SIGTERM and a short
+  drain time): the step under way ends, the attempt is released, and host h1 finishes it;
 - `steered`: a task whose plan is corrected while a step runs (`Job.steers`): one steer
   skips a later step, another inserts one;
 - `paused`: a task paused while a step runs, held paused over several lease renewals, then
@@ -33,10 +35,11 @@ from amc.core.lifecycle import TERMINAL_STATUSES, AttemptState, CancellationStat
 
 PLAIN, QUEUED_CANCEL, INFLIGHT_CANCEL, LEASE_LOSS = "plain", "queued_cancel", "inflight_cancel", "lease_loss"
 STEERED, PAUSED, SUCCESSOR = "steered", "paused", "successor"
+HOST_DRAIN = "host_drain"
 APPLIED = (MessageState.admitted, MessageState.completed)  # the message states of a message its host applied
 
-# The host that is killed, and the one that finishes its work.
-DOOMED_HOST, SURVIVOR_HOST = "h2", "h1"
+# The host that is killed, the one that is stopped gracefully, and the one that finishes their work.
+DOOMED_HOST, RETIRING_HOST, SURVIVOR_HOST = "h2", "h3", "h1"
 
 
 @attrs.frozen
@@ -73,6 +76,22 @@ def jobs() -> list[Job]:
                         _step("load-cart", "shell", command="sleep 2"),
                         _step("pay", "tap", x=540, y=2000),
                         _step("receipt", "screenshot"),
+                    ]
+                },
+            },
+        ),
+        Job(
+            "app-update",
+            HOST_DRAIN,
+            "its host h3 is stopped gracefully mid-run; the attempt is released and h1 finishes it",
+            {
+                "requirements": {"attributes": {"model": "SM-G991B"}},
+                "plan": {
+                    "steps": [
+                        _step("open-store", "launch", package="com.android.settings"),
+                        _step("download", "shell", command="sleep 2"),
+                        _step("install", "tap", x=540, y=1600),
+                        _step("verify", "screenshot"),
                     ]
                 },
             },
@@ -391,6 +410,42 @@ def check(
             "the history lacks lease_expired followed by requeued",
         )
         expect(cancellation is None, "has a cancellation nobody asked for")
+
+    elif job.kind == HOST_DRAIN:
+        problems += _check_released(task, events, seen or {})
+    return problems
+
+
+def _check_released(task: dict, events: list[dict], seen: dict) -> list[str]:
+    """Released by the host that stopped (and exited 0), with truthful steps, and finished by
+    another host: never `failed` because its host stopped."""
+    problems = []
+    if seen.get("host_exit") != 0:
+        problems.append(f"the stopped host's agent exited {seen.get('host_exit')}, expected 0")
+    attempts = task.get("attempts") or []
+    if task["status"] != TaskStatus.done:
+        problems.append(f"ended {task['status']}, expected done")
+    outcomes = [a["outcome"] for a in attempts]
+    if outcomes != [AttemptState.released, AttemptState.done]:
+        return [*problems, f"attempt outcomes {outcomes}, expected [released, done]"]
+    first, second = attempts
+    if first["host_id"] != RETIRING_HOST or second["host_id"] != SURVIVOR_HOST:
+        problems.append(f"expected attempt 1 on {RETIRING_HOST} and attempt 2 on {SURVIVOR_HOST}")
+    given_back = first.get("steps") or []
+    if [s["id"] for s in given_back] != planned_step_ids(task["plan"]):
+        problems.append("the released attempt's steps are not one per planned step, in plan order")
+    statuses = [s["status"] for s in given_back]
+    if not set(statuses) <= {StepStatus.completed, StepStatus.interrupted, StepStatus.not_started}:
+        problems.append(f"the released attempt reports {statuses}: a host stop is no verdict on a step")
+    unstarted = StepStatus.not_started
+    first_unstarted = statuses.index(unstarted) if unstarted in statuses else len(statuses)
+    if first_unstarted == len(statuses) or any(s != unstarted for s in statuses[first_unstarted:]):
+        problems.append("the released attempt has no step left for another host, or one ran after the stop")
+    if any(s.get("reason") != "host_stopping" for s in given_back if s["status"] == unstarted):
+        problems.append("a step the stopping host never started does not say host_stopping")
+    released = [e for e in events if e["type"] == "released"]
+    if len(released) != 1 or released[0]["data"].get("reason") != "host_stopping":
+        problems.append("the history lacks one released event with reason host_stopping")
     return problems
 
 

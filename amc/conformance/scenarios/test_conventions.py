@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from amc.conformance.client import PLAN, check_problem, ms
+from amc.conformance.client import PLAN, as_recorded, check_problem, ms
 
 
 def test_health_needs_no_token(scene):
@@ -117,13 +117,13 @@ def test_a_host_acting_for_another_host_is_forbidden(scene):
     """h2's token claiming for h1 or replacing h1's inventory: 403, and h1 is unchanged."""
     h1, h2 = scene.h1, scene.h2
     # Given host tokens bound to h1 and h2, and h1 registered with a device a task matches
-    before = h1.register(scene.device("emulator-5554"))
+    before = as_recorded(h1.register(scene.device("emulator-5554")))
     task = scene.submit()
     # When h2's token claims for h1 or replaces h1's inventory
     h2.caller.claim(h1.id, expect=(403, "forbidden"))
     h2.caller.register(h1.id, [scene.device("emulator-5556")], expect=(403, "forbidden"))
     # Then h1 and the task are unchanged
-    assert h1.read() == before
+    assert as_recorded(h1.read()) == before
     assert scene.task(task["id"])["status"] == "queued"
 
 
@@ -237,7 +237,7 @@ def test_bad_input_is_400_naming_the_field_and_changes_nothing(scene):
     # Given a running server with a dispatched task and a queued one
     task, lease = scene.running(h1, device="emulator-5556")
     queued = scene.submit()
-    before = [acme.get_task(queued["id"]), acme.get_task(task["id"]), h1.read()]
+    before = [acme.get_task(queued["id"]), acme.get_task(task["id"]), as_recorded(h1.read())]
     base = {"plan": PLAN, "requirements": scene.requirements()}
     attempt = f"/v1/tasks/{task['id']}/attempts/1"
     host = h1.caller
@@ -277,7 +277,7 @@ def test_bad_input_is_400_naming_the_field_and_changes_nothing(scene):
         problem = acme.call("GET", "/v1/tasks", params={"limit": limit}, expect=(400, "invalid_request"))
         assert "limit" in problem["detail"]
     # And the server's state is exactly as before
-    assert [acme.get_task(queued["id"]), acme.get_task(task["id"]), h1.read()] == before
+    assert [acme.get_task(queued["id"]), acme.get_task(task["id"]), as_recorded(h1.read())] == before
 
 
 NOT_JSON_NUMBERS = ("NaN", "Infinity", "-Infinity")

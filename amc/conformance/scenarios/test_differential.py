@@ -44,6 +44,7 @@ from amc.core.commands import (
     ClaimTask,
     ExpireLeases,
     RegisterHost,
+    ReleaseAttempt,
     RenewLease,
     ReportResult,
     StartAttempt,
@@ -70,8 +71,16 @@ MODELS = {"s1": "P7", "s2": "P8", "s3": "P7"}
 
 
 # The actions of a program and their weights, and each action's arguments.
-ACTIONS = ["submit"] * 2 + ["claim"] * 3 + ["start_or_renew"] * 3 + ["result"] * 3 + ["cancel"] * 3 + ["advance"] * 2
-LEASE_ACTIONS = {"start_or_renew", "result"}
+ACTIONS = (
+    ["submit"] * 2
+    + ["claim"] * 3
+    + ["start_or_renew"] * 3
+    + ["result"] * 3
+    + ["release"] * 2
+    + ["cancel"] * 3
+    + ["advance"] * 2
+)
+LEASE_ACTIONS = {"start_or_renew", "result", "release"}
 # Which lease or task an action picks (see Differential.lease_of_kind); the repeats are weights.
 LEASE_KINDS = ("any", "active", "active", "pending", "pending", "replaced", "ended", "expired")
 RESULT_KINDS = ("any", "active", "active", "pending", "replaced", "replaced", "ended", "expired")
@@ -115,6 +124,14 @@ ARGUMENTS = {
         pick=st.integers(0, 999),
         status=st.sampled_from(["done", "done", "failed", "cancelled"]),
         metadata=st.sampled_from([None, {}, {"n": 1}]),
+        sender=st.sampled_from(["owner", "owner", "owner", "other host"]),
+        lease_id=st.sampled_from(["own", "own", "own", "another"]),
+        other=st.integers(0, 999),
+    ),
+    "release": dict(
+        kind=st.sampled_from(RESULT_KINDS),
+        pick=st.integers(0, 999),
+        reason=st.sampled_from([None, "host_stopping", "device_lost"]),
         sender=st.sampled_from(["owner", "owner", "owner", "other host"]),
         lease_id=st.sampled_from(["own", "own", "own", "another"]),
         other=st.integers(0, 999),
@@ -268,7 +285,7 @@ class Differential(RuleBasedStateMachine):
             "attempts": [
                 {
                     "number": a.number,
-                    "host_id": a.host_id,
+                    "host_id": self.hosts[a.host_id].id,  # the oracle's h1/h2 are the target's two hosts
                     "device": a.device,
                     "assigned_at": wire(a.assigned_at),
                     "dispatched_at": time(a.dispatched_at),
@@ -525,11 +542,13 @@ class Differential(RuleBasedStateMachine):
         common = dict(
             now=self.now, host_id=host, task_id=lease.task.oracle_id, attempt=lease.attempt, lease_id=used.oracle_lease
         )
-        command: StartAttempt | RenewLease | ReportResult
+        command: StartAttempt | RenewLease | ReportResult | ReleaseAttempt
         if verb == "start":
             command = StartAttempt(**common)
         elif verb == "renew":
             command = RenewLease(**common)
+        elif verb == "release":
+            command = ReleaseAttempt(**common, reason=body_extra.get("reason"))
         else:
             command = ReportResult(**common, status=body_extra["status"], metadata=body_extra.get("metadata", {}))
         decision = self.oracle(command)
@@ -546,7 +565,7 @@ class Differential(RuleBasedStateMachine):
             got = {key: answer.get(key) for key in expected}
             if got != expected:
                 raise Disagreement(f"{label}: target {got}\n  oracle {expected}")
-        elif isinstance(decision.reply, kernel.ResultRecorded):
+        elif isinstance(decision.reply, (kernel.ResultRecorded, kernel.ReleaseRecorded)):
             self.same_task(label, answer, lease.task.oracle_id)
         self.check_task(label, lease.task)
 
@@ -559,6 +578,13 @@ class Differential(RuleBasedStateMachine):
         lease = self.lease_of_kind(kind, pick)
         self.lease_request(
             "result", lease, sender, self.lease_of_kind("any", other) if lease_id == "another" else None, extra
+        )
+
+    def release(self, kind, pick, reason, sender, lease_id, other):
+        extra = {} if reason is None else {"reason": reason}
+        lease = self.lease_of_kind(kind, pick)
+        self.lease_request(
+            "release", lease, sender, self.lease_of_kind("any", other) if lease_id == "another" else None, extra
         )
 
     def cancel(self, kind, pick, who, reason):

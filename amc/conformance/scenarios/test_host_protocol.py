@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from amc.conformance.client import PLAN, PLAN_ABC, steps_all, wire
+from amc.conformance.client import PLAN, PLAN_ABC, as_recorded, steps_all, wire
 
 
 def device_of(host, serial: str) -> dict:
@@ -411,8 +411,10 @@ def test_lease_checks_run_in_order(scene):
     l2 = h2.claim()
     assert (l2.task_id, l2.attempt) == (x["id"], 2)
     h2.start(l2)
+    # (the hosts read first: Z's `waiting` depends on whether h1 is online, and h1's requests
+    # below, refused or not, show it is)
+    hosts_before = (as_recorded(h1.read()), as_recorded(h2.read()))
     before = [acme.get_task(t["id"]) for t in (x, y, z)]
-    hosts_before = (h1.read(), h2.read())
 
     for verb in ("start", "renew"):
         act = getattr(h1, verb)
@@ -432,7 +434,7 @@ def test_lease_checks_run_in_order(scene):
 
     # Then none of these requests changed any attempt, lease, device or status
     assert [acme.get_task(t["id"]) for t in (x, y, z)] == before
-    assert (h1.read(), h2.read()) == hosts_before
+    assert (as_recorded(h1.read()), as_recorded(h2.read())) == hosts_before
 
 
 @pytest.mark.req("LEASE-CHECKS/s2")

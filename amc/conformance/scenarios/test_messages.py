@@ -293,6 +293,30 @@ def test_an_expired_attempt_drops_what_it_was_given_and_keeps_what_it_was_not(sc
     h2.admit(lease2, m1["id"], "b", expect=(409, "message_conflict"))
 
 
+@pytest.mark.req("DELIVERY/s4")
+def test_every_message_not_admitted_or_rejected_says_why(scene):
+    """not_admitted and rejected messages carry a detail; a rejection without one is refused."""
+    acme, h1 = scene.acme, scene.h1
+    # Given X dispatched on h1; steer m1 delivered and rejected by h1, steer m2 delivered, m3 queued
+    task, lease = scene.running(h1, plan=PLAN_ABC)
+    x = task["id"]
+    m1 = acme.post_message(x, "steer", text="first")
+    m2 = acme.post_message(x, "steer", text="second")
+    h1.renew(lease)
+    m3 = acme.post_message(x, "pause")
+    h1.acknowledge(lease, m1["id"], "rejected", expect=(400, "invalid_request"))
+    h1.acknowledge(lease, m1["id"], "rejected", detail="no planner here")
+    # When X ends done before h1 applied m2 or received m3
+    h1.report(lease, "done")
+    # Then m1 keeps h1's reason, and m2 and m3 are not_admitted, each saying why
+    messages = {m["id"]: m for m in acme.messages(x)}
+    assert (messages[m1["id"]]["state"], messages[m1["id"]]["detail"]) == ("rejected", "no planner here")
+    for message in (m2, m3):
+        got = messages[message["id"]]
+        assert got["state"] == "not_admitted"
+        assert isinstance(got["detail"], str) and got["detail"].strip(), got
+
+
 # ---------------------------------------------------------------------------------------
 # Refusals of the message endpoints
 

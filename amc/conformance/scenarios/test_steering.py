@@ -122,12 +122,17 @@ def test_guidance_without_an_edit_leaves_the_plan_as_it_was(scene):
 def test_an_edit_that_names_no_step_still_to_run_cannot_be_admitted(scene):
     """Admitting a skip of an unknown step, or at a boundary that is no step still to run, is message_conflict."""
     acme, h1 = scene.acme, scene.h1
-    # Given X dispatched on h1 with steps a, b, c, and steers skipping z (unknown) and c, delivered
+    # Given X dispatched on h1 with steps a, b, c, and steers inserting z, skipping z and skipping c,
+    # delivered; h1 rejected the insertion, so z is in no plan
     task, lease = scene.running(h1, plan=PLAN_ABC)
     x = task["id"]
+    insert_z = acme.post_message(
+        x, "steer", data={"insert_after": "a", "steps": [{"id": "z", "action": "screenshot", "args": {}}]}
+    )
     unknown = acme.post_message(x, "steer", data={"skip": ["z"]})
     skip_c = acme.post_message(x, "steer", data={"skip": ["c"]})
     h1.renew(lease)
+    h1.acknowledge(lease, insert_z["id"], "rejected", detail="no room for z")
     before = acme.messages(x)
 
     # When h1 admits the first anywhere, or the second before a step that is not in the plan
@@ -140,6 +145,29 @@ def test_an_edit_that_names_no_step_still_to_run_cannot_be_admitted(scene):
     h1.admit(lease, skip_c["id"], "b")
     steps = ran("a", "b") + not_started("c")
     assert h1.report(lease, "done", steps=steps)["result"]["steps"] == steps
+
+
+@pytest.mark.req("STEER-EARLY/s1")
+def test_a_steer_naming_a_step_in_no_plan_is_refused_when_posted(scene):
+    """Skipping or inserting after a step that neither the plan nor an earlier steer has is 400 naming it."""
+    acme, h1 = scene.acme, scene.h1
+    # Given X dispatched on h1 with steps a, b, c
+    task, lease = scene.running(h1, plan=PLAN_ABC)
+    x = task["id"]
+    # When a client steers X to skip nosuch, or to insert after nosuch
+    skip = acme.post_message(x, "steer", data={"skip": ["b", "nosuch"]}, expect=(400, "invalid_request"))
+    shot = {"id": "y", "action": "screenshot", "args": {}}
+    after = acme.post_message(x, "steer", data={"insert_after": "nosuch", "steps": [shot]}, expect=400)
+    # Then each detail names the step, and no message was recorded
+    assert "nosuch" in skip["detail"] and "nosuch" in after["detail"]
+    assert acme.messages(x) == []
+    # And a steer may name the step an earlier steer inserts, before any host applied it
+    z = {"id": "z", "action": "screenshot", "args": {}}
+    acme.post_message(x, "steer", data={"insert_after": "a", "steps": [z]})
+    acme.post_message(x, "steer", data={"skip": ["z"]})
+    acme.post_message(x, "steer", data={"insert_after": "z", "steps": [shot]})
+    assert len(acme.messages(x)) == 3
+    h1.report(lease, "done")
 
 
 # ---------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.http import problem
+from tests.support.http import hosts_as_recorded, problem
 from tests.support.plans import PLAN
 
 CALLERS = ["anon", "stranger", "admin", "acme", "beta", "h1", "h2"]
@@ -61,7 +61,7 @@ CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "lease_fo
 
 
 def snapshot(amc, task_id):
-    return amc.admin.tasks()["tasks"], amc.admin.history(task_id), amc.admin.hosts()
+    return amc.admin.tasks()["tasks"], amc.admin.history(task_id), hosts_as_recorded(amc.admin.hosts())
 
 
 def fill(value, task_id, lease_id):

@@ -162,3 +162,12 @@ def test_over_a_limit_is_413_naming_it_and_nothing_is_stored(make_amc):
         amc.h1.upload(task_id, 1, a["lease_id"], "one.bin", amc.acme.download(task_id, kept["id"]).content, expect=200)
         == kept
     )
+
+
+@req("LIVENESS/s2")
+def test_an_upload_shows_its_host_alive_as_every_request_of_a_host_does(amc):
+    task_id, a = amc.claimed(start=True)
+    now = amc.admin.advance(5)["now"]
+    assert amc.acme.host("h1")["last_seen_at"] != now
+    amc.h1.upload(task_id, 1, a["lease_id"], "log.txt", b"line 1\n")
+    assert amc.acme.host("h1")["last_seen_at"] == now

@@ -17,7 +17,7 @@ import pytest
 
 from tests.adapters.http.test_metrics import samples
 from tests.adapters.http.test_serve import TOKENS, Served, needs_lmdb
-from tests.support.http import problem
+from tests.support.http import hosts_as_recorded, problem
 from tests.support.plans import PLAN, STEPS_ABC
 
 
@@ -38,7 +38,7 @@ def snapshot(amc, *task_ids):
     """Everything a refused request must leave as it was."""
     return (
         amc.admin.tasks()["tasks"],
-        amc.admin.hosts(),
+        hosts_as_recorded(amc.admin.hosts()),
         [(amc.admin.history(t), amc.admin.messages(t)) for t in task_ids],
     )
 

@@ -562,6 +562,8 @@ def test_registration_replaces_the_inventory(amc):
     assert host == {
         "id": "h1",
         "updated_at": amc.at(3000),
+        "last_seen_at": amc.at(3000),
+        "online": True,
         "devices": [
             {"serial": "R58M", "attributes": {}, "online": True, "reservation": None},
             {"serial": "emulator-5556", "attributes": {"model": "Pixel 8"}, "online": True, "reservation": None},

@@ -135,3 +135,22 @@ def test_every_record_a_task_or_host_holds_has_its_view_checked_here():
 
 def _types_in(tp) -> list:
     return [tp, *(inner for arg in typing.get_args(tp) for inner in _types_in(arg))]
+
+
+def test_the_views_show_what_the_server_knows_of_the_moment_beside_the_records():
+    """Progress, `waiting` and liveness are no record fields: the views take them as arguments."""
+    from amc.adapters.http.liveness import Progress
+    from amc.core.waiting import Waiting, WaitingReason
+
+    view = wire.task_view(TASK, progress=lambda task_id, n: Progress("s1", 0), waiting=Waiting(WaitingReason.ready, 2))
+    assert view["attempts"][0]["progress"] == {"step": "s1", "ended": 0}
+    assert view["waiting"] == {"reason": "ready", "matching_devices": 2}
+    plain = wire.task_view(TASK)
+    assert (plain["attempts"][0]["progress"], plain["waiting"]) == (None, None)
+    online_device = attrs.evolve(HOST.devices[0], online=True)
+    host = attrs.evolve(HOST, devices=(online_device,))
+    seen = wire.host_view(host, last_seen_at=1_000, online=True)
+    assert (seen["last_seen_at"], seen["online"], seen["devices"][0]["online"]) == (wire.rfc3339(1_000), True, True)
+    silent = wire.host_view(host, last_seen_at=1_000, online=False)
+    assert (silent["online"], silent["devices"][0]["online"]) == (False, False)  # a silent host's devices too
+    assert wire.host_view(host)["last_seen_at"] is None

@@ -53,6 +53,8 @@ attempts = st.builds(
     renewals=st.integers(0, 100),
     ended_at=opt_int,
     outcome=st.none() | st.sampled_from(AttemptState),
+    steps=st.none() | st.lists(st.deferred(lambda: outcomes), max_size=2).map(tuple),
+    release_reason=opt_text,
 )
 outcomes = st.builds(
     records.StepOutcome,
@@ -287,6 +289,7 @@ _FLAT = {
     tuple[str, ...]: st.lists(text, max_size=3).map(tuple),
     records.Boundary | None: boundaries,
     MessageState: st.sampled_from(MessageState),
+    tuple[records.StepOutcome, ...] | None: st.none() | st.lists(outcomes, max_size=3).map(tuple),
 }
 
 

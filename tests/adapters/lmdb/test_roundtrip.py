@@ -60,8 +60,18 @@ attempts = st.builds(
     renewals=st.integers(0, 10**6),
     ended_at=maybe(times),
     outcome=maybe(
-        st.sampled_from([AttemptState.done, AttemptState.failed, AttemptState.cancelled, AttemptState.expired])
+        st.sampled_from(
+            [
+                AttemptState.done,
+                AttemptState.failed,
+                AttemptState.cancelled,
+                AttemptState.expired,
+                AttemptState.released,
+            ]
+        )
     ),
+    steps=outcome_lists,
+    release_reason=maybe(ids),
 )
 cancellations = st.builds(
     rec.Cancellation,
@@ -175,6 +185,14 @@ EVENTS = {
     ),
     ev.CancellationDelivered: st.builds(ev.CancellationDelivered, at=times, task_id=ids, attempt=st.integers(1, 9)),
     ev.LeaseExpired: st.builds(ev.LeaseExpired, at=times, task_id=ids, attempt=st.integers(1, 9)),
+    ev.AttemptReleased: st.builds(
+        ev.AttemptReleased,
+        at=times,
+        task_id=ids,
+        attempt=st.integers(1, 9),
+        reason=maybe(text),
+        steps=outcome_lists,
+    ),
     ev.TaskRequeued: st.builds(ev.TaskRequeued, at=times, task_id=ids),
     ev.TaskEnded: st.builds(
         ev.TaskEnded,

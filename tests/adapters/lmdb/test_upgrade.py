@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from amc.adapters.lmdb import LmdbService, SchemaMismatch, codec, layout, upgrade, verify
-from amc.core.commands import StoreArtifact
+from amc.core.commands import ReleaseAttempt, StoreArtifact
 from tests.adapters.lmdb.helpers import writer_state
 from tests.adapters.lmdb.workload import Workload
 
@@ -31,7 +31,13 @@ def schema1_dir(tmp_path):
 
 @pytest.fixture(scope="module")
 def answered():
-    return orjson.loads((FIXTURES / "schema1-store.json").read_bytes())
+    """What the fixture's reads answered then, with the fields later schemas added: schema 3
+    gives every attempt `steps` and `release_reason`, null (none of them was released)."""
+    recorded = orjson.loads((FIXTURES / "schema1-store.json").read_bytes())
+    for task in recorded["tasks"].values():
+        for attempt in task["attempts"]:
+            attempt.update(steps=None, release_reason=None)
+    return recorded
 
 
 def schema_of(path) -> bytes:
@@ -144,14 +150,14 @@ def test_the_records_hold_the_fields_of_the_current_schema():
     )
 
 
-def test_a_schema_2_store_is_upgraded_without_rewriting_a_record(tmp_path):
-    """Schema 4 adds `Task.artifacts`; a record written without it reads as having none."""
-    path = tmp_path / "store"
+def write_workload_then_downgrade(path, schema: bytes, skipped: tuple[type, ...], strip) -> object:
+    """A store written by a random workload (without the commands of `skipped`, which its
+    schema could not record), rewritten as `schema` wrote it: `strip` edits each record."""
     with LmdbService.open(path, clock="manual") as service:
         load = Workload(seed=3)
         for _ in range(60):
             command = load.next_command(writer_state(service))
-            if not isinstance(command, StoreArtifact):  # schema 2 had no artifacts
+            if not isinstance(command, skipped):
                 service.execute_sync(command)
         state = writer_state(service)
     with lmdb.open(str(path), max_dbs=16) as env:
@@ -159,12 +165,67 @@ def test_a_schema_2_store_is_upgraded_without_rewriting_a_record(tmp_path):
         with env.begin(write=True) as txn:
             for key, raw in list(txn.cursor(db=tasks)):
                 record = orjson.loads(raw)
-                assert record.pop("artifacts") == []
-                txn.put(key, orjson.dumps(record), db=tasks)  # as schema 2 wrote it
-            txn.put(layout.META_SCHEMA, b"2", db=meta)
+                strip(record)
+                txn.put(key, orjson.dumps(record), db=tasks)
+            txn.put(layout.META_SCHEMA, schema, db=meta)
+    return state
+
+
+def stored_records(path) -> dict[bytes, bytes]:
+    with (
+        lmdb.open(str(path), max_dbs=16, readonly=True) as env,
+        env.begin(db=env.open_db(layout.DB_TASKS, create=False)) as txn,
+    ):
+        return dict(txn.cursor())
+
+
+def without_artifacts(record: dict) -> None:
+    assert record.pop("artifacts") == []
+
+
+def test_a_schema_3_store_is_upgraded_without_rewriting_a_record(tmp_path):
+    """Schema 4 adds `Task.artifacts`; a record written without it reads as having none."""
+    path = tmp_path / "store"
+    state = write_workload_then_downgrade(path, b"3", (StoreArtifact,), without_artifacts)
+    before = stored_records(path)
     with pytest.raises(SchemaMismatch):
         verify(path)  # a read-only open does not upgrade
     with LmdbService.open(path, clock="manual") as service:
         assert writer_state(service).tasks == state.tasks
     assert schema_of(path) == str(layout.SCHEMA_VERSION).encode() == b"4"
+    assert stored_records(path) == before
     assert verify(path) == []
+
+
+def test_a_schema_2_store_takes_the_release_step_and_then_the_artifacts_step(tmp_path):
+    """From schema 2, the attempts gain `steps` and `release_reason` (written, null) and the
+    tasks `artifacts` (not written: read as none)."""
+
+    def as_schema_2(record: dict) -> None:
+        without_artifacts(record)
+        for attempt in record["attempts"]:
+            assert attempt.pop("steps") is None and attempt.pop("release_reason") is None
+
+    path = tmp_path / "store"
+    state = write_workload_then_downgrade(path, b"2", (StoreArtifact, ReleaseAttempt), as_schema_2)
+    with LmdbService.open(path, clock="manual") as service:
+        assert writer_state(service).tasks == state.tasks
+    assert schema_of(path) == b"4"
+    records = [orjson.loads(raw) for raw in stored_records(path).values()]
+    attempts = [a for record in records for a in record["attempts"]]
+    assert attempts and all(a["steps"] is None and a["release_reason"] is None for a in attempts)
+    assert all("artifacts" not in record for record in records)
+    assert verify(path) == []
+
+
+def test_the_upgrade_writes_the_new_attempt_fields_into_every_stored_task(schema1_dir):
+    """Schema 3: each stored attempt holds `steps` and `release_reason` (null), not only as a
+    default filled at read time, so an amc that reads schema 3 finds the fields it wrote."""
+    with LmdbService.open(schema1_dir, clock="manual"):
+        pass
+    with (
+        lmdb.open(str(schema1_dir), max_dbs=16, readonly=True) as env,
+        env.begin(db=env.open_db(layout.DB_TASKS, create=False)) as txn,
+    ):
+        attempts = [a for _, raw in txn.cursor() for a in orjson.loads(raw)["attempts"]]
+    assert attempts and all(a["steps"] is None and a["release_reason"] is None for a in attempts)
