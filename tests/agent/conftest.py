@@ -85,12 +85,19 @@ class Server:
 def make_server():
     servers: list[Server] = []
 
-    def make(lease_seconds: float = 3.0, manual_clock: bool = False, data: Path | None = None) -> Server:
+    def make(
+        lease_seconds: float = 3.0, manual_clock: bool = False, data: Path | None = None, host_timeout: float = 60.0
+    ) -> Server:
         tokens = TokenTable(
             [(CLIENT_TOKEN, Principal(role="client", tenant="acme")), (ADMIN_TOKEN, Principal(role="admin"))]
             + [(token, Principal(role="host", host_id=h)) for h, token in HOST_TOKENS.items()]
         )
-        settings = Settings(lease_seconds=lease_seconds, min_lease_seconds=0.5, manual_clock=manual_clock)
+        settings = Settings(
+            lease_seconds=lease_seconds,
+            min_lease_seconds=0.5,
+            manual_clock=manual_clock,
+            host_timeout_seconds=host_timeout,
+        )
 
         def app() -> Starlette:
             if data is not None:

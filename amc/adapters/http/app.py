@@ -514,7 +514,7 @@ class Api:
             steps=steps,
         )
         await self.decide(command, ReleaseRecorded)
-        return json_response(wire.task_view(self._task(task_id)))
+        return json_response(self.task_view(self._task(task_id)))
 
     async def acknowledge(self, request: Request) -> Response:
         principal, raw = await self.begin(request)

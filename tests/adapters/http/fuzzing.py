@@ -245,18 +245,6 @@ def seed(served: Served) -> Known:
     return known
 
 
-# Liveness is not state: every request a host's token authenticates, a refused one too,
-# refreshes its host's `last_seen_at` (specs/protocol.md "Host liveness", a decision of amc),
-# and with it whether the host, its devices and the tasks waiting for them read online.
-def _without_liveness(view: dict[str, Any], members: tuple[str, ...]) -> dict[str, Any]:
-    return {k: v for k, v in view.items() if k not in members}
-
-
-def _host_without_liveness(host: dict[str, Any]) -> dict[str, Any]:
-    devices = [_without_liveness(device, ("online",)) for device in host["devices"]]
-    return {**_without_liveness(host, ("last_seen_at", "online")), "devices": devices}
-
-
 class StateReader:
     """The whole state, read through the public API with the admin token, as one digest.
 
@@ -290,8 +278,8 @@ class StateReader:
                 break
         paths = [f"/v1/tasks/{task['id']}/{part}" for task in tasks for part in ("history", "messages")]
         return {
-            "tasks": [_without_liveness(task, ("waiting",)) for task in tasks],
-            "hosts": [_host_without_liveness(host) for host in hosts.result()["hosts"]],
+            "tasks": [_without_liveness(task, "waiting") for task in tasks],
+            "hosts": [_host_as_recorded(host) for host in hosts.result()["hosts"]],
             "each": list(self.pool.map(self._get, paths)),
         }
 
@@ -440,3 +428,16 @@ def _aim(case: Any, known: Known, data: st.DataObject) -> None:
         wait = body.get("wait_seconds")
         if isinstance(wait, int | float) and not isinstance(wait, bool) and 0 < wait <= 30:
             body["wait_seconds"] = 0  # a valid long poll would only wait out its time
+
+
+# Liveness is not state: any request by a host token moves `last_seen_at`, refused or not, and
+# `online` (a host's, its devices', and so a queued task's `waiting`) follows from it and the
+# clock (specs/protocol.md, Host liveness). A refused request must leave the rest as it was.
+def _without_liveness(document: dict[str, Any], *members: str) -> dict[str, Any]:
+    return {key: value for key, value in document.items() if key not in members}
+
+
+def _host_as_recorded(host: dict[str, Any]) -> dict[str, Any]:
+    recorded = _without_liveness(host, "last_seen_at", "online")
+    recorded["devices"] = [_without_liveness(device, "online") for device in host.get("devices", [])]
+    return recorded
