@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from amc.cli.hosts import list_hosts
+from amc.cli.options import adb_options
 
 
 @click.group()
@@ -42,23 +43,7 @@ host.add_command(list_hosts)
 @click.option(
     "--host-id", required=True, envvar="AMC_HOST_ID", show_envvar=True, help="The host id the token is bound to."
 )
-@click.option(
-    "--adb-host",
-    default="127.0.0.1",
-    show_default=True,
-    envvar="AMC_ADB_HOST",
-    show_envvar=True,
-    help="Address of the adb server.",
-)
-@click.option(
-    "--adb-port",
-    type=click.IntRange(1, 65535),
-    default=5037,
-    show_default=True,
-    envvar="AMC_ADB_PORT",
-    show_envvar=True,
-    help="Port of the adb server.",
-)
+@adb_options("Address of the adb server.", "Port of the adb server.")
 @click.option(
     "--policy",
     "policy_file",

@@ -24,3 +24,28 @@ def data_option(help: str) -> Callable[[F], F]:
         show_envvar=True,
         help=help,
     )
+
+
+def adb_options(host_help: str, port_help: str) -> Callable[[F], F]:
+    """`--adb-host` (`AMC_ADB_HOST`) and `--adb-port` (`AMC_ADB_PORT`): where an adb server listens."""
+
+    def decorate(function: F) -> F:
+        function = click.option(
+            "--adb-port",
+            type=click.IntRange(1, 65535),
+            default=5037,
+            show_default=True,
+            envvar="AMC_ADB_PORT",
+            show_envvar=True,
+            help=port_help,
+        )(function)
+        return click.option(
+            "--adb-host",
+            default="127.0.0.1",
+            show_default=True,
+            envvar="AMC_ADB_HOST",
+            show_envvar=True,
+            help=host_help,
+        )(function)
+
+    return decorate

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from amc.cli.options import data_option
+from amc.cli.options import adb_options, data_option
 
 
 @click.command()
@@ -41,23 +41,7 @@ from amc.cli.options import data_option
     show_default=True,
     help="How many simulated devices to run when simulating.",
 )
-@click.option(
-    "--adb-host",
-    default="127.0.0.1",
-    show_default=True,
-    envvar="AMC_ADB_HOST",
-    show_envvar=True,
-    help="Address of the adb server that sees real devices.",
-)
-@click.option(
-    "--adb-port",
-    type=click.IntRange(1, 65535),
-    default=5037,
-    show_default=True,
-    envvar="AMC_ADB_PORT",
-    show_envvar=True,
-    help="Port of that adb server.",
-)
+@adb_options("Address of the adb server that sees real devices.", "Port of that adb server.")
 @click.option(
     "--artifacts",
     type=click.Path(file_okay=False, path_type=Path),
