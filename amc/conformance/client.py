@@ -468,22 +468,18 @@ class Host:
         self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None, **extra
     ) -> dict:
         """Acknowledge the start; `extra` members go into the body (``progress=...``)."""
-        answer = self.caller.start(
-            lease.task_id,
-            attempt or lease.attempt,
-            lease.lease_id if lease_id is _UNSET else lease_id,
-            expect=expect,
-            **extra,
-        )
-        if expect == 200:
-            lease.extended(answer)
-        return answer
+        return self._extend(self.caller.start, lease, expect, lease_id, attempt, extra)
 
     def renew(
         self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None, **extra
     ) -> dict:
         """Renew the lease; `extra` members go into the body (``progress=...``)."""
-        answer = self.caller.renew(
+        return self._extend(self.caller.renew, lease, expect, lease_id, attempt, extra)
+
+    def _extend(self, call: Any, lease: Lease, expect: Expect, lease_id: Any, attempt: int | None, extra: dict) -> dict:
+        """A start or renewal of `lease` (another lease id or attempt number where given);
+        a 200 moves the lease's expiry to what the server granted."""
+        answer = call(
             lease.task_id,
             attempt or lease.attempt,
             lease.lease_id if lease_id is _UNSET else lease_id,
