@@ -15,10 +15,12 @@ Both carry a one-line `message` meant for people; the CLI prints it and exits wi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import httpx
@@ -26,6 +28,13 @@ if TYPE_CHECKING:
 DEFAULT_URL = "http://127.0.0.1:8000"
 TOKENS_FILE = "tokens.json"  # inside the data directory, written by `amc serve` on its first start
 SERVER_FILE = "server.json"  # beside the tokens file while a server runs: its URL and process id
+DOWNLOAD_CHUNK_BYTES = 256 * 1024  # what a download holds in memory at a time
+
+
+class ByteSink(Protocol):
+    """Where a download's bytes go, chunk by chunk: a binary file, a hasher, a printer."""
+
+    def write(self, chunk: bytes, /) -> object: ...
 
 
 class ApiError(Exception):
@@ -130,6 +139,31 @@ class ApiClient:
         """``{"messages": [...]}``: every message of the task, in posting order."""
         return self._call("GET", f"/v1/tasks/{_segment(task_id)}/messages")[1]
 
+    def artifacts(self, task_id: str) -> list[dict]:
+        """Every artifact of the task (specs/protocol.md Part C), every attempt's, in upload order."""
+        return self._call("GET", f"/v1/tasks/{_segment(task_id)}/artifacts")[1]["artifacts"]
+
+    def download(self, task_id: str, artifact_id: str, sink: ByteSink, on_chunk=None) -> int:
+        """Stream one artifact's bytes into `sink`, chunk by chunk (never the whole body in
+        memory); the number of bytes written. `on_chunk(n)` is told each chunk's size."""
+        import httpx
+
+        path = f"/v1/tasks/{_segment(task_id)}/artifacts/{_segment(artifact_id)}"
+        written = 0
+        with self._translated(), self._http.stream("GET", path) as response:
+            if response.status_code >= 400:
+                response.read()
+                raise _refusal(response)
+            try:
+                for chunk in response.iter_bytes(DOWNLOAD_CHUNK_BYTES):
+                    sink.write(chunk)
+                    written += len(chunk)
+                    if on_chunk is not None:
+                        on_chunk(len(chunk))
+            except httpx.HTTPError as error:  # the server went away in the middle
+                raise Unreachable(f"the download of {artifact_id} from {self.url} was cut ({_reason(error)})") from None
+        return written
+
     def hosts(self) -> dict:
         return self._call("GET", "/v1/hosts")[1]
 
@@ -138,11 +172,13 @@ class ApiClient:
 
     # -- plumbing ------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, body: Any = None, params: dict | None = None) -> tuple[int, Any]:
+    @contextlib.contextmanager
+    def _translated(self) -> Iterator[None]:
+        """Turn the transport's errors into `Unreachable`, one line each."""
         import httpx
 
         try:
-            response = self._http.request(method, path, json=body, params=params)
+            yield
         except httpx.UnsupportedProtocol:
             raise Unreachable(f"{self.url} is not an http:// or https:// URL") from None
         except httpx.TimeoutException:
@@ -151,6 +187,10 @@ class ApiClient:
             raise Unreachable(f"cannot connect to the server at {self.url} ({_reason(error)})") from None
         except (httpx.HTTPError, httpx.InvalidURL) as error:
             raise Unreachable(f"no answer from the server at {self.url} ({_reason(error)})") from None
+
+    def _call(self, method: str, path: str, body: Any = None, params: dict | None = None) -> tuple[int, Any]:
+        with self._translated():
+            response = self._http.request(method, path, json=body, params=params)
         if response.status_code >= 400:
             raise _refusal(response)
         try:
