@@ -13,15 +13,22 @@ kernel decides whether the attempt may add that evidence, and records it on the 
 
 A refusal after the bytes were stored leaves an unreferenced blob, which the store's gc
 removes; a record is only ever made for bytes that are already durable.
+
+An operator may drop the artifacts of a task that ended (`PurgeArtifacts`, sent by `amc
+store gc --older-than`): all of them at once, with an `artifacts_purged` event that keeps
+what they were. The task reads as if it had stored none (a read of one is 404), and their
+bytes, now unreferenced, go at the store's next gc. A task that has not ended keeps its
+evidence: its host may still add to it.
 """
 
 from __future__ import annotations
 
 from amc.core import steering
-from amc.core.commands import StoreArtifact
+from amc.core.commands import PurgeArtifacts, StoreArtifact
 from amc.core.decisions import ArtifactRecorded, Decision, check_live, check_ownership, find_attempt, reject
 from amc.core.errors import Code
-from amc.core.events import ArtifactStored
+from amc.core.events import ArtifactsPurged, ArtifactStored
+from amc.core.lifecycle import TERMINAL_STATUSES
 from amc.core.records import Artifact, Task, replace
 from amc.core.state import State
 
@@ -100,6 +107,18 @@ def refusal(task: Task, c: StoreArtifact) -> Decision | None:
     return check_ownership(task, attempt, c) or check_live(attempt, c.now)
 
 
+def purge(state: State, c: PurgeArtifacts) -> Decision:
+    """Drop every artifact of an ended task; nothing to do when it has none."""
+    task = state.tasks.get(c.task_id)
+    if task is None:
+        return reject(Code.not_found, f"no task {c.task_id!r}")
+    if task.status not in TERMINAL_STATUSES:
+        return reject(Code.invalid_request, f"task {task.id!r} is {task.status}: only an ended task's artifacts go")
+    if not task.artifacts:
+        return Decision()
+    return Decision(events=(ArtifactsPurged(at=c.now, task_id=task.id, artifacts=task.artifacts),))
+
+
 # ---------------------------------------------------------------------------------------
 # apply
 
@@ -107,3 +126,7 @@ def refusal(task: Task, c: StoreArtifact) -> Decision | None:
 def apply_stored(state: State, e: ArtifactStored) -> None:
     task = state.tasks[e.task_id]
     state.put_task(replace(task, artifacts=task.artifacts + (e.artifact,), updated_at=e.at))
+
+
+def apply_purged(state: State, e: ArtifactsPurged) -> None:
+    state.put_task(replace(state.tasks[e.task_id], artifacts=(), updated_at=e.at))

@@ -9,7 +9,8 @@ attempt was given in every way (admitted before each step or after the last, com
 rejected); results then report the steps the attempt's edited plan has. With `artifacts`
 on, every attempt (live or stale), and a foreign host on its behalf, stores evidence: two
 names, two contents, a step of the plan and one that is not, up to `artifacts` per task,
-against a per-task limit that the last one passes. After each
+against a per-task limit that the last one passes, and every task holding some has them
+purged (refused until it ended). After each
 transition it checks the invariants (`amc.core.invariants`), and that a rejected command
 changed nothing. Breadth-first order makes the first violation found a shortest one.
 
@@ -41,6 +42,7 @@ from amc.core.commands import (
     RenewLease,
     ReportResult,
     StartAttempt,
+    PurgeArtifacts,
     StoreArtifact,
     SubmitTask,
 )
@@ -153,6 +155,8 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
                 yield from _acknowledgements(task, attempt.number, lease, tag)
             if len(task.artifacts) < scope.artifacts:
                 yield from _artifact_uploads(state, task, lease, tag, scope)
+        if scope.artifacts and task.artifacts:
+            yield f"purge {task.id}", PurgeArtifacts(now=now, task_id=task.id)
     yield "tick", ExpireLeases(now=now + scope.tick_ms)
 
 

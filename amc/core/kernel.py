@@ -40,6 +40,7 @@ from amc.core.commands import (
     RenewLease,
     ReportResult,
     StartAttempt,
+    PurgeArtifacts,
     StoreArtifact,
     SubmitTask,
 )
@@ -69,6 +70,7 @@ from amc.core.decisions import (  # noqa: F401  (replies are part of this module
 from amc.core.errors import Code
 from amc.core.events import (
     ArtifactStored,
+    ArtifactsPurged,
     AttemptReleased,
     AttemptStarted,
     CancellationDelivered,
@@ -597,6 +599,7 @@ _DECIDERS: dict[type, Callable[[State, Any], Decision]] = {
     AcknowledgeMessage: messages.acknowledge,
     ExpireLeases: lambda state, command: _expire(state, command.now),
     StoreArtifact: artifacts.store,
+    PurgeArtifacts: artifacts.purge,
 }
 
 _APPLIERS: dict[type, Callable[[State, Any], None]] = {
@@ -619,6 +622,7 @@ _APPLIERS: dict[type, Callable[[State, Any], None]] = {
     MessagesNotAdmitted: messages.apply_not_admitted,
     FollowUpsCollected: messages.apply_collected,
     ArtifactStored: artifacts.apply_stored,
+    ArtifactsPurged: artifacts.apply_purged,
 }
 
 

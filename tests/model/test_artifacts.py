@@ -130,3 +130,28 @@ def test_an_unknown_task_or_attempt_is_not_found():
     _, a = running(w)
     assert code(w.store(evolve(a, task_id="nope"), host="h1")) == Code.not_found
     assert code(w.store(evolve(a, attempt=2), host="h1")) == Code.not_found
+
+
+# -- retention: purging the artifacts of an ended task ---------------------------------------
+
+
+@req("ARTIFACT-RETAIN/s2")
+def test_a_purge_drops_every_artifact_of_an_ended_task_and_the_history_keeps_what_they_were():
+    from amc.core.commands import PurgeArtifacts
+
+    w = World()
+    task_id, a = running(w)
+    shot = w.store(a, name="shot.png", size=100).reply.artifact
+    log = w.store(a, name="log.txt", sha256="c" * 64, size=20).reply.artifact
+    refused = w.run(PurgeArtifacts(now=w.now, task_id=task_id))
+    assert code(refused) == Code.invalid_request and "only an ended task" in refused.rejection.detail
+    assert w.report(a, "done").accepted
+    purged = w.run(PurgeArtifacts(now=w.now, task_id=task_id))
+    assert purged.accepted and w.task(task_id).artifacts == ()
+    assert history_type(w.log[-1]) == "artifacts_purged"
+    assert history_data(w.log[-1]) == {"ids": [shot.id, log.id], "bytes": 120}
+    again = w.run(PurgeArtifacts(now=w.now, task_id=task_id))
+    assert again.accepted and not again.events  # nothing left to drop
+    assert code(w.run(PurgeArtifacts(now=w.now, task_id="t_nope"))) == Code.not_found
+    w.restart()
+    assert w.task(task_id).artifacts == ()

@@ -50,6 +50,7 @@ EVENT_TAGS: dict[str, type] = {
     "follow_ups_collected": events.FollowUpsCollected,
     "attempt_released": events.AttemptReleased,
     "artifact_stored": events.ArtifactStored,
+    "artifacts_purged": events.ArtifactsPurged,
 }
 
 COMMAND_TAGS: dict[str, type] = dict(commands.NAMES)  # declared with the commands: metrics use them too
