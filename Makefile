@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 MUTANTS ?= 24
 FUZZ_CASES ?= 600
 
-.PHONY: test lint demo bench check mutation fuzz clean
+.PHONY: test lint demo bench bench-artifacts check mutation fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,12 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/kernel.py
+
+# Artifact uploads over HTTP against a real amc serve: MB/s and p50/p99 for 200 KiB and 2 MiB
+# from 1 and 8 hosts, the ratio to raw durable files, renewals/s quiet and during uploads.
+# About 1-2 minutes; figures in bench/RESULTS-artifacts.md.
+bench-artifacts: $(STAMP)
+	$(BIN)/python bench/artifacts_upload.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
