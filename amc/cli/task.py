@@ -21,8 +21,9 @@ from amc.core.lifecycle import MessageState, TaskStatus
 
 @click.group(epilog=EXIT_HELP)
 def task() -> None:
-    """Submit tasks and follow them: submit, list, show, watch, history, cancel; talk to
-    them while they run: steer, pause, resume, follow-up, messages.
+    """Submit tasks and follow them: submit, list, show, watch, history, cancel; read their
+    evidence: artifacts, logs; talk to them while they run: steer, pause, resume, follow-up,
+    messages.
 
     Every command takes --url (AMC_URL) and --token (AMC_TOKEN); without a token, the
     client token of .amc/tokens.json (what `amc up` writes) is used.
@@ -159,7 +160,20 @@ def show(app: Application, task_id: str) -> None:
     if app.as_json:
         app.display_json(found)
         return
-    app.display(task_detail(found, app.client.messages(task_id)["messages"], app.client.artifacts(task_id)))
+    app.display(task_detail(found, app.client.messages(task_id)["messages"], _artifacts_if_served(app, task_id)))
+
+
+def _artifacts_if_served(app: Application, task_id: str) -> list[dict]:
+    """The task's artifacts; none from a server without Part C (a v1 server answers 404 to
+    the route while the task itself is there)."""
+    from amc.cli.client import Refused
+
+    try:
+        return app.client.artifacts(task_id)
+    except Refused as error:
+        if error.status == 404:
+            return []
+        raise
 
 
 @task.command(name="list")
