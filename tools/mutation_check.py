@@ -226,6 +226,14 @@ MUTANTS: dict[str, list[Edit]] = {
             """if True:""",
         )
     ],
+    "artifacts-purged-from-a-running-task": [
+        Edit(
+            "amc.core.artifacts",
+            "purge",
+            """if task.status not in TERMINAL_STATUSES:""",
+            """if False:""",
+        )
+    ],
     "agent-fails-a-task-its-host-stopped": [
         Edit(
             "amc.core.execution",
