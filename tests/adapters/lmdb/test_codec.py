@@ -272,6 +272,12 @@ event_strategies = {
         steps=st.none() | st.lists(outcomes, max_size=3).map(tuple),
     ),
     events.ArtifactStored: st.builds(events.ArtifactStored, at=st.integers(0, 2**53), task_id=text, artifact=artifacts),
+    events.ArtifactsPurged: st.builds(
+        events.ArtifactsPurged,
+        at=st.integers(0, 2**53),
+        task_id=text,
+        artifacts=st.lists(artifacts, max_size=3).map(tuple),
+    ),
     events.HostRegistered: st.builds(
         events.HostRegistered,
         at=st.integers(0, 2**53),
