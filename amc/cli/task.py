@@ -256,10 +256,19 @@ def artifacts(app: Application, task_id: str, directory: Path | None, overwrite:
     if app.as_json:
         app.display_json({"artifacts": found})
         return
+    from amc.cli.views import artifacts_table, size_text, when
+
     if not found:
-        app.display(f"{task_id} has no artifacts.")
+        purges = [e for e in app.client.history(task_id)["events"] if e["type"] == "artifacts_purged"]
+        if purges:
+            gone = sum(len(e["data"]["ids"]) for e in purges)
+            app.display(
+                f"{task_id} has no artifacts: {gone} were purged at {when(purges[-1]['at'], date=True)} "
+                "(amc store gc --older-than)."
+            )
+        else:
+            app.display(f"{task_id} has no artifacts.")
         return
-    from amc.cli.views import artifacts_table, size_text
 
     app.display(artifacts_table(found))
     total = sum(artifact["size"] for artifact in found)

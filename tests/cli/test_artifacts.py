@@ -174,3 +174,21 @@ def test_download_names_an_artifact_whose_bytes_do_not_match_its_sha256_and_keep
     assert not list((target / "attempt-1").glob(".*.part"))
     assert (target / "attempt-1" / "open-output.txt").read_bytes() == b"all fine\n"
     assert good["sha256"] == hashlib.sha256(b"all fine\n").hexdigest()
+
+
+def test_download_names_an_artifact_whose_bytes_are_gone_from_the_server_and_keeps_the_others(cli, served, tmp_path):
+    client, host = served.caller(CLIENT), served.caller(HOST)
+    task = client.submit(TWO_STEPS)
+    host.register("h1", ["dev-1"])
+    lease = host.claim("h1")
+    host.start(task["id"], 1, lease["lease_id"])
+    host.upload(task["id"], 1, lease["lease_id"], "open-output.txt", b"all fine\n", "open", "text/plain; charset=utf-8")
+    gone = host.upload(task["id"], 1, lease["lease_id"], "look.png", PNG, "look", "image/png")
+    FileBlobStore.in_data_dir(tmp_path / "data").path_of(gone["sha256"]).unlink()
+
+    result = cli("task", "artifacts", task["id"], "--download", str(tmp_path / "down"), url=served.url, token=CLIENT)
+    assert result.exit_code == Exit.FAILED
+    assert "look.png (the bytes of artifact" in result.stderr and "are missing" in result.stderr
+    assert (tmp_path / "down" / "attempt-1" / "open-output.txt").read_bytes() == b"all fine\n"
+    logs = cli("task", "logs", task["id"], url=served.url, token=CLIENT)
+    assert "all fine" in logs.stdout  # a text/plain with a charset is a text artifact too

@@ -145,6 +145,9 @@ def test_gc_older_than_purges_the_artifacts_of_ended_tasks_with_the_server_stopp
         [event] = [e for e in client.history(task["id"]) if e["type"] == "artifacts_purged"]
         assert event["data"] == {"ids": [a["id"] for a in stored], "bytes": len(SHOT) + len(LOG)}
         assert client.task(task["id"])["status"] == "done"  # the task itself stays
+        env = {"AMC_URL": again.url, "AMC_TOKEN": CLIENT}
+        said = CliRunner().invoke(main, ["task", "artifacts", task["id"]], env=env, catch_exceptions=False)
+        assert said.exit_code == 0 and f"{task['id']} has no artifacts: 2 were purged at " in said.stdout
     finally:
         again.stop()
 
