@@ -37,12 +37,12 @@ from amc.core.commands import (
     Command,
     ExpireLeases,
     PostMessage,
+    PurgeArtifacts,
     RegisterHost,
     ReleaseAttempt,
     RenewLease,
     ReportResult,
     StartAttempt,
-    PurgeArtifacts,
     StoreArtifact,
     SubmitTask,
 )

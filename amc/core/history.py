@@ -8,8 +8,8 @@ and host registrations belong to no task.
 from __future__ import annotations
 
 from amc.core.events import (
-    ArtifactStored,
     ArtifactsPurged,
+    ArtifactStored,
     AttemptReleased,
     AttemptStarted,
     CancellationDelivered,

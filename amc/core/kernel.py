@@ -35,12 +35,12 @@ from amc.core.commands import (
     Command,
     ExpireLeases,
     PostMessage,
+    PurgeArtifacts,
     RegisterHost,
     ReleaseAttempt,
     RenewLease,
     ReportResult,
     StartAttempt,
-    PurgeArtifacts,
     StoreArtifact,
     SubmitTask,
 )
@@ -69,8 +69,8 @@ from amc.core.decisions import (  # noqa: F401  (replies are part of this module
 )
 from amc.core.errors import Code
 from amc.core.events import (
-    ArtifactStored,
     ArtifactsPurged,
+    ArtifactStored,
     AttemptReleased,
     AttemptStarted,
     CancellationDelivered,
