@@ -251,6 +251,12 @@ class BlobError(Exception):
     """The base of the errors a `BlobStore` raises on purpose."""
 
 
+class StorageUnavailable(Exception):
+    """A write could not be stored (a full disk, a store at its size ceiling, an IO error):
+    nothing of it was applied, and the same request may succeed later. The HTTP edge answers
+    503 `storage_unavailable` with `Retry-After` (specs/protocol.md, "Storage unavailable")."""
+
+
 class BlobTooLarge(BlobError):
     """An upload passed its byte limit; the writer has already thrown its bytes away."""
 

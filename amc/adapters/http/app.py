@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -83,7 +84,9 @@ from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.records import Boundary, DeviceSpec, Host, Message, Requirements, Task
 from amc.core.times import to_rfc3339
 from amc.core.waiting import waiting
-from amc.service import BlobStore, MemoryBlobStore, Service
+from amc.service import BlobStore, MemoryBlobStore, Service, StorageUnavailable
+
+log = logging.getLogger("amc.http")
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -179,10 +182,17 @@ class Api:
         return host
 
     async def catch_up(self) -> None:
-        """Apply due expiries before a read, so no read shows a lapsed lease as active."""
+        """Apply due expiries before a read, so no read shows a lapsed lease as active.
+
+        When the store cannot take the expiries (a full disk), the read is still served,
+        from the durable state: reads go on while writes are refused, and the expiries are
+        applied by the first read or timer tick after space comes back."""
         due = self.service.next_expiry()
         if due is not None and due <= self.service.clock.now():
-            await self.run(ExpireLeases(now=0))
+            try:
+                await self.run(ExpireLeases(now=0))
+            except StorageUnavailable as error:
+                log.warning("due lease expiries could not be stored before a read: %s", error)
 
     def drain(self) -> None:
         """The server is stopping: let every waiting claim answer now."""
