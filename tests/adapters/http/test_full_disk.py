@@ -46,6 +46,21 @@ def all_task_ids(client: Caller) -> list[str]:
             return ids
 
 
+def durable_view(client: Caller) -> list[dict]:
+    """Every task as the server shows it, less what is kept in memory only (progress, liveness)."""
+    tasks, after = [], None
+    while True:
+        page = client.tasks(limit=1000, **({"after": after} if after else {}))
+        tasks += page["tasks"]
+        if not (after := page["next"]):
+            break
+    for task in tasks:
+        task.pop("waiting", None)
+        for attempt in task["attempts"]:
+            attempt.pop("progress", None)
+    return sorted(tasks, key=lambda t: t["id"])
+
+
 def assert_storage_unavailable(response) -> None:
     assert response.status_code == 503, response.text
     assert response.json()["code"] == "storage_unavailable"
@@ -146,6 +161,7 @@ def test_a_full_disk_refuses_writes_with_503_serves_reads_loses_nothing_and_reco
                 host.renew(task_id, 1, lease["lease_id"])
                 recoveries += 1
             checked = ledger.check(client)
+            before_restart = durable_view(client)
         finally:
             served.stop()
         assert "OK" in store_verify(data)
@@ -153,6 +169,8 @@ def test_a_full_disk_refuses_writes_with_503_serves_reads_loses_nothing_and_reco
         served = Served(data, tokens=tokens, log=log)
         try:
             ledger.check(served.caller(CLIENT))
+            # What the server held in memory through the refused writes is what was on disk.
+            assert durable_view(served.caller(CLIENT)) == before_restart
         finally:
             served.stop()
     assert recoveries == CYCLES
