@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -173,12 +174,24 @@ def test_attempts_in_flight_follow_the_leader_to_another_server_and_a_cancel_sen
         eventually(lambda: standby_s.refused("POST", f"/v1/tasks/{cancelling}/cancel") >= 1, timeout=10)
         standby_b.stop()
         leader_b = serve(data, *options, tokens=tokens, port=port_b)  # the new leader, on the same store
+        listening = time.monotonic()
+        api_b = leader_b.caller(CLIENT_TOKEN)
+        eventually(
+            lambda: api_b.task(finishing)["attempts"][0]["renewals"] > renewed_on_a[finishing],
+            timeout=LEASE_SECONDS,
+            interval=0.01,
+            what="a renewal on the new leader",
+        )
+        # The agent's retries after a round without a leader: the renewer's (a quarter of the
+        # renewal interval) and the standbys' Retry-After (1 s); a lease is far longer.
+        followed_in = time.monotonic() - listening
+        print(f"first renewal on the new leader {followed_in:.2f} s after it listened")
+        assert followed_in < LEASE_SECONDS / 3
         out, err = cancel.communicate(timeout=20)
     finally:
         cancel.kill()
     assert cancel.returncode == 0, err
     assert json.loads(out)["cancellation"]["state"] == "pending"  # 202: it waits for the host
-    api_b = leader_b.caller(CLIENT_TOKEN)
     cancelled = api_b.wait_status(cancelling, "cancelled", timeout=20)
     done = api_b.wait_status(finishing, "done", timeout=30)
 
