@@ -87,8 +87,8 @@ class Campaign:
         self.lost: list[str] = []
 
     def serve(self) -> Served:
-        options = ("--port", str(self.port), "--lease-seconds", str(crashload.LEASE_SECONDS))
-        return Served(self.data, *options, tokens=self.tokens, log=self.log)
+        options = ("--lease-seconds", str(crashload.LEASE_SECONDS))
+        return Served(self.data, *options, tokens=self.tokens, port=self.port, log=self.log)
 
     async def run(self) -> None:
         served = self.serve()
