@@ -18,9 +18,7 @@ LISTENING = re.compile(r"listening on (http://\S+)")
 class Served:
     """An `amc serve` subprocess and a caller per token; on a free port, or on `port`."""
 
-    def __init__(
-        self, data: Path, *options: str, tokens: Path | None = None, port: int = 0, log: Path | None = None
-    ):
+    def __init__(self, data: Path, *options: str, tokens: Path | None = None, port: int = 0, log: Path | None = None):
         """`log`: a file for the server's stderr (appended to), for a run that logs more than a pipe holds."""
         command = [
             sys.executable,
