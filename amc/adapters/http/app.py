@@ -36,6 +36,7 @@ from starlette.routing import Match, Route
 from amc.adapters.http import access, bodies, wire
 from amc.adapters.http.artifacts import ArtifactRoutes
 from amc.adapters.http.auth import Authenticator, Principal
+from amc.adapters.http.console import Console
 from amc.adapters.http.liveness import HostLiveness, Progress, ProgressBoard
 from amc.adapters.http.longpoll import WorkSignal
 from amc.adapters.http.metrics import CONTENT_TYPE, Metrics
@@ -299,10 +300,17 @@ class Api:
     async def list_tasks(self, request: Request) -> Response:
         principal, _ = await self.begin(request)
         access.require_role(principal, "client", "admin")
-        status, limit, after = bodies.decode_list_query(request.query_params, self.settings.limits)
+        query = bodies.decode_list_query(request.query_params, self.settings.limits)
         await self.catch_up()
         try:
-            page = self.service.tasks(principal.scope, status, after, limit)
+            page = self.service.tasks(
+                principal.scope,
+                query.status,
+                query.after,
+                query.limit,
+                newest_first=query.newest_first,
+                label=query.label,
+            )
         except (ValueError, TypeError, KeyError):
             raise invalid("after: not a cursor from this server") from None
         # Read the hosts once for the page, if any of its tasks is queued.
@@ -589,6 +597,8 @@ class Api:
             Route("/metrics", self.metrics_text, methods=["GET"]),
             # Always routed: a non-admin is refused (403) before anyone learns the clock's kind.
             Route("/v1/admin/clock", self.advance_clock, methods=["POST"]),
+            # The web console's static files, last: no request of the API is matched against them.
+            *Console().routes(),
         ]
         return routes
 
