@@ -495,7 +495,12 @@ def decode_list_query(params: QueryParams, limits: Limits) -> ListQuery:
     label = None
     if "label" in params:
         key, equals, value = params["label"].partition("=")
-        if not equals or not key or len(key) > limits.max_map_string_length or len(value) > limits.max_map_string_length:
+        if (
+            not equals
+            or not key
+            or len(key) > limits.max_map_string_length
+            or len(value) > limits.max_map_string_length
+        ):
             raise InvalidRequest("label: must be key=value, as the task's labels hold them")
         label = (key, value)
     return ListQuery(status, int(text), after, order == "newest", label)

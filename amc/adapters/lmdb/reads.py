@@ -12,12 +12,12 @@ from collections.abc import Iterator
 
 import lmdb
 
+from amc import service as port
 from amc.adapters.lmdb import layout
 from amc.adapters.lmdb.store import Store, read_host, read_task, task_seq_key
 from amc.core.errors import InvalidRequest
 from amc.core.history import history_data, history_type
 from amc.core.records import Host, Task
-from amc import service as port
 from amc.service import HistoryEntry, Page, has_label
 
 
@@ -54,8 +54,10 @@ def tasks(
     if too_long:
         return Page([], None)  # nothing that long was ever stored (nor could be keyed)
     prefix = layout.listing_prefix(tenant, status)
-    keys = _newest_first(txn, store, prefix, start_seq - 1 if after else None) if newest_first else _oldest_first(
-        txn, store, prefix, start_seq
+    keys = (
+        _newest_first(txn, store, prefix, start_seq - 1 if after else None)
+        if newest_first
+        else _oldest_first(txn, store, prefix, start_seq)
     )
     found: list[Task] = []
     examined = 0
