@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 MUTANTS ?= 24
 FUZZ_CASES ?= 600
 
-.PHONY: test lint demo bench check mutation fuzz clean
+.PHONY: test lint demo bench bench-console check mutation fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/kernel.py
+
+# The web console's load times in headless Chromium: 1,000 devices on 100 hosts, 100,000
+# tasks (bench/RESULTS-console.md). About 2 minutes; needs /usr/bin/chromium.
+bench-console: $(STAMP)
+	$(BIN)/python bench/console.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
