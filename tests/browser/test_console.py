@@ -136,15 +136,55 @@ def test_cancel_from_the_page_ends_a_running_task_cancelled_with_the_interrupted
     snapshot(page, "task-cancelled")
 
 
+@pytest.mark.req("CONSOLE/s4")
+def test_skip_pause_and_resume_from_the_page_steer_a_running_task(stack, page, sign_in):
+    """While `hold` runs: skip `look` (confirmed) and pause; at the boundary the agent admits
+    both and the page reads paused; resume from the page, and the task ends done with `look`
+    not started, steered."""
+    plan = {
+        "steps": [
+            {"id": "hold", "action": "wait", "args": {"seconds": 5}},
+            {"id": "look", "action": "screenshot"},
+            {"id": "tree", "action": "ui_dump"},
+        ]
+    }
+    task = stack.acme.submit(plan, labels={"suite": "steer"})
+    running_step(stack.acme, task["id"], "hold")
+    sign_in(page, stack.tokens["acme"], f"#/task/{task['id']}")
+    page.select_option("#skip-step", "look")
+    page.click("#action-skip")
+    page.click("#confirm-skip")
+    expect(page.locator("#action-note")).to_have_text("Skip step: accepted.")
+    page.click("#action-pause")
+    expect(page.locator("#task-status .badge.paused")).to_be_visible(timeout=30_000)
+    page.click("#action-resume")
+    expect(page.locator("#task-status")).to_have_text("done", timeout=30_000)
+    expect(page.locator("[data-step=look]")).to_have_attribute("data-status", "not_started")
+    expect(page.locator("[data-step=look] .reason")).to_have_text("steered")
+    expect(page.locator("[data-step=tree]")).to_have_attribute("data-status", "completed")
+    intents = [(m["intent"], m["data"], m["state"]) for m in stack.acme.messages(task["id"])]
+    assert intents == [
+        ("steer", {"skip": ["look"]}, "completed"),
+        ("pause", None, "completed"),
+        ("resume", None, "completed"),
+    ]
+
+
 @pytest.mark.req("CONSOLE/s5")
 def test_a_status_change_appears_without_a_reload(stack, page, sign_in):
     task = stack.acme.submit(requirements={"serial": "no-such-phone"}, labels={"suite": "live"})
     sign_in(page, stack.tokens["acme"], f"#/task/{task['id']}")
     expect(page.locator("#task-status")).to_have_text("queued")
     expect(page.locator("#waiting")).to_contain_text("no device matches")
+    page.fill("#follow-up-text", "then look again")
+    page.click("#action-follow-up")
+    page.click("#confirm-follow-up")  # a follow-up cannot be taken back: the page asks first
+    follow_up = page.locator("#messages tr", has_text="then look again")
+    expect(follow_up).to_contain_text("queued")
     page.evaluate("window.notReloaded = true")
     stack.acme.cancel(task["id"], expect=200)
     expect(page.locator("#task-status")).to_have_text("cancelled")
+    expect(follow_up).to_contain_text("not_admitted")  # the task ended cancelled: no successor
     assert page.evaluate("window.notReloaded") is True
 
 
