@@ -99,6 +99,6 @@ def sign_in(stack):
     return open_signed_in
 
 
-def snapshot(tab, name: str) -> None:
+def snapshot(tab, name: str, full_page: bool = False) -> None:
     """Save the page as docs/console-<name>.png, the pictures the README shows."""
-    tab.screenshot(path=str(DOCS / f"console-{name}.png"), full_page=False)
+    tab.screenshot(path=str(DOCS / f"console-{name}.png"), full_page=full_page)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -117,7 +118,7 @@ def test_a_finished_task_shows_its_screenshot_and_its_ui_dump(stack, page, sign_
     expect(page.locator("[data-step=tree] pre.artifact-text")).to_have_text(dump)
     expect(page.locator("[data-step=look]")).to_contain_text("250 ms")
     expect(page.locator("#task-status")).to_have_text("done")
-    snapshot(page, "task")
+    snapshot(page, "task", full_page=True)
 
 
 @pytest.mark.req("CONSOLE/s4")
@@ -181,6 +182,11 @@ def test_a_status_change_appears_without_a_reload(stack, page, sign_in):
     page.click("#confirm-follow-up")  # a follow-up cannot be taken back: the page asks first
     follow_up = page.locator("#messages tr", has_text="then look again")
     expect(follow_up).to_contain_text("queued")
+    page.fill("#cancel-reason", "half typed")  # a refresh must not take this away
+    stack.acme.post_message(task["id"], "pause")
+    expect(page.locator("#messages tr", has_text="pause")).to_contain_text("completed")  # the server holds it at once
+    expect(page.locator("#cancel-reason")).to_have_value("half typed")
+    expect(page.locator("#cancel-reason")).to_be_focused()
     page.evaluate("window.notReloaded = true")
     stack.acme.cancel(task["id"], expect=200)
     expect(page.locator("#task-status")).to_have_text("cancelled")
@@ -228,10 +234,20 @@ def test_the_task_list_filters_by_label_and_the_submit_page_names_the_bad_step(s
     expect(rows).to_have_count(3)
     assert [rows.nth(n).get_attribute("data-task") for n in range(3)] == ids[::-1]  # newest first
     expect(rows.first).to_contain_text("no device matches")
+    page.click("a[data-page=tasks]")  # every task of the tenant, in every status, for the picture
+    expect(page.locator("#task-list tr[data-task]").nth(4)).to_be_visible()
     snapshot(page, "tasks")
     page.click("a[data-page=submit]")
-    bad = '{"plan": {"steps": [{"id": "open", "action": "launch", "args": {"package": "x"}}, {"id": "poke", "action": "tap", "args": {"x": 1}}]}}'
-    page.fill("#plan-editor", bad)
+    bad = {
+        "plan": {
+            "steps": [
+                {"id": "open", "action": "launch", "args": {"package": "com.android.settings"}},
+                {"id": "poke", "action": "tap", "args": {"x": 540}},
+            ]
+        },
+        "labels": {"from": "console"},
+    }
+    page.fill("#plan-editor", json.dumps(bad, indent=2))
     page.click("#submit-plan")
     expect(page.locator("li[data-step=poke] .step-error")).to_contain_text("requires argument 'y'")
     expect(page.locator("li[data-step=open] .step-error")).to_have_count(0)

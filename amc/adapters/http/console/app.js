@@ -18,6 +18,8 @@ const nav = document.getElementById("nav");
 const liveMode = document.getElementById("live");
 const signOutButton = document.getElementById("sign-out");
 
+const MIN_GAP_MS = 400;
+
 let page = null; // the page on show: {refresh(), task?(view), host?(view), stop?()}
 let live = null;
 let refreshing = null;
@@ -64,11 +66,14 @@ async function refresh() {
   refreshing = (async () => {
     do {
       again = false;
+      const began = performance.now();
       try {
         if (current === page && current) await current.refresh();
       } catch (error) {
         if (!(error instanceof SignedOut)) console.error(error);
       }
+      // A busy fleet sends many changes a second: re-read at most every MIN_GAP_MS.
+      if (again) await new Promise((resolve) => setTimeout(resolve, Math.max(0, MIN_GAP_MS - (performance.now() - began))));
     } while (again && current === page);
   })();
   try {

@@ -39,8 +39,15 @@ export function taskPage(main, where) {
   const urls = []; // object URLs of screenshots, revoked when the page goes
   const actionsNote = el("p", { id: "action-note", role: "status" });
   let current = null;
-  let actionsKey = null; // what the actions were built for: kept while it holds, so typing survives updates
-  let actionsBox = null;
+  let actionsKey = null; // what the actions on show were built for
+
+  // One slot per section, made once: a refresh fills them again, and leaves the actions (and
+  // what a person is typing there) in place unless what they offer changed.
+  const slots = {};
+  for (const name of ["header", "actions", "cancellation", "attempts", "steps", "messages", "history"]) {
+    slots[name] = el("div", { class: "slot", "data-slot": name });
+  }
+  replace(main, Object.values(slots));
 
   async function refresh() {
     const path = "/v1/tasks/" + encodeURIComponent(id);
@@ -52,20 +59,39 @@ export function taskPage(main, where) {
     ]);
     if (!task.ok) {
       const text = task.status === 404 ? "Task not found." : problemText(task);
-      replace(main, el("h1", null, "Task ", id), el("p", { class: "error", id: "task-error" }, text));
+      for (const slot of Object.values(slots)) replace(slot);
+      replace(slots.header, el("h1", null, "Task ", id), el("p", { class: "error", id: "task-error" }, text));
+      actionsKey = null;
       return;
     }
     current = task.data;
-    replace(
-      main,
-      header(task.data),
-      actionsFor(task.data),
-      cancellation(task.data),
-      attempts(task.data),
-      await steps(task.data, artifacts.ok ? artifacts.data.artifacts : []),
-      messageList(messages.ok ? messages.data.messages : []),
-      historyList(history.ok ? history.data.events : []),
-    );
+    const stepList = await steps(task.data, artifacts.ok ? artifacts.data.artifacts : []);
+    replace(slots.header, header(task.data));
+    const key = JSON.stringify([task.data.status, task.data.paused, task.data.held, notStarted(task.data)]);
+    if (key !== actionsKey) {
+      actionsKey = key;
+      rebuild(slots.actions, actions(task.data));
+    }
+    replace(slots.cancellation, cancellation(task.data));
+    replace(slots.attempts, attempts(task.data));
+    replace(slots.steps, stepList);
+    replace(slots.messages, messageList(messages.ok ? messages.data.messages : []));
+    replace(slots.history, historyList(history.ok ? history.data.events : []));
+  }
+
+  // Replaces the actions, carrying over what a person typed or picked, and the focus.
+  function rebuild(slot, fresh) {
+    const focused = document.activeElement && slot.contains(document.activeElement) ? document.activeElement.id : null;
+    const kept = new Map([...slot.querySelectorAll("input[id], select[id]")].map((field) => [field.id, field.value]));
+    replace(slot, fresh);
+    for (const [fieldId, value] of kept) {
+      const field = slot.querySelector("#" + CSS.escape(fieldId));
+      if (field && [...(field.options || [{ value }])].some((option) => option.value === value)) field.value = value;
+    }
+    if (focused) {
+      const field = slot.querySelector("#" + CSS.escape(focused));
+      if (field) field.focus();
+    }
   }
 
   function header(task) {
@@ -89,15 +115,6 @@ export function taskPage(main, where) {
       el("h1", null, "Task ", el("span", { id: "task-id" }, task.id), " ", el("span", { id: "task-status" }, statusBadges(task))),
       el("dl", { class: "facts" }, facts.map(([name, value]) => [el("dt", null, name), el("dd", null, value)])),
     );
-  }
-
-  function actionsFor(task) {
-    const key = JSON.stringify([task.status, task.paused, task.held, notStarted(task)]);
-    if (key !== actionsKey) {
-      actionsKey = key;
-      actionsBox = actions(task);
-    }
-    return actionsBox;
   }
 
   function actions(task) {
