@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -286,3 +287,39 @@ def test_with_the_event_stream_a_page_updates_live(stack, page, sign_in):
     expect(page.locator("#task-status")).to_have_text("queued")
     stack.acme.cancel(task["id"], expect=200)
     expect(page.locator("#task-status")).to_have_text("cancelled", timeout=3_000)
+
+
+def test_the_page_follows_the_event_stream_and_resumes_it_with_last_event_id(stack, page, sign_in):
+    """The stream as its contract says (served here by the browser itself, so this runs with
+    or without the server's): read with the token, an event re-reads the page, and a dropped
+    stream is asked again from the last id it delivered."""
+    task = stack.acme.submit(requirements={"serial": "no-such-phone"}, labels={"suite": "resume"})
+    asked: list[dict] = []
+
+    def serve_events(route):
+        asked.append(route.request.headers)
+        view = stack.acme.task(task["id"])
+        body = (
+            f": keep-alive\n\nid: 7-{len(asked)}\nevent: task\ndata: {json.dumps(view)}\n\n" if len(asked) < 3 else ""
+        )
+        route.fulfill(status=200, headers={"Content-Type": "text/event-stream"}, body=body)
+
+    page.route("**/v1/events", serve_events)
+    reads: list[str] = []
+    page.on("request", lambda request: reads.append(request.url) if request.url.endswith("/" + task["id"]) else None)
+    sign_in(page, stack.tokens["acme"], f"#/task/{task['id']}")
+    expect(page.locator("#task-status")).to_have_text("queued")
+    while_browsing(page, lambda: len(asked) >= 3, "the stream asked three times")
+    assert all(headers["authorization"] == f"Bearer {stack.tokens['acme']}" for headers in asked)
+    assert "last-event-id" not in asked[0]
+    assert [headers.get("last-event-id") for headers in asked[1:3]] == ["7-1", "7-2"]
+    while_browsing(page, lambda: len(reads) >= 3, "the task re-read after its events")
+    stack.acme.cancel(task["id"], expect=200)
+
+
+def while_browsing(tab, probe, what: str, timeout: float = 15.0) -> None:
+    """Wait for `probe()` while Playwright runs the page's handlers (a plain sleep would not)."""
+    deadline = time.monotonic() + timeout
+    while not probe():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        tab.wait_for_timeout(50)

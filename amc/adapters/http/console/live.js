@@ -78,13 +78,14 @@ export class Live {
       try {
         const absent = await this.stream();
         if (absent) return this.poll();
-        backoff = 1000; // the stream ended cleanly: reconnect at once
+        backoff = 1000; // the stream ended cleanly (a server restart, a proxy's timeout)
       } catch (error) {
         if (this.stopped || error instanceof SignedOut) return;
-        this.onMode("reconnecting…");
-        await new Promise((resolve) => (this.timer = setTimeout(resolve, backoff)));
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
       }
+      if (this.stopped) return;
+      this.onMode("reconnecting…");
+      await new Promise((resolve) => (this.timer = setTimeout(resolve, backoff / 2)));
     }
   }
 
