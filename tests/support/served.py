@@ -16,9 +16,9 @@ LISTENING = re.compile(r"listening on (http://\S+)")
 
 
 class Served:
-    """An `amc serve` subprocess and a caller per token."""
+    """An `amc serve` subprocess and a caller per token; on a free port, or on `port`."""
 
-    def __init__(self, data: Path, *options: str, tokens: Path | None = None):
+    def __init__(self, data: Path, *options: str, tokens: Path | None = None, port: int = 0):
         command = [
             sys.executable,
             "-c",
@@ -27,7 +27,7 @@ class Served:
             "--data",
             str(data),
             "--port",
-            "0",
+            str(port),
             "--log-level",
             "warning",
             *options,
