@@ -12,7 +12,7 @@ CRASH_KILLS ?= 20
 CRASH_CLIENTS ?= 30
 DISK_FULL_CYCLES ?= 10
 
-.PHONY: test lint demo bench check mutation fuzz crash clean
+.PHONY: test lint demo bench bench-console console-pictures check mutation fuzz crash clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,15 @@ crash: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/kernel.py
+
+# The web console's load times in headless Chromium: 1,000 devices on 100 hosts, 100,000
+# tasks (bench/RESULTS-console.md). About 2 minutes; needs /usr/bin/chromium.
+bench-console: $(STAMP)
+	$(BIN)/python bench/console.py
+
+# Retake the console's pictures in docs/ that the README shows (runs the browser tests).
+console-pictures: $(STAMP)
+	AMC_CONSOLE_PICTURES=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/browser
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
