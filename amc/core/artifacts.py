@@ -13,6 +13,11 @@ kernel decides whether the attempt may add that evidence, and records it on the 
 
 A refusal after the bytes were stored leaves an unreferenced blob, which the store's gc
 removes; a record is only ever made for bytes that are already durable.
+
+A result's (or a release's) step outcomes list the ids of the artifacts each step
+produced; `listing_problem` holds them to the truth: each id is an artifact the same
+attempt stored for that same step, listed once (ARTIFACT/s9). The outcome need not list
+every artifact of its step (an upload whose answer never came may still be recorded).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from amc.core.commands import StoreArtifact
 from amc.core.decisions import ArtifactRecorded, Decision, check_live, check_ownership, find_attempt, reject
 from amc.core.errors import Code
 from amc.core.events import ArtifactStored
-from amc.core.records import Artifact, Task, replace
+from amc.core.records import Artifact, StepOutcome, Task, replace
 from amc.core.state import State
 
 
@@ -43,6 +48,24 @@ def by_id(task: Task, artifact_id: str) -> Artifact | None:
     for artifact in task.artifacts:
         if artifact.id == artifact_id:
             return artifact
+    return None
+
+
+def listing_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> str | None:
+    """Why the artifact ids in attempt `number`'s step outcomes are not that attempt's
+    evidence of those steps, or None."""
+    if not any(outcome.artifacts for outcome in steps):
+        return None
+    steps_of = {a.id: a.step for a in task.artifacts if a.attempt == number}
+    for i, outcome in enumerate(steps):
+        for artifact_id in outcome.artifacts:
+            step = steps_of.get(artifact_id)
+            if step is None:
+                return f"steps[{i}].artifacts: {artifact_id!r} is not an artifact of attempt {number}"
+            if step != outcome.id:
+                return f"steps[{i}].artifacts: {artifact_id!r} is an artifact of step {step!r}, not of {outcome.id!r}"
+        if len(set(outcome.artifacts)) != len(outcome.artifacts):
+            return f"steps[{i}].artifacts: step {outcome.id!r} lists an artifact twice"
     return None
 
 
