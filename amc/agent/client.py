@@ -1,5 +1,6 @@
 """The Host Agent's side of the wire: register, claim, start, renew, acknowledge messages,
-report and release (specs/protocol.md Parts A and B, and "Release: a host gives an attempt back").
+upload artifacts, report and release (specs/protocol.md Parts A, B and C, and "Release: a
+host gives an attempt back").
 
 Every call ends in exactly one of three ways, because the agent's rules depend on which:
 
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,6 +32,10 @@ from amc.core.execution import RunProgress
 
 # Statuses that say "try again later" rather than "no".
 _RETRYABLE_4XX = (408, 429)
+# An upload's deadline grows with its size: the call's timeout plus the time to send the
+# bytes at this rate, far below any link a host and its control plane share.
+MIN_UPLOAD_BYTES_PER_SECOND = 1 << 20
+UPLOAD_CHUNK_BYTES = 1 << 16
 
 
 class Uncertain(Exception):
@@ -133,14 +140,48 @@ class ControlPlane:
         sent byte for byte (a retry must be identical)."""
         return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/release", body)
 
+    async def upload(
+        self, task_id: str, attempt: int, lease_id: str, step: str, name: str, path: Path, content_type: str
+    ) -> tuple[int, dict]:
+        """Store the file at `path` as artifact `name` of `step` (PUT .../artifacts/{name}):
+        the status (201 stored, 200 stored before) and the artifact. The bytes are streamed
+        from the file, so a retry sends the same bytes."""
+        size = path.stat().st_size
+        headers = {"Amc-Lease-Id": lease_id, "Content-Type": content_type, "Content-Length": str(size)}
+        response = await self._send(
+            "PUT",
+            f"/v1/tasks/{task_id}/attempts/{attempt}/artifacts/{name}",
+            _chunks(path),
+            params={"step": step},
+            headers=headers,
+            deadline=self.timeout + size / MIN_UPLOAD_BYTES_PER_SECOND,
+        )
+        return response.status_code, response.json()
+
     # -- plumbing ---------------------------------------------------------------------------
 
     async def _call(
         self, method: str, path: str, content: bytes | None = None, *, deadline: float | None = None
     ) -> Any:
+        response = await self._send(method, path, content, deadline=deadline)
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        content: bytes | AsyncIterator[bytes] | None = None,
+        *,
+        deadline: float | None = None,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """The 2xx answer, or `Rejected` / `Uncertain`."""
         try:
             async with asyncio.timeout(self.timeout if deadline is None else max(deadline, 0.001)):
-                response = await self._http.request(method, path, content=content)
+                response = await self._http.request(method, path, content=content, params=params, headers=headers)
         except TimeoutError:
             raise Uncertain(f"{method} {path}: no answer in time") from None
         except httpx.HTTPError as error:  # connection refused, reset, protocol errors
@@ -151,9 +192,14 @@ class ControlPlane:
         if status >= 400:
             code, detail = _problem(response)
             raise Rejected(status, code, detail)
-        if status == 204 or not response.content:
-            return None
-        return response.json()
+        return response
+
+
+async def _chunks(path: Path) -> AsyncIterator[bytes]:
+    """The file's bytes, read in a thread chunk by chunk (the loop keeps renewing leases)."""
+    with open(path, "rb") as file:
+        while chunk := await asyncio.to_thread(file.read, UPLOAD_CHUNK_BYTES):
+            yield chunk
 
 
 def _problem(response: httpx.Response) -> tuple[str, str]:

@@ -160,7 +160,6 @@ def make_agent(tmp_path):
             token=HOST_TOKENS[host_id],
             host_id=host_id,
             adb_port=adb_port,
-            artifacts_dir=tmp_path / f"artifacts-{host_id}",
             lease_seconds=lease_seconds,
             **options,
         )

@@ -183,7 +183,6 @@ class DemoRun:
             host_id,
             tokens[host_id]["token"],
             adb_port=simulator.server_port,
-            artifacts=self.workdir / "artifacts",
             scan_seconds=0.5,
             claim_wait=5,
             drain_timeout=drain_timeout,
