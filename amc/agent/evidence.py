@@ -124,7 +124,9 @@ class Evidence:
         ids, missing = [], []
         for what, path, media_type in items:
             try:
-                artifact_id, refusal = await self._upload(step.id, artifact_name(step.id, what, path.suffix), path, media_type)
+                artifact_id, refusal = await self._upload(
+                    step.id, artifact_name(step.id, what, path.suffix), path, media_type
+                )
             finally:
                 if not self.keep:
                     path.unlink(missing_ok=True)
