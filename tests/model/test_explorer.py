@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from amc.cli.model import model
@@ -92,3 +93,14 @@ def test_a_planted_part_c_bug_is_found_with_a_shortest_trace(monkeypatch):
     assert result.violation and all(v.startswith("I12") for v in result.violation)
     assert result.violation == ["I12: artifact t1/t1a1 was added by attempt 1 without a live lease"]
     assert result.trace == ["submit t1", "h1 registers d1", "claim h1", "report done t1#1", "store x=a t1#1"]
+
+
+@pytest.mark.req("ARTIFACT/s9")
+def test_a_step_outcome_listing_another_attempts_artifact_is_found(monkeypatch):
+    from amc.core import artifacts
+
+    monkeypatch.setattr(artifacts, "listing_problem", lambda task, number, steps: None)  # any id may be listed
+    result = explore(Scope(hosts=1, tasks=1, max_attempts=2, artifacts=2))
+    assert result.violation and all(v.startswith("I12") for v in result.violation)
+    assert "lists artifacts" in result.violation[0]
+    assert result.trace[-1].startswith("report done with evidence t1#2")
