@@ -117,11 +117,17 @@ class Evidence:
         """Upload what `step` produced: its observation's `file`, and its `output` if too long
         to report inline."""
         items: list[tuple[str, Path, str]] = []  # (what, file, content type)
+        ids: list[str] = []
+        missing: list[str] = []
         if file is not None:
             items.append((step.action, file, content_type or "application/octet-stream"))
         if output is not None and len(output) > INLINE_OUTPUT_CHARS:
-            items.append(("output", await self._write(artifact_name(step.id, "output", ".txt"), output), OUTPUT_TYPE))
-        ids, missing = [], []
+            path = self.directory / artifact_name(step.id, "output", ".txt")
+            try:
+                await asyncio.to_thread(_write_text, path, output)
+                items.append(("output", path, OUTPUT_TYPE))
+            except OSError as error:  # e.g. a full disk: the step's output is still reported inline
+                missing.append(f"output not stored: it could not be written to a local file: {error}")
         for what, path, media_type in items:
             try:
                 artifact_id, refusal = await self._upload(
@@ -140,11 +146,6 @@ class Evidence:
         """The attempt is over: remove its temporary directory (kept with ``--keep-artifacts``)."""
         if not self.keep:
             shutil.rmtree(self.directory, ignore_errors=True)
-
-    async def _write(self, name: str, text: str) -> Path:
-        path = self.directory / name
-        await asyncio.to_thread(_write_text, path, text)
-        return path
 
     async def _upload(self, step_id: str, name: str, path: Path, content_type: str) -> tuple[str | None, str]:
         """Send one file until a definite answer: (its artifact id, "") or (None, why not)."""
@@ -168,6 +169,9 @@ class Evidence:
                 else:
                     log.error("%s: upload of %s refused (%s)", self._label, name, error)
                 return None, f"{error.status} {error.code} ({error.detail})"
+            except OSError as error:  # the local file went away or cannot be read: sending again will not help
+                log.error("%s: cannot upload %s: %s", self._label, name, error)
+                return None, f"the local file could not be read: {error}"
             except (Uncertain, ValueError, KeyError, TypeError) as error:  # no answer, or not an artifact
                 log.warning("%s: upload of %s got no answer (%s); retrying in %.2g s", self._label, name, error, delay)
             else:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from amc.agent.client import Rejected
+from amc.agent.client import ControlPlane, Rejected
 from amc.agent.evidence import Evidence, Stored, artifact_name
 from amc.agent.wire import INLINE_OUTPUT_CHARS, TRUNCATED, ClaimedAttempt
 from amc.core.execution import Execution, StopReason
@@ -179,6 +179,21 @@ def test_an_artifacts_name_is_fixed_by_its_step_and_within_the_servers_rule(step
     assert artifact_name("a..c", "x", ".png") != artifact_name("a..b", "x", ".png")
 
 
+def one_screenshot() -> ClaimedAttempt:
+    """An attempt of a plan of one screenshot step."""
+    plan = Plan(steps=(Step(id="shot", action="screenshot"),))
+    return ClaimedAttempt(
+        task_id="t_1",
+        attempt=1,
+        lease_id="l_1",
+        lease_expires_at=10_000,
+        lease_ms=1000,
+        device="d1",
+        plan=plan,
+        cancel_requested=False,
+    )
+
+
 class RefusingServer:
     """A control plane that answers every upload with a lease refusal."""
 
@@ -191,16 +206,7 @@ class RefusingServer:
 
 
 def test_an_upload_refused_for_the_lease_is_lease_loss_and_nothing_more_is_sent(tmp_path):
-    assignment = ClaimedAttempt(
-        task_id="t_1",
-        attempt=1,
-        lease_id="l_1",
-        lease_expires_at=10_000,
-        lease_ms=1000,
-        device="d1",
-        plan=Plan(steps=(Step(id="shot", action="screenshot"),)),
-        cancel_requested=False,
-    )
+    assignment = one_screenshot()
     execution = Execution(assignment.plan, assignment.lease_expires_at)
     server, woken = RefusingServer(), []
     evidence = Evidence(server, assignment, execution, lambda: woken.append(1), tmp_path, False, (0.01, 0.01), "t")
@@ -215,3 +221,18 @@ def test_an_upload_refused_for_the_lease_is_lease_loss_and_nothing_more_is_sent(
         (), "screenshot not stored: 409 lease_expired (the lease ran out); output not stored: the lease was lost"
     )
     assert list(tmp_path.iterdir()) == []  # the temporary files are removed all the same
+
+
+def test_a_file_that_cannot_be_read_is_reported_not_retried(tmp_path):
+    assignment = one_screenshot()
+    server = ControlPlane("http://127.0.0.1:9", "token", "h1")  # never reached: the file is read first
+    evidence = Evidence(
+        server, assignment, Execution(assignment.plan, 10_000), lambda: None, tmp_path, False, (0, 0), "t"
+    )
+
+    stored = asyncio.run(evidence.store(Step(id="shot", action="screenshot"), tmp_path / "gone.png", "image/png"))
+
+    assert stored.artifacts == () and stored.missing.startswith(
+        "screenshot not stored: the local file could not be read"
+    )
+    assert [(u.tries, u.answer) for u in evidence.uploads] == [(1, None)]
