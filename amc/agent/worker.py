@@ -114,6 +114,7 @@ class AttemptRun:
             assignment,
             self.execution,
             self.changed,
+            self.acks.flush,
             executor.artifacts_dir,
             keep_artifacts,
             backoff,

@@ -9,6 +9,7 @@ import asyncio
 import hashlib
 import struct
 import tempfile
+import time
 import xml.etree.ElementTree as ElementTree
 import zlib
 from pathlib import Path
@@ -20,7 +21,7 @@ from amc.agent.evidence import Evidence, Stored, artifact_name
 from amc.agent.wire import INLINE_OUTPUT_CHARS, TRUNCATED, ClaimedAttempt
 from amc.core.execution import Execution, StopReason
 from amc.core.records import Plan, Step
-from tests.agent.helpers import shell
+from tests.agent.helpers import eventually, shell, wait_running
 
 req = pytest.mark.req
 
@@ -194,6 +195,10 @@ def one_screenshot() -> ClaimedAttempt:
     )
 
 
+async def nothing_to_wait_for() -> None:
+    """No acknowledgement is outstanding."""
+
+
 class RefusingServer:
     """A control plane that answers every upload with a lease refusal."""
 
@@ -209,7 +214,9 @@ def test_an_upload_refused_for_the_lease_is_lease_loss_and_nothing_more_is_sent(
     assignment = one_screenshot()
     execution = Execution(assignment.plan, assignment.lease_expires_at)
     server, woken = RefusingServer(), []
-    evidence = Evidence(server, assignment, execution, lambda: woken.append(1), tmp_path, False, (0.01, 0.01), "t")
+    evidence = Evidence(
+        server, assignment, execution, lambda: woken.append(1), nothing_to_wait_for, tmp_path, False, (0.01, 0.01), "t"
+    )
     shot = tmp_path / "shot.png"
     shot.write_bytes(b"png")
 
@@ -226,9 +233,8 @@ def test_an_upload_refused_for_the_lease_is_lease_loss_and_nothing_more_is_sent(
 def test_a_file_that_cannot_be_read_is_reported_not_retried(tmp_path):
     assignment = one_screenshot()
     server = ControlPlane("http://127.0.0.1:9", "token", "h1")  # never reached: the file is read first
-    evidence = Evidence(
-        server, assignment, Execution(assignment.plan, 10_000), lambda: None, tmp_path, False, (0, 0), "t"
-    )
+    execution = Execution(assignment.plan, 10_000)
+    evidence = Evidence(server, assignment, execution, lambda: None, nothing_to_wait_for, tmp_path, False, (0, 0), "t")
 
     stored = asyncio.run(evidence.store(Step(id="shot", action="screenshot"), tmp_path / "gone.png", "image/png"))
 
@@ -236,3 +242,26 @@ def test_a_file_that_cannot_be_read_is_reported_not_retried(tmp_path):
         "screenshot not stored: the local file could not be read"
     )
     assert [(u.tries, u.answer) for u in evidence.uploads] == [(1, None)]
+
+
+@req("AGENT-EVIDENCE/s1")
+def test_a_step_a_steer_inserted_stores_its_evidence_once_the_server_knows_the_step(server, sim, make_agent, proxy_to):
+    """The server takes evidence of an inserted step only once it has the host's admission of
+    the steer: the agent's uploads wait for its acknowledgements, however slow they are."""
+    proxy = proxy_to(server.port)
+    make_agent(proxy.url, sim.server_port, lease_seconds=1.0)
+    task_id = server.api.submit({"steps": [shell("a", "sleep 1"), shell("b", "echo b")]})["id"]
+    wait_running(sim, "amc-sim-01", "sleep 1")
+    proxy.hold(b"/messages/")  # the admission reaches the server late
+    message = server.api.post_message(task_id, "steer", data={"insert_after": "a", "steps": [SHOT]})
+    eventually(lambda: proxy.held, 10, what="the admission held")
+    time.sleep(0.5)  # meanwhile the inserted screenshot has run
+    proxy.release()
+
+    task = server.api.wait_status(task_id)
+
+    assert task["status"] == "done", task
+    assert server.api.message(task_id, message["id"])["state"] == "completed"
+    (stored,) = server.api.artifacts(task_id)
+    assert stored["step"] == "shot"
+    assert step_artifacts(task) == {"a": [], "shot": [stored["id"]], "b": []}
