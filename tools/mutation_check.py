@@ -234,6 +234,14 @@ MUTANTS: dict[str, list[Edit]] = {
             """if False:""",
         )
     ],
+    "step-lists-another-steps-artifact": [
+        Edit(
+            "amc.core.artifacts",
+            "listing_problem",
+            """if step != outcome.id:""",
+            """if step is None:""",
+        )
+    ],
     "agent-fails-a-task-its-host-stopped": [
         Edit(
             "amc.core.execution",

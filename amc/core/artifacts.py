@@ -19,6 +19,11 @@ store gc --older-than`): all of them at once, with an `artifacts_purged` event t
 what they were. The task reads as if it had stored none (a read of one is 404), and their
 bytes, now unreferenced, go at the store's next gc. A task that has not ended keeps its
 evidence: its host may still add to it.
+
+A result's (or a release's) step outcomes list the ids of the artifacts each step
+produced; `listing_problem` holds them to the truth: each id is an artifact the same
+attempt stored for that same step, listed once (ARTIFACT/s9). The outcome need not list
+every artifact of its step (an upload whose answer never came may still be recorded).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from amc.core.decisions import ArtifactRecorded, Decision, check_live, check_own
 from amc.core.errors import Code
 from amc.core.events import ArtifactsPurged, ArtifactStored
 from amc.core.lifecycle import TERMINAL_STATUSES
-from amc.core.records import Artifact, Task, replace
+from amc.core.records import Artifact, StepOutcome, Task, replace
 from amc.core.state import State
 
 
@@ -50,6 +55,24 @@ def by_id(task: Task, artifact_id: str) -> Artifact | None:
     for artifact in task.artifacts:
         if artifact.id == artifact_id:
             return artifact
+    return None
+
+
+def listing_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> str | None:
+    """Why the artifact ids in attempt `number`'s step outcomes are not that attempt's
+    evidence of those steps, or None."""
+    if not any(outcome.artifacts for outcome in steps):
+        return None
+    steps_of = {a.id: a.step for a in task.artifacts if a.attempt == number}
+    for i, outcome in enumerate(steps):
+        for artifact_id in outcome.artifacts:
+            step = steps_of.get(artifact_id)
+            if step is None:
+                return f"steps[{i}].artifacts: {artifact_id!r} is not an artifact of attempt {number}"
+            if step != outcome.id:
+                return f"steps[{i}].artifacts: {artifact_id!r} is an artifact of step {step!r}, not of {outcome.id!r}"
+        if len(set(outcome.artifacts)) != len(outcome.artifacts):
+            return f"steps[{i}].artifacts: step {outcome.id!r} lists an artifact twice"
     return None
 
 

@@ -60,7 +60,6 @@ def stack(tmp_path_factory, chromium):  # noqa: F811  (chromium first: no stack 
             "h1",
             tokens["h1"],
             adb_port=simulator.server_port,
-            artifacts=work / "artifacts",
             claim_wait=2,
             drain_timeout=1,
             log_level="warning",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from amc.cli.model import model
@@ -108,3 +109,14 @@ def test_a_planted_purge_of_a_running_task_is_found(monkeypatch):
     result = explore(Scope(hosts=1, tasks=1, max_attempts=1, artifacts=2))
     assert result.violation == ["I12: artifacts of task t1 were changed or removed"]
     assert result.trace[-1] == "purge t1"
+
+
+@pytest.mark.req("ARTIFACT/s9")
+def test_a_step_outcome_listing_another_attempts_artifact_is_found(monkeypatch):
+    from amc.core import artifacts
+
+    monkeypatch.setattr(artifacts, "listing_problem", lambda task, number, steps: None)  # any id may be listed
+    result = explore(Scope(hosts=1, tasks=1, max_attempts=2, artifacts=2))
+    assert result.violation and all(v.startswith("I12") for v in result.violation)
+    assert "lists artifacts" in result.violation[0]
+    assert result.trace[-1].startswith("report done with evidence t1#2")

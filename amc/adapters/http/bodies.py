@@ -189,6 +189,7 @@ class StepOutcomeBody:
     started_at: str | None = None
     ended_at: str | None = None
     output: str | None = None
+    artifacts: list[str] | None = None  # Part C: ids of the step's artifacts
 
 
 @attrs.frozen(kw_only=True)
@@ -362,6 +363,8 @@ def _step_outcomes(steps: list[StepOutcomeBody] | None, limits: Limits) -> tuple
             raise InvalidRequest(f"{where}.reason: at most {limits.max_reason_length} characters")
         if step.output is not None and len(step.output) > limits.max_string_length:
             raise InvalidRequest(f"{where}.output: at most {limits.max_string_length} characters")
+        if any(len(artifact_id) > limits.max_id_length for artifact_id in step.artifacts or ()):
+            raise InvalidRequest(f"{where}.artifacts: an artifact id has at most {limits.max_id_length} characters")
         outcomes.append(
             StepOutcome(
                 id=step.id,
@@ -370,6 +373,7 @@ def _step_outcomes(steps: list[StepOutcomeBody] | None, limits: Limits) -> tuple
                 started_at=_time(f"{where}.started_at", step.started_at),
                 ended_at=_time(f"{where}.ended_at", step.ended_at),
                 output=step.output,
+                artifacts=tuple(step.artifacts or ()),
             )
         )
     return tuple(outcomes)
