@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from amc.core.errors import InvalidRequest
+from amc.service import NotLeader
 
 log = logging.getLogger("amc.http")
 
@@ -48,6 +49,7 @@ CODES: dict[str, tuple[int, str]] = {
     "no_cancellation_requested": (409, "No cancellation was requested"),
     "message_conflict": (409, "Message state conflict"),
     "artifact_conflict": (409, "An artifact of this name holds other bytes"),
+    "not_leader": (503, "This server is a standby"),
 }
 
 
@@ -126,6 +128,20 @@ async def on_http(request: Request, exc: HTTPException) -> Response:
     return problem_response(code, _shown(request, str(exc.detail)), exc.status_code)
 
 
+# How long a caller of a standby waits before it tries again (`Retry-After`, seconds): a
+# takeover takes about a second (specs/design.md, PostgreSQL).
+STANDBY_RETRY_AFTER_S = 1
+
+
+def not_leader_response(detail: str) -> Response:
+    return problem_response("not_leader", detail, headers={"Retry-After": str(STANDBY_RETRY_AFTER_S)})
+
+
+async def _on_not_leader(request: Request, exc: NotLeader) -> Response:
+    # The server stopped leading while the command waited: the caller tries the leader.
+    return not_leader_response(str(exc) or "this server is not the leader")
+
+
 async def _on_bug(request: Request, exc: Exception) -> Response:
     # A bug, never bad input: log it (with the path, never the headers) and say nothing more.
     log.error("internal error on %s %s", request.method, _shown(request, request.url.path), exc_info=exc)
@@ -136,6 +152,7 @@ async def _on_bug(request: Request, exc: Exception) -> Response:
 EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Any], Awaitable[Response]]] = {
     Problem: on_problem,
     InvalidRequest: _on_invalid,
+    NotLeader: _on_not_leader,
     HTTPException: on_http,
     Exception: _on_bug,
 }
