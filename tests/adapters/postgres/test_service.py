@@ -99,6 +99,7 @@ def test_a_second_server_stands_by_and_takes_over_when_the_leader_closes(pg_url)
     assert verify(pg_url) == []
 
 
+@pytest.mark.req("HA")
 def test_a_deposed_leader_commits_nothing_and_stands_by(pg_url):
     leader = PostgresService.open(pg_url, poll_s=60, lease_s=30)  # no heartbeat: only the epoch check stops it
     try:
@@ -117,6 +118,7 @@ def test_a_deposed_leader_commits_nothing_and_stands_by(pg_url):
         leader.close()
 
 
+@pytest.mark.req("HA/s5")
 def test_a_cut_connection_ends_the_term_and_a_standby_leads(pg_url):
     first = PostgresService.open(pg_url, name="first", **FAST)
     second = PostgresService.open(pg_url, name="second", poll_s=0.05, lease_s=2.0)
