@@ -9,9 +9,20 @@ from pathlib import Path
 
 import click
 
+from amc.cli import postgres_store
 from amc.cli.options import data_option
 
 _DATA = data_option("The data directory: a store, or a server's --data directory holding one in store/.")
+# Which store: the LMDB one in --data (the default), or a PostgreSQL database by its URL.
+_STORE = click.option(
+    "--store",
+    "store_url",
+    default=None,
+    envvar="AMC_STORE",
+    show_envvar=True,
+    metavar="postgresql://...",
+    help="Check a PostgreSQL store instead of the LMDB store in --data.",
+)
 
 
 def _store_dir(data: Path) -> Path:
@@ -23,19 +34,33 @@ def _store_dir(data: Path) -> Path:
     return data
 
 
+def _postgres(store_url: str | None, command: str = "verify") -> bool:
+    """Run `command` on the PostgreSQL store `store_url` names, if it names one (the one place
+    this module opens a store other than LMDB; amc/cli/postgres_store.py does the work)."""
+    if store_url is None or store_url in ("auto", "lmdb"):
+        return False
+    if not postgres_store.is_postgres(store_url):
+        raise click.BadParameter("expected a postgresql:// URL", param_hint="--store")
+    getattr(postgres_store, command)(store_url)
+    return True
+
+
 @click.group()
 def store() -> None:
-    """Check and inspect an amc store."""
+    """Check and inspect an amc store; copy one into PostgreSQL."""
 
 
 @store.command()
 @_DATA
-def verify(data: Path) -> None:
+@_STORE
+def verify(data: Path, store_url: str | None) -> None:
     """Replay the event log and compare it with the records, the indexes and the invariants.
 
     Prints OK, or each difference found; exits 1 when there are differences and 2 when the
     directory holds no readable store.
     """
+    if _postgres(store_url):
+        return
     from amc.adapters.lmdb import StoreError, check
 
     path = _store_dir(data)
@@ -58,8 +83,11 @@ def verify(data: Path) -> None:
 
 @store.command()
 @_DATA
-def info(data: Path) -> None:
+@_STORE
+def info(data: Path, store_url: str | None) -> None:
     """Print the store's schema version, counts, size and clock."""
+    if _postgres(store_url, "info"):
+        return
     from amc.adapters.lmdb import StoreError, layout
     from amc.adapters.lmdb.store import Store
     from amc.core.times import to_rfc3339
@@ -86,3 +114,7 @@ def info(data: Path) -> None:
     for label, key in (("latest time", layout.META_LAST_TIME), ("manual clock", layout.META_MANUAL_NOW)):
         if (value := meta[key]) is not None:
             click.echo(f"{label + ':':<16}{to_rfc3339(layout.read_u64(value))}")
+
+
+# `amc store migrate` lives with the other PostgreSQL commands (it imports nothing at load).
+store.add_command(postgres_store.migrate)

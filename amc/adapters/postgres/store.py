@@ -188,3 +188,35 @@ def hosts(conn: psycopg.Connection) -> list[Host]:
 def next_expiry(conn: psycopg.Connection) -> int | None:
     row = conn.execute("SELECT min(lease_expires_at) FROM amc_tasks").fetchone()
     return None if row is None or row[0] is None else int(row[0])
+
+
+# --- what `amc store info` shows -----------------------------------------------------------
+
+
+def summary(conn: psycopg.Connection) -> dict[str, Any]:
+    """Counts, versions, the leadership and the clock, from one statement each."""
+    counted = conn.execute(
+        "SELECT (SELECT count(*) FROM amc_events), (SELECT count(*) FROM amc_tasks),"
+        " (SELECT count(*) FROM amc_tasks WHERE status = 'queued'),"
+        " (SELECT count(*) FROM amc_tasks WHERE lease_expires_at IS NOT NULL),"
+        " (SELECT count(*) FROM amc_hosts), (SELECT count(*) FROM amc_blobs),"
+        " (SELECT coalesce(sum(size), 0) FROM amc_blobs), pg_database_size(current_database())"
+    ).fetchone()
+    assert counted is not None
+    events, tasks_, queued, leased, hosts_, blobs, blob_bytes, size = (int(v) for v in counted)
+    leadership = conn.execute("SELECT epoch, leader, elected_at FROM amc_leadership WHERE id = 1").fetchone()
+    meta: dict[str, str] = dict(conn.execute("SELECT key, value FROM amc_meta").fetchall())
+    return {
+        "events": events,
+        "tasks": tasks_,
+        "queued": queued,
+        "leased": leased,
+        "hosts": hosts_,
+        "blobs": blobs,
+        "blob_bytes": blob_bytes,
+        "database_bytes": size,
+        "epoch": leadership[0] if leadership else None,
+        "leader": leadership[1] if leadership else None,
+        "elected_at": leadership[2] if leadership else None,
+        "meta": meta,
+    }
