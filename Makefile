@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 MUTANTS ?= 24
 FUZZ_CASES ?= 600
 
-.PHONY: test lint demo bench check mutation fuzz clean
+.PHONY: test lint demo bench check mutation fuzz failover bench-postgres clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,17 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/kernel.py
+
+# The PostgreSQL store (each starts a throwaway cluster of Debian's PostgreSQL; see tests/support/postgres.py).
+# failover: two amc serve on one database under load, the leader SIGKILLed KILLS times; prints kill-to-lead and
+# kill-to-first-renewal times and the acknowledged commands checked / lost (exits 1 on any loss). About 2 minutes.
+KILLS ?= 10
+failover: $(STAMP)
+	PYTHONPATH=. $(BIN)/python bench/failover.py --kills $(KILLS)
+
+# Durable commands/s with 1, 8 and 64 callers: amc on PostgreSQL, amc on LMDB and a SKIP LOCKED job-queue peer.
+bench-postgres: $(STAMP)
+	PYTHONPATH=. $(BIN)/python bench/postgres.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

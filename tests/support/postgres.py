@@ -12,6 +12,7 @@ Without the binaries the tests that need them skip, naming what is missing; with
 from __future__ import annotations
 
 import contextlib
+import glob
 import itertools
 import os
 import pwd
@@ -27,13 +28,16 @@ import pytest
 
 from tests.support.waiting import free_port
 
-BIN_DIRS = ("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin")
+BIN_GLOB = "/usr/lib/postgresql/*/bin"  # Debian's layout; the newest version installed wins
 SYSTEM_USER = "postgres"
 REQUIRE = "AMC_REQUIRE_POSTGRES"
 
 
 def find_binaries() -> Path | None:
-    for directory in (os.environ.get("AMC_POSTGRES_BIN"), *BIN_DIRS):
+    installed = sorted(
+        glob.glob(BIN_GLOB), key=lambda d: int(Path(d).parent.name) if Path(d).parent.name.isdigit() else 0
+    )
+    for directory in (os.environ.get("AMC_POSTGRES_BIN"), *reversed(installed)):
         if directory and (Path(directory) / "postgres").exists() and (Path(directory) / "initdb").exists():
             return Path(directory)
     found = shutil.which("initdb")

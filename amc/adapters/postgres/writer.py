@@ -11,9 +11,11 @@ batch gathers.
 What differs is fencing. A writer belongs to one term: it was started when this server
 took the leadership with epoch E (leadership.py), and every transaction begins with
 
-    SELECT epoch FROM amc_leadership WHERE id = 1 FOR SHARE
+    SELECT 1 / (epoch = E)::int FROM amc_leadership WHERE id = 1 FOR SHARE
 
-and writes nothing unless the epoch is still E. The row lock it takes is what makes this
+which fails the transaction unless the epoch is still E, so nothing after it is written.
+(The check is made inside the server rather than compared by the writer so that the whole
+transaction, check, writes and COMMIT, travels as one pipeline: one round trip per batch.) The row lock it takes is what makes this
 safe: a server that takes over bumps the epoch with an UPDATE of that row, which waits until
 every transaction that already checked E has ended, and any transaction that begins after
 the bump sees the new epoch. So a commit of this writer either happened before the new
@@ -56,7 +58,8 @@ log = logging.getLogger("amc.store")
 
 _STOP: Any = object()
 
-EPOCH_CHECK = "SELECT epoch FROM amc_leadership WHERE id = 1 FOR SHARE"
+# The fence: share-lock the leadership row and fail (division by zero) unless its epoch is ours.
+FENCE = "SELECT 1 / (epoch = %s)::int FROM amc_leadership WHERE id = 1 FOR SHARE"
 INSERT_EVENT = "INSERT INTO amc_events (seq, task_seq, body) VALUES (%s, %s, %s)"
 UPSERT_TASK = (
     "INSERT INTO amc_tasks (seq, id, tenant, status, lease_expires_at, body) VALUES (%s, %s, %s, %s, %s, %s) "
@@ -285,20 +288,23 @@ class Writer:
             self.on_lost(self.epoch)
 
     def _commit(self, prepared: _Prepared) -> None:
-        """One transaction: the epoch check, then every write of the batch."""
+        """One transaction: the epoch check, then every write of the batch, sent as one
+        pipeline (one round trip). The check fails the transaction inside the server when
+        the epoch moved, so everything after it, the COMMIT included, does nothing."""
         conn = self.conn
-        with conn.transaction(), conn.cursor() as cursor:
-            row = cursor.execute(EPOCH_CHECK).fetchone()
-            if row is None or row[0] != self.epoch:
-                raise Deposed(f"the leadership epoch is {row and row[0]}, not {self.epoch}: another server leads")
-            if prepared.events:
-                cursor.executemany(INSERT_EVENT, prepared.events)
-            if prepared.tasks:
-                cursor.executemany(UPSERT_TASK, prepared.tasks)
-            if prepared.hosts:
-                cursor.executemany(UPSERT_HOST, prepared.hosts)
-            if prepared.meta:
-                cursor.executemany(UPSERT_META, prepared.meta)
+        try:
+            with conn.pipeline(), conn.transaction(), conn.cursor() as cursor:
+                cursor.execute(FENCE, (self.epoch,))
+                if prepared.events:
+                    cursor.executemany(INSERT_EVENT, prepared.events)
+                if prepared.tasks:
+                    cursor.executemany(UPSERT_TASK, prepared.tasks)
+                if prepared.hosts:
+                    cursor.executemany(UPSERT_HOST, prepared.hosts)
+                if prepared.meta:
+                    cursor.executemany(UPSERT_META, prepared.meta)
+        except psycopg.errors.DivisionByZero:
+            raise Deposed(f"the leadership epoch is no longer {self.epoch}: another server leads") from None
 
     def _decide(self, batch: list[Work]) -> _Prepared:
         state = self.state
