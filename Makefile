@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 MUTANTS ?= 24
 FUZZ_CASES ?= 600
 
-.PHONY: test lint demo bench check mutation fuzz failover bench-postgres clean
+.PHONY: test lint demo bench check mutation fuzz failover bench-postgres conformance-postgres clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,11 +53,15 @@ bench: $(STAMP)
 # kill-to-first-renewal times and the acknowledged commands checked / lost (exits 1 on any loss). About 2 minutes.
 KILLS ?= 10
 failover: $(STAMP)
-	PYTHONPATH=. $(BIN)/python bench/failover.py --kills $(KILLS)
+	PYTHONPATH=. $(BIN)/python -P bench/failover.py --kills $(KILLS)
+
+# The whole conformance suite against amc serve --store postgresql://... (restarts included); about 2 minutes.
+conformance-postgres: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -P -c "import sys; from tests.adapters.postgres.test_conformance import main; sys.exit(main())"
 
 # Durable commands/s with 1, 8 and 64 callers: amc on PostgreSQL, amc on LMDB and a SKIP LOCKED job-queue peer.
 bench-postgres: $(STAMP)
-	PYTHONPATH=. $(BIN)/python bench/postgres.py
+	PYTHONPATH=. $(BIN)/python -P bench/postgres.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

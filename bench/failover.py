@@ -13,7 +13,7 @@ cancel is recorded or the task ended; a message is there), the log replayed equa
 records and the invariants hold (`verify`), and the attempts the hosts held across a kill
 renewed with the same lease id; leases that lapsed are counted (`lease_expired` events).
 
-Run: PYTHONPATH=. python bench/failover.py [--kills 10] [--interval 4] [--hosts 4]
+Run: PYTHONPATH=. python -P bench/failover.py [--kills 10] [--interval 4] [--hosts 4]
 Prints the figures of the README's failover table; exits 1 if anything acknowledged was lost.
 """
 
@@ -105,7 +105,7 @@ def client_loop(follower: Follower, n: int, ledger: Ledger, stop: threading.Even
                 ledger.submitted.add(task_id)
                 ledger.counts["submit"] += 1
             if rng.random() < 0.2:
-                posted = follower.request("POST", f"/v1/tasks/{task_id}/messages", {"intent": "note", "text": "hi"})
+                posted = follower.request("POST", f"/v1/tasks/{task_id}/messages", {"intent": "steer", "text": "take your time"})
                 if posted.status_code == 201:
                     with ledger.lock:
                         ledger.messages[posted.json()["id"]] = task_id

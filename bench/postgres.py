@@ -15,7 +15,7 @@ peer
     each caller its own psycopg connection. It keeps no event log and no history, so it
     writes less per command than amc does.
 
-Run: PYTHONPATH=. python bench/postgres.py [--seconds 5] [--callers 1,8,64]
+Run: PYTHONPATH=. python -P bench/postgres.py [--seconds 5] [--callers 1,8,64]
 (the cluster comes from tests/support/postgres.py: initdb into a temporary directory).
 """
 
