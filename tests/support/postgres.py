@@ -2,7 +2,7 @@
 
 `initdb` into a new temporary directory and `postgres` on a free loopback port, trust
 authentication, no Unix socket. PostgreSQL refuses to run as root, so when we are root
-(CI is) both run as the `postgres` system user (`runuser`), which owns the directory. One
+(CI is) both run as the `postgres` system user (`setpriv`), which owns the directory. One
 cluster per test session (per xdist worker), a fresh database per test (`pg_url`).
 
 Without the binaries the tests that need them skip, naming what is missing; with
@@ -72,7 +72,11 @@ class Cluster:
         self._names = itertools.count(1)
 
     def _as_owner(self, argv: list[str]) -> list[str]:
-        return ["runuser", "-u", SYSTEM_USER, "--", *argv] if os.geteuid() == 0 else argv
+        # setpriv execs the program itself (runuser would stay in between as its parent), so
+        # the process we signal to stop the server is the server.
+        if os.geteuid() != 0:
+            return argv
+        return ["setpriv", f"--reuid={SYSTEM_USER}", f"--regid={SYSTEM_USER}", "--init-groups", *argv]
 
     def start(self) -> Cluster:
         if os.geteuid() == 0:

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from amc.adapters.postgres.verify import verify
-from tests.support.failover import Follower, Server, health, write_tokens
+from tests.support.failover import Follower, Server, health, run_failover, write_tokens
 from tests.support.plans import PLAN
 from tests.support.waiting import eventually
 
@@ -102,3 +102,13 @@ def test_a_leader_paused_past_the_handover_never_commits_again(pair, pg_url):
         assert sorted(k for (k,) in keys) == ["after", "before"]
         assert conn.execute("SELECT epoch FROM amc_leadership").fetchone() == (2,)
     assert verify(pg_url) == []
+
+
+@pytest.mark.req("HA", "HA/s2", "HA/s3")
+def test_failover_under_load_loses_no_acknowledged_command(pg_cluster, tmp_path):
+    """`make failover` bounded: two kills of the leader under load from hosts and a client."""
+    report = run_failover(pg_cluster, tmp_path, kills=2, interval=2.5, hosts=2, clients=1)
+    assert len(report.takeovers) == 2 and max(report.takeovers) < 5, report.takeovers
+    assert report.counts.get("submit", 0) > 0 and report.counts.get("renew", 0) > 0, report.counts
+    assert report.kept_leases > 0, "no attempt held across a kill renewed with its lease id"
+    assert report.lost == [] and report.differences == []
