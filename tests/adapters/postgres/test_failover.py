@@ -112,3 +112,28 @@ def test_failover_under_load_loses_no_acknowledged_command(pg_cluster, tmp_path)
     assert report.counts.get("submit", 0) > 0 and report.counts.get("renew", 0) > 0, report.counts
     assert report.kept_leases > 0, "no attempt held across a kill renewed with its lease id"
     assert report.lost == [] and report.differences == []
+
+
+@pytest.mark.req("HA")
+def test_the_new_leaders_expiry_timer_expires_a_lease_nobody_asks_about(pair, pg_url):
+    """Nothing but the new leader's own timer can expire this lease: no request names the task."""
+    first, second, tokens = pair
+    urls = [first.url, second.url]
+    client, host = Follower(urls, tokens["client"]), Follower(urls, tokens["h1"])
+    try:
+        host.request("PUT", "/v1/hosts/h1", {"devices": [{"serial": "s1"}]}).raise_for_status()
+        task = client.request("POST", "/v1/tasks", {"plan": PLAN}).json()
+        claimed = host.request("POST", "/v1/hosts/h1/claim", {"lease_seconds": 2})
+        assert claimed.status_code == 200
+        first.signal(signal.SIGKILL)
+        eventually(lambda: health(second.url)[0] == 200, timeout=5, what="the standby to lead")
+    finally:
+        client.close()
+        host.close()
+
+    def requeued() -> bool:
+        with psycopg.connect(pg_url) as conn:
+            row = conn.execute("SELECT status, lease_expires_at FROM amc_tasks WHERE id = %s", (task["id"],)).fetchone()
+        return row == ("queued", None)
+
+    eventually(requeued, timeout=10, interval=0.2, what="the lease to expire on the new leader by its timer")
