@@ -118,7 +118,9 @@ class Leadership:
 
     def _lock_connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = store.connect(self.url, idle_session_timeout=f"'{round(self.lease_s * 1000)}ms'")
+            self._conn = store.connect(
+                self.url, f"amc {self.name} leader lock", idle_session_timeout=f"'{round(self.lease_s * 1000)}ms'"
+            )
         return self._conn
 
     def _try_lead(self) -> None:

@@ -27,7 +27,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from amc.adapters.postgres import schema, store
-from amc.adapters.postgres.leadership import DEFAULT_LEASE_S, DEFAULT_POLL_S, Leadership
+from amc.adapters.postgres.leadership import DEFAULT_LEASE_S, DEFAULT_POLL_S, Leadership, server_name
 from amc.adapters.postgres.writer import Work, Writer
 from amc.core import kernel
 from amc.core.commands import Command, RegisterHost, SubmitTask
@@ -80,8 +80,11 @@ class PostgresService:
         self._writer: Writer | None = None
         self._closed = False
         self._elected = threading.Condition()
-        self._pool: ConnectionPool = store.read_pool(url)
-        self._leadership = Leadership(url, self._start_term, self._end_term, poll_s=poll_s, lease_s=lease_s, name=name)
+        self.name = name or server_name()
+        self._pool: ConnectionPool = store.read_pool(url, application_name=f"amc {self.name} reads")
+        self._leadership = Leadership(
+            url, self._start_term, self._end_term, poll_s=poll_s, lease_s=lease_s, name=self.name
+        )
 
     @classmethod
     def open(
@@ -131,7 +134,11 @@ class PostgresService:
 
     def _start_term(self, epoch: int) -> None:
         """Elected with `epoch` (on the leadership thread): load, set the clock, serve."""
-        conn = store.connect(self.url, idle_in_transaction_session_timeout=f"'{round(self._lease_s * 1000)}ms'")
+        conn = store.connect(
+            self.url,
+            f"amc {self.name} writer",
+            idle_in_transaction_session_timeout=f"'{round(self._lease_s * 1000)}ms'",
+        )
         try:
             clock = self._term_clock(conn)
             writer = Writer(

@@ -35,10 +35,11 @@ MAX_ID_BYTES = 255  # as the LMDB store: the ids of every store fit either
 READ_POOL_SIZE = 4
 
 
-def connect(url: str, **options: Any) -> psycopg.Connection:
-    """One connection to the store's database; `options` are session settings (`SET`)."""
+def connect(url: str, application_name: str = "amc", **options: Any) -> psycopg.Connection:
+    """One connection to the store's database; `options` are session settings (`SET`).
+    `application_name` shows in pg_stat_activity which server (and which part of it) this is."""
     try:
-        conn = psycopg.connect(url, autocommit=True, **CONNECT_OPTIONS)
+        conn = psycopg.connect(url, autocommit=True, application_name=application_name, **CONNECT_OPTIONS)
     except psycopg.Error as exc:
         raise NotAStore(f"cannot connect to {redact(url)}: {exc}") from None
     for name, value in options.items():
@@ -46,12 +47,12 @@ def connect(url: str, **options: Any) -> psycopg.Connection:
     return conn
 
 
-def read_pool(url: str, size: int = READ_POOL_SIZE) -> ConnectionPool:
+def read_pool(url: str, size: int = READ_POOL_SIZE, application_name: str = "amc") -> ConnectionPool:
     pool = ConnectionPool(
         url,
         min_size=1,
         max_size=size,
-        kwargs={"autocommit": True, **CONNECT_OPTIONS},
+        kwargs={"autocommit": True, "application_name": application_name, **CONNECT_OPTIONS},
         open=False,
         name="amc-reads",
     )
