@@ -7,7 +7,8 @@ Tables (all under the `amc_` prefix, so a store can share a database with others
     amc_events      seq -> event              the event log, append-only, seq from 1;
                                               `task_seq` names the task whose history shows it
     amc_tasks       seq -> task               the current task records, with the columns the
-                                              reads filter on (id, tenant, status, lease expiry)
+                                              reads filter on (id, tenant, status) and the
+                                              active lease's expiry (for `amc store info`)
     amc_hosts       id -> host                the current host records
     amc_blobs       sha256 -> size            artifact bytes (blobs.py), in
     amc_blob_chunks blob, n -> bytes          chunks of 256 KiB
@@ -17,6 +18,11 @@ so `amc store migrate` copies them byte for byte and one codec decodes both stor
 are `bytea`, not `jsonb`: the store never queries inside a record (the columns beside it
 carry what the reads filter on), and `jsonb` would re-encode every record on the way in and
 out for nothing.
+
+The commonest command, a renewal, changes a task's body and lease expiry and nothing that is
+indexed, so PostgreSQL updates the row in place on its page (a HOT update: no index entry
+written) when the page has room; `fillfactor = 70` leaves that room. That is why the lease
+expiry has no index: the leader knows the next expiry from its own state (service.py).
 
 Two versions live in `amc_meta`. `schema` is this module's table layout (`SCHEMA_VERSION`,
 brought forward by `UPGRADES`, one transaction per open, as LMDB's `upgrade.py` does);
@@ -61,11 +67,11 @@ UPGRADES: dict[int, tuple[str, ...]] = {
             tenant text COLLATE "C" NOT NULL,
             status text NOT NULL,
             lease_expires_at bigint,
-            body bytea NOT NULL)""",
+            body bytea NOT NULL)
+            WITH (fillfactor = 70)""",
         "CREATE INDEX amc_tasks_tenant ON amc_tasks (tenant, seq)",
         "CREATE INDEX amc_tasks_status ON amc_tasks (status, seq)",
         "CREATE INDEX amc_tasks_tenant_status ON amc_tasks (tenant, status, seq)",
-        "CREATE INDEX amc_tasks_leases ON amc_tasks (lease_expires_at) WHERE lease_expires_at IS NOT NULL",
         'CREATE TABLE amc_hosts (id text COLLATE "C" PRIMARY KEY, body bytea NOT NULL)',
         """CREATE TABLE amc_blobs (
             sha256 text PRIMARY KEY,

@@ -232,11 +232,12 @@ class PostgresService:
             return store.hosts(conn)
 
     def next_expiry(self) -> int | None:
-        """When the earliest committed lease expires; None on a standby (it expires nothing)."""
-        if not self.leading:
+        """When the earliest committed lease expires, as the leader's writer last saw it after a
+        commit (no round trip: the expiry timer asks after every new lease); None on a standby."""
+        writer = self._writer
+        if writer is None or writer.lost is not None or self._closed:
             return None
-        with self._pool.connection() as conn:
-            return store.next_expiry(conn)
+        return writer.next_expiry
 
     # --- housekeeping ------------------------------------------------------------------
 

@@ -186,11 +186,6 @@ def hosts(conn: psycopg.Connection) -> list[Host]:
     return [codec.decode_host(body) for (body,) in conn.execute("SELECT body FROM amc_hosts ORDER BY id")]
 
 
-def next_expiry(conn: psycopg.Connection) -> int | None:
-    row = conn.execute("SELECT min(lease_expires_at) FROM amc_tasks").fetchone()
-    return None if row is None or row[0] is None else int(row[0])
-
-
 # --- what `amc store info` shows -----------------------------------------------------------
 
 

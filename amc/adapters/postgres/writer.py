@@ -137,6 +137,9 @@ class Writer:
         self.next_seq = 1
         self.last_time = 0
         self.lost: BaseException | None = None  # set once, never cleared: the term is over
+        # When the earliest committed lease expires: read from the state after each commit (or
+        # load), when the state holds exactly what is committed; other threads read it.
+        self.next_expiry: int | None = None
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._accepting = True
         self._submit_lock = threading.Lock()
@@ -185,6 +188,7 @@ class Writer:
             self.state = store.load_state(self.conn)
             self.next_seq = store.last_seq(self.conn) + 1
             self.last_time = store.meta_int(self.conn, "last_time") or 0
+        self.next_expiry = self.state.leases.next_expiry()
 
     def write_meta(self, items: list[tuple[str, str]]) -> None:
         """Store metadata (where a manual clock starts) under the epoch check."""
@@ -270,6 +274,7 @@ class Writer:
             if prepared.advanced:
                 assert isinstance(self.clock, ManualClock)
                 self.clock.advance(prepared.advanced)
+        self.next_expiry = self.state.leases.next_expiry()  # the state is what is committed now
         outcomes.extend((work, reply, None) for work, reply in zip(batch, prepared.replies))
         _release(outcomes)
         if self.on_commit is not None and not prepared.empty:
