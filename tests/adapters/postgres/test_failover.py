@@ -3,6 +3,8 @@ and a leader that was paused past its handover and must never commit again."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import signal
 import time
 
@@ -137,3 +139,33 @@ def test_the_new_leaders_expiry_timer_expires_a_lease_nobody_asks_about(pair, pg
         return row == ("queued", None)
 
     eventually(requeued, timeout=10, interval=0.2, what="the lease to expire on the new leader by its timer")
+
+
+@pytest.mark.req("HA", "ARTIFACT/s8")
+def test_an_artifact_stored_through_the_leader_is_read_from_the_next_one(pair, pg_url):
+    first, second, tokens = pair
+    urls = [first.url, second.url]
+    client, host = Follower(urls, tokens["client"]), Follower(urls, tokens["h1"])
+    data = os.urandom(700_000)  # three chunks
+    try:
+        host.request("PUT", "/v1/hosts/h1", {"devices": [{"serial": "s1"}]}).raise_for_status()
+        task = client.request("POST", "/v1/tasks", {"plan": PLAN}).json()
+        claim = host.request("POST", "/v1/hosts/h1/claim", {"wait_seconds": 0}).json()
+        attempt = f"/v1/tasks/{task['id']}/attempts/{claim['attempt']}"
+        assert host.request("POST", attempt + "/start", {"lease_id": claim["lease_id"]}).status_code == 200
+        stored = host.http.put(
+            first.url + attempt + "/artifacts/screen.bin",
+            params={"step": "open"},
+            content=data,
+            headers={"Authorization": f"Bearer {tokens['h1']}", "Amc-Lease-Id": claim["lease_id"]},
+        )
+        assert stored.status_code == 201, stored.text
+        artifact = stored.json()
+        first.signal(signal.SIGKILL)
+        read = client.request("GET", f"/v1/tasks/{task['id']}/artifacts/{artifact['id']}")
+        assert client.urls[client.current] == second.url
+        assert read.status_code == 200 and read.content == data
+        assert read.headers["etag"] == f'"{hashlib.sha256(data).hexdigest()}"'
+    finally:
+        client.close()
+        host.close()
