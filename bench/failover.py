@@ -20,6 +20,7 @@ Prints the figures of the README's failover table; exits 1 if anything acknowled
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import tempfile
 from pathlib import Path
@@ -36,16 +37,19 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=2)
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="amc-failover-"))
-    with Cluster(fsync=True) as cluster:
-        report = run_failover(
-            cluster,
-            scratch,
-            kills=args.kills,
-            interval=args.interval,
-            hosts=args.hosts,
-            clients=args.clients,
-            progress=lambda line: print(line, flush=True),
-        )
+    try:
+        with Cluster(fsync=True) as cluster:
+            report = run_failover(
+                cluster,
+                scratch,
+                kills=args.kills,
+                interval=args.interval,
+                hosts=args.hosts,
+                clients=args.clients,
+                progress=lambda line: print(line, flush=True),
+            )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     print()
     print(f"kills: {len(report.takeovers)}; acknowledged commands: {sum(report.counts.values())} ({report.counts})")
     print(
