@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from amc.core.errors import InvalidRequest
-from amc.service import NotLeader
+from amc.service import NotLeader, StorageUnavailable
 
 log = logging.getLogger("amc.http")
 
@@ -50,7 +50,13 @@ CODES: dict[str, tuple[int, str]] = {
     "message_conflict": (409, "Message state conflict"),
     "artifact_conflict": (409, "An artifact of this name holds other bytes"),
     "not_leader": (503, "This server is a standby"),
+    "storage_unavailable": (503, "Storage unavailable"),
 }
+
+# Seconds a client is asked to wait before it retries a write the store could not take. Space
+# comes back when an operator frees it, not within a request's time: a few seconds is enough
+# to keep retries from hammering a full disk, and short enough to resume soon after.
+STORAGE_RETRY_AFTER_SECONDS = 5
 
 
 class Problem(Exception):
@@ -142,6 +148,17 @@ async def _on_not_leader(request: Request, exc: NotLeader) -> Response:
     return not_leader_response(str(exc) or "this server is not the leader")
 
 
+async def _on_storage_unavailable(request: Request, exc: StorageUnavailable) -> Response:
+    # The reason (a path, an errno) is for the operator's log, where the store wrote it.
+    log.warning("%s %s: storage unavailable: %s", request.method, _shown(request, request.url.path), exc)
+    return problem_response(
+        "storage_unavailable",
+        "the server cannot store writes now (its disk is full or failing); nothing of this request "
+        "was applied; retry later",
+        headers={"Retry-After": str(STORAGE_RETRY_AFTER_SECONDS)},
+    )
+
+
 async def _on_bug(request: Request, exc: Exception) -> Response:
     # A bug, never bad input: log it (with the path, never the headers) and say nothing more.
     log.error("internal error on %s %s", request.method, _shown(request, request.url.path), exc_info=exc)
@@ -154,5 +171,6 @@ EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Any], Awaitable[Response]]] = {
     InvalidRequest: _on_invalid,
     NotLeader: _on_not_leader,
     HTTPException: on_http,
+    StorageUnavailable: _on_storage_unavailable,
     Exception: _on_bug,
 }

@@ -215,9 +215,23 @@ class PostgresService:
         with self._pool.connection() as conn:
             return store.task(conn, task_id)
 
-    def tasks(self, tenant: str | None, status: str | None, after: str | None, limit: int) -> Page:
+    def tasks(
+        self,
+        tenant: str | None,
+        status: str | None,
+        after: str | None,
+        limit: int,
+        *,
+        newest_first: bool = False,
+        label: tuple[str, str] | None = None,
+    ) -> Page:
         with self._pool.connection() as conn:
-            return store.tasks(conn, tenant, status, after, limit)
+            return store.tasks(conn, tenant, status, after, limit, newest_first=newest_first, label=label)
+
+    def status_counts(self) -> dict[str, int]:
+        """How many tasks have each status (for metrics): one grouped count."""
+        with self._pool.connection() as conn:
+            return store.status_counts(conn)
 
     def history(self, task_id: str) -> list[HistoryEntry]:
         with self._pool.connection() as conn:

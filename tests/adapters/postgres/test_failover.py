@@ -116,7 +116,7 @@ def test_failover_under_load_loses_no_acknowledged_command(pg_cluster, tmp_path)
     assert report.lost == [] and report.differences == []
 
 
-@pytest.mark.req("HA")
+@pytest.mark.req("HA/s3")
 def test_the_new_leaders_expiry_timer_expires_a_lease_nobody_asks_about(pair, pg_url):
     """Nothing but the new leader's own timer can expire this lease: no request names the task."""
     first, second, tokens = pair
@@ -141,7 +141,7 @@ def test_the_new_leaders_expiry_timer_expires_a_lease_nobody_asks_about(pair, pg
     eventually(requeued, timeout=10, interval=0.2, what="the lease to expire on the new leader by its timer")
 
 
-@pytest.mark.req("HA", "ARTIFACT/s8")
+@pytest.mark.req("HA/s3", "ARTIFACT/s8")
 def test_an_artifact_stored_through_the_leader_is_read_from_the_next_one(pair, pg_url):
     first, second, tokens = pair
     urls = [first.url, second.url]

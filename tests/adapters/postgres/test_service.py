@@ -118,7 +118,7 @@ def test_a_deposed_leader_commits_nothing_and_stands_by(pg_url):
         leader.close()
 
 
-@pytest.mark.req("HA/s5")
+@pytest.mark.req("HA/s4")
 def test_a_cut_connection_ends_the_term_and_a_standby_leads(pg_url):
     first = PostgresService.open(pg_url, name="first", **FAST)
     second = PostgresService.open(pg_url, name="second", poll_s=0.05, lease_s=2.0)
@@ -151,3 +151,34 @@ def test_concurrent_callers_share_commits(pg_url):
         assert sum(commits) == 40
         assert len(store.tasks(None, None, None, 100).tasks) == 40
     assert verify(pg_url) == []
+
+
+def test_pages_newest_first_and_by_label_as_the_memory_service(pg_url, monkeypatch):
+    import amc.service
+    from amc.adapters.postgres import store as pg_store
+
+    monkeypatch.setattr(amc.service, "LABEL_SCAN_LIMIT", 5)  # small, so pages end at the bound
+    monkeypatch.setattr(pg_store, "LABEL_SCAN_LIMIT", 5)
+    memory = MemoryService()
+    with PostgresService.open(pg_url) as store:
+        for i in range(23):
+            command = submit(f"t{i}", tenant="acme" if i % 3 else "beta", labels={"kind": "a" if i % 4 else "b"})
+            store.execute_sync(command)
+            memory.execute_now(command)
+        store.execute_sync(CancelTask(now=0, task_id="t5", tenant=None))
+        memory.execute_now(CancelTask(now=0, task_id="t5", tenant=None))
+
+        def pages(service, **options):
+            found, after = [], None
+            while True:
+                page = service.tasks(options.pop("tenant", None), None, after, 3, **options)
+                found.append(([t.id for t in page.tasks], page.next))
+                if page.next is None:
+                    return found
+                after = page.next
+
+        for newest_first in (False, True):
+            for label in (None, ("kind", "b"), ("kind", "nothing")):
+                mine = pages(store, newest_first=newest_first, label=label)
+                assert mine == pages(memory, newest_first=newest_first, label=label), (newest_first, label)
+        assert store.status_counts() == memory.status_counts()
