@@ -12,7 +12,7 @@ CRASH_KILLS ?= 20
 CRASH_CLIENTS ?= 30
 DISK_FULL_CYCLES ?= 10
 
-.PHONY: test lint demo bench bench-artifacts bench-console console-pictures check mutation fuzz crash clean
+.PHONY: test lint demo bench bench-artifacts bench-console console-pictures check mutation fuzz crash failover bench-postgres conformance-postgres clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,21 @@ bench-console: $(STAMP)
 # Retake the console's pictures in docs/ that the README shows (runs the browser tests).
 console-pictures: $(STAMP)
 	AMC_CONSOLE_PICTURES=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/browser
+
+# The PostgreSQL store (each starts a throwaway cluster of Debian's PostgreSQL; see tests/support/postgres.py).
+# failover: two amc serve on one database under load, the leader SIGKILLed KILLS times; prints kill-to-lead and
+# kill-to-first-renewal times and the acknowledged commands checked / lost (exits 1 on any loss). About 2 minutes.
+KILLS ?= 10
+failover: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -P bench/failover.py --kills $(KILLS)
+
+# The whole conformance suite against amc serve --store postgresql://... (restarts included); about 2 minutes.
+conformance-postgres: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -P -c "import sys; from tests.adapters.postgres.test_conformance import main; sys.exit(main())"
+
+# Durable commands/s with 1, 8 and 64 callers: amc on PostgreSQL, amc on LMDB and a SKIP LOCKED job-queue peer.
+bench-postgres: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -P bench/postgres.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -140,6 +140,22 @@ class Service(Protocol):
         """When the earliest active lease expires, for a timer that expires leases."""
 
 
+class NotLeader(Exception):
+    """This server is a standby of a shared store (or stopped leading while the command
+    waited): nothing of the command was applied by it. The edge answers 503 `not_leader`
+    (specs/protocol.md, High availability); the caller retries on the leader."""
+
+
+class Leading(Protocol):
+    """What a store shared by several servers tells the edge: whether this server leads.
+
+    A `Service` that may be a standby has a `leading` property too; one that has not (the
+    memory and LMDB stores) always leads. `amc.adapters.http` reads it with `getattr`."""
+
+    @property
+    def leading(self) -> bool: ...
+
+
 def stamp(command: Command, now: int) -> Command:
     return replace(command, now=now)
 

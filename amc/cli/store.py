@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from amc.cli import postgres_store
 from amc.cli.datadir import store_dir as _store_dir
 from amc.cli.options import data_option
 
@@ -23,6 +24,16 @@ EXIT_BUSY = 3
 GRACE_S = 600.0  # beside a running server, gc keeps files this young: their upload may be about to commit
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# Which store: the LMDB one in --data (the default), or a PostgreSQL database by its URL.
+_STORE = click.option(
+    "--store",
+    "store_url",
+    default=None,
+    envvar="AMC_STORE",
+    show_envvar=True,
+    metavar="postgresql://...",
+    help="Check a PostgreSQL store instead of the LMDB store in --data.",
+)
 
 
 def parse_duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
@@ -41,20 +52,34 @@ def _size(size: int) -> str:
     return f"{size} bytes" if size < 1024 else f"{size_text(size)} ({size} bytes)"
 
 
+def _postgres(store_url: str | None, command: str = "verify") -> bool:
+    """Run `command` on the PostgreSQL store `store_url` names, if it names one (the one place
+    this module opens a store other than LMDB; amc/cli/postgres_store.py does the work)."""
+    if store_url is None or store_url in ("auto", "lmdb"):
+        return False
+    if not postgres_store.is_postgres(store_url):
+        raise click.BadParameter("expected a postgresql:// URL", param_hint="--store")
+    getattr(postgres_store, command)(store_url)
+    return True
+
+
 @click.group()
 def store() -> None:
-    """Check and inspect an amc store."""
+    """Check and inspect an amc store; copy one into PostgreSQL."""
 
 
 @store.command()
 @_DATA
-def verify(data: Path) -> None:
+@_STORE
+def verify(data: Path, store_url: str | None) -> None:
     """Replay the event log and compare it with the records, the indexes and the invariants;
     and check that every artifact a record names has its file, with its sha256.
 
     Prints OK, or each difference found; exits 1 when there are differences and 2 when the
     directory holds no readable store.
     """
+    if _postgres(store_url):
+        return
     from amc.adapters.lmdb import StoreError, check
     from amc.cli.datadir import NoStore, open_data, referenced, verify_blobs
 
@@ -101,7 +126,8 @@ def verify(data: Path) -> None:
     "files with them. Needs the server stopped.",
 )
 @click.option("--dry-run", is_flag=True, help="Change nothing: say how many files and bytes would be freed.")
-def gc(data: Path, older_than: float | None, dry_run: bool) -> None:
+@_STORE
+def gc(data: Path, older_than: float | None, dry_run: bool, store_url: str | None) -> None:
     """Remove artifact files that no record refers to, and with --older-than the artifacts
     of tasks that ended long ago.
 
@@ -111,6 +137,13 @@ def gc(data: Path, older_than: float | None, dry_run: bool) -> None:
     about to be recorded; with the server stopped it removes them all. Exits 2 when the
     directory holds no store, 3 when --older-than is given while a server holds it.
     """
+    if postgres_store.is_postgres(store_url):
+        if older_than is not None:
+            raise click.UsageError(
+                "--older-than works on an LMDB data directory only; on PostgreSQL, gc removes unreferenced bytes"
+            )
+        postgres_store.gc(store_url, dry_run=dry_run, grace_s=GRACE_S)
+        return
     from amc.cli.datadir import Busy, NoStore, ended_before, open_data, referenced
 
     try:
@@ -159,8 +192,11 @@ def gc(data: Path, older_than: float | None, dry_run: bool) -> None:
 
 @store.command()
 @_DATA
-def info(data: Path) -> None:
+@_STORE
+def info(data: Path, store_url: str | None) -> None:
     """Print the store's schema version, counts, size and clock."""
+    if _postgres(store_url, "info"):
+        return
     from amc.adapters.lmdb import StoreError, layout
     from amc.adapters.lmdb.store import Store
     from amc.core.times import to_rfc3339
@@ -187,3 +223,7 @@ def info(data: Path) -> None:
     for label, key in (("latest time", layout.META_LAST_TIME), ("manual clock", layout.META_MANUAL_NOW)):
         if (value := meta[key]) is not None:
             click.echo(f"{label + ':':<16}{to_rfc3339(layout.read_u64(value))}")
+
+
+# `amc store migrate` lives with the other PostgreSQL commands (it imports nothing at load).
+store.add_command(postgres_store.migrate)

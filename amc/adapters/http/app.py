@@ -30,6 +30,7 @@ import orjson
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
@@ -52,6 +53,7 @@ from amc.adapters.http.problems import (
     unauthorized,
 )
 from amc.adapters.http.settings import Settings
+from amc.adapters.http.standby import StandbyGate
 from amc.adapters.http.timer import ExpiryTimer
 from amc.core.commands import (
     AcknowledgeMessage,
@@ -685,7 +687,9 @@ def create_app(
                 await _close(service)
 
     handlers: dict[Any, Any] = {**EXCEPTION_HANDLERS, HTTPException: api.unrouted}
-    app = Starlette(routes=api.routes(), exception_handlers=handlers, lifespan=lifespan)
+    # A service shared with other servers may be a standby: then every request is 503 (standby.py).
+    middleware = [Middleware(StandbyGate, service=service)] if hasattr(service, "leading") else []
+    app = Starlette(routes=api.routes(), exception_handlers=handlers, lifespan=lifespan, middleware=middleware)
     app.state.api = api
     app.state.redact = tokens.redact  # problems.py keeps tokens out of error details with it
     return app

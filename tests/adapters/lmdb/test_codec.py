@@ -1,4 +1,4 @@
-"""The records' hooks that `amc.adapters.lmdb.codec` generates from their declarations write and read
+"""The records' hooks that `amc.adapters.codec` generates from their declarations write and read
 exactly what a plain cattrs converter does: the same JSON bytes out, the same records back."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from cattrs.preconf.orjson import make_converter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amc.adapters.lmdb import codec, layout
+from amc.adapters import codec
+from amc.adapters.lmdb import layout
 from amc.core import records
 from amc.core.lifecycle import AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amc.adapters.lmdb import codec, layout, reads
+from amc.adapters import codec
+from amc.adapters.lmdb import layout, reads
 from amc.adapters.lmdb.store import Store
 from amc.core import events as ev
 from amc.core import records as rec

@@ -13,7 +13,8 @@ import lmdb
 import orjson
 import pytest
 
-from amc.adapters.lmdb import LmdbService, SchemaMismatch, codec, layout, upgrade, verify
+from amc.adapters import codec
+from amc.adapters.lmdb import LmdbService, SchemaMismatch, layout, upgrade, verify
 from amc.core.commands import ReleaseAttempt, StoreArtifact
 from tests.adapters.lmdb.helpers import writer_state
 from tests.adapters.lmdb.workload import Workload
