@@ -30,7 +30,11 @@ def test_servers_starting_together_create_the_tables_once(pg_url):
     assert errors == []
     with psycopg.connect(pg_url) as conn:
         meta = dict(conn.execute("SELECT key, value FROM amc_meta").fetchall())
-    assert (meta["format"], meta["schema"], meta["record_schema"]) == ("amc-store", "1", str(schema_module.RECORD_SCHEMA))
+    assert (meta["format"], meta["schema"], meta["record_schema"]) == (
+        "amc-store",
+        "1",
+        str(schema_module.RECORD_SCHEMA),
+    )
 
 
 def test_a_newer_store_and_a_foreign_table_are_refused(pg_cluster, pg_url):
