@@ -137,7 +137,7 @@ def gc(data: Path, older_than: float | None, dry_run: bool, store_url: str | Non
     about to be recorded; with the server stopped it removes them all. Exits 2 when the
     directory holds no store, 3 when --older-than is given while a server holds it.
     """
-    if postgres_store.is_postgres(store_url):
+    if store_url is not None and postgres_store.is_postgres(store_url):
         if older_than is not None:
             raise click.UsageError(
                 "--older-than works on an LMDB data directory only; on PostgreSQL, gc removes unreferenced bytes"
