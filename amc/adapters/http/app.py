@@ -37,7 +37,7 @@ from amc.adapters.http import access, bodies, wire
 from amc.adapters.http.artifacts import ArtifactRoutes
 from amc.adapters.http.auth import Authenticator, Principal
 from amc.adapters.http.liveness import HostLiveness, Progress, ProgressBoard
-from amc.adapters.http.longpoll import WorkSignal
+from amc.adapters.http.longpoll import ClaimWaits, WorkSignal
 from amc.adapters.http.metrics import CONTENT_TYPE, Metrics
 from amc.adapters.http.problems import (
     EXCEPTION_HANDLERS,
@@ -136,6 +136,7 @@ class Api:
         self.tokens = tokens
         self.metrics = metrics
         self.signal = WorkSignal()
+        self.claim_waits = ClaimWaits(settings.max_waiting_claims, settings.max_waiting_claims_per_host)
         self.timer = ExpiryTimer(service, self.run)
         self.liveness = HostLiveness(service.clock, round(settings.host_timeout_seconds * 1000))
         self.progress = ProgressBoard()
@@ -411,18 +412,36 @@ class Api:
         devices = None if body.devices is None else tuple(body.devices)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + body.wait_seconds
-        while True:
-            generation = self.signal.generation  # read before claiming: see longpoll
-            command = ClaimTask(now=0, host_id=host_id, lease_id=new_lease_id(), lease_ms=lease_ms, devices=devices)
-            reply = await self.decide(command, object)  # an Assignment or a NoAssignment
-            if isinstance(reply, Assignment):
-                return json_response(wire.assignment_view(reply))
-            remaining = deadline - loop.time()
-            if remaining <= 0 or self.signal.closed:
-                return Response(status_code=204)
-            await self.signal.wait(generation, remaining)
-            if await request.is_disconnected():  # nobody would read an assignment now
-                return Response(status_code=204)
+        kind = (host_id, devices)  # claims of one kind find the same work (see longpoll)
+        waiting = False  # holds a place in `claim_waits`
+        try:
+            while True:
+                generation = self.signal.generation  # read before claiming: see longpoll
+                if not self.signal.known_empty(kind):
+                    command = ClaimTask(
+                        now=0, host_id=host_id, lease_id=new_lease_id(), lease_ms=lease_ms, devices=devices
+                    )
+                    reply = await self.decide(command, object)  # an Assignment or a NoAssignment
+                    if isinstance(reply, Assignment):
+                        return json_response(wire.assignment_view(reply))
+                    self.signal.found_nothing(kind, generation)
+                remaining = deadline - loop.time()
+                if remaining <= 0 or self.signal.closed:
+                    return Response(status_code=204)
+                if not waiting and not (waiting := self.claim_waits.enter(host_id)):
+                    # Too many claims wait already: this one waits out its time unwoken, and
+                    # claims once more at its end (a flood of them costs a sleep each).
+                    await self.signal.sleep(remaining)
+                    if await request.is_disconnected():
+                        return Response(status_code=204)
+                    deadline = loop.time()
+                    continue
+                await self.signal.wait(generation, remaining)
+                if await request.is_disconnected():  # nobody would read an assignment now
+                    return Response(status_code=204)
+        finally:
+            if waiting:
+                self.claim_waits.leave(host_id)
 
     def _attempt_target(self, request: Request) -> tuple[Task, str, int]:
         """The task and attempt number a lease request names; 404 if either does not exist."""

@@ -7,14 +7,20 @@ by a resume. A claim reads `generation` *before* it asks the
 kernel, and `wait` returns at once if the generation moved meanwhile, so a submission that
 lands between the failed claim and the wait is never missed.
 
-Every waiter wakes on every change and simply claims again; the kernel decides. That is a
-thundering herd with many idle hosts, but each retry is one O(log n) command, and it keeps
-matching rules out of this module.
+Every waiter wakes on every change and claims again; the kernel decides. So that this
+herd costs one command per kind of claim rather than one per waiter, the signal remembers
+which claims (a host and its device filter) found nothing since the generation last moved
+(`found_nothing`): the same claim again would find nothing again, for the reason the wait
+is sound at all (only a waking event makes a claim succeed that failed), so it is not asked
+(`known_empty`). A flood of identical waiting claims then costs one claim per change.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+
+from collections.abc import Hashable
 
 from amc.core.events import (
     AttemptReleased,
@@ -38,6 +44,8 @@ class WorkSignal:
         self.generation = 0
         self._event = asyncio.Event()
         self._closed = False
+        self._empty: set[Hashable] = set()  # claims that found nothing in this generation
+        self._closing = asyncio.Event()
 
     @property
     def closed(self) -> bool:
@@ -45,8 +53,18 @@ class WorkSignal:
 
     def notify(self) -> None:
         self.generation += 1
+        self._empty.clear()
         event, self._event = self._event, asyncio.Event()
         event.set()
+
+    def found_nothing(self, claim: Hashable, generation: int) -> None:
+        """`claim` found nothing, asked at `generation` (read before it was asked)."""
+        if generation == self.generation:
+            self._empty.add(claim)
+
+    def known_empty(self, claim: Hashable) -> bool:
+        """Whether `claim` would find nothing now, as it did since the generation last moved."""
+        return claim in self._empty
 
     def notify_if_waking(self, events: tuple[Event, ...]) -> None:
         if any(isinstance(event, WAKING_EVENTS) for event in events):
@@ -61,7 +79,50 @@ class WorkSignal:
         except TimeoutError:
             pass
 
+    async def sleep(self, timeout: float) -> None:
+        """Until `timeout` passes or the signal closes, whatever else happens."""
+        if self._closed or timeout <= 0:
+            return
+        try:
+            await asyncio.wait_for(self._closing.wait(), timeout)
+        except TimeoutError:
+            pass
+
     def close(self) -> None:
         """Release every waiter for good: the server is shutting down."""
         self._closed = True
+        self._closing.set()
         self.notify()
+
+
+class ClaimWaits:
+    """How many claims wait at once, in all and per host, within the server's bounds.
+
+    Every waiting claim holds a connection and wakes on every change to claim again, so a
+    flood of them (one host's or many) would make each submission cost a claim per waiter.
+    A claim that finds no room does not wait: it is answered like a claim that asked for no
+    wait, and its caller asks again later.
+    """
+
+    def __init__(self, total: int, per_host: int):
+        self.total = total
+        self.per_host = per_host
+        self._waiting: collections.Counter[str] = collections.Counter()
+        self.turned_away = 0
+
+    @property
+    def waiting(self) -> int:
+        return self._waiting.total()
+
+    def enter(self, host_id: str) -> bool:
+        """Take a place for one waiting claim of `host_id`; False when there is none."""
+        if self.waiting >= self.total or self._waiting[host_id] >= self.per_host:
+            self.turned_away += 1
+            return False
+        self._waiting[host_id] += 1
+        return True
+
+    def leave(self, host_id: str) -> None:
+        self._waiting[host_id] -= 1
+        if self._waiting[host_id] <= 0:
+            del self._waiting[host_id]

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from amc.core.errors import InvalidRequest
@@ -126,6 +126,12 @@ async def on_http(request: Request, exc: HTTPException) -> Response:
     return problem_response(code, _shown(request, str(exc.detail)), exc.status_code)
 
 
+async def _on_gone(request: Request, exc: ClientDisconnect) -> Response:
+    # The client went away (or its body timed out: amc.adapters.http.connections) before its
+    # body arrived: the request was never read, so nothing happened, and nobody reads this.
+    return Response(status_code=400)
+
+
 async def _on_bug(request: Request, exc: Exception) -> Response:
     # A bug, never bad input: log it (with the path, never the headers) and say nothing more.
     log.error("internal error on %s %s", request.method, _shown(request, request.url.path), exc_info=exc)
@@ -137,5 +143,6 @@ EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Any], Awaitable[Response]]] = {
     Problem: on_problem,
     InvalidRequest: _on_invalid,
     HTTPException: on_http,
+    ClientDisconnect: _on_gone,
     Exception: _on_bug,
 }
