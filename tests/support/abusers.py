@@ -8,8 +8,8 @@ For SECONDS, keeps up (each reopened as soon as the server closes it, unless sai
 - `--slowloris N` connections that trickle a request head, one byte every 0.2 s;
 - `--short-body N` connections that send a submit's head with `Content-Length: 4096`, 64
   bytes of body, and then nothing;
-- `--claims N` long-polling claims of one host (`wait_seconds` 30), each sent again as soon
-  as it is answered.
+- `--claims N` long-polling claims of one host (`wait_seconds`: `--claim-wait`, 30 by
+  default), each sent again as soon as it is answered.
 
 Then prints one JSON object: what was sent, how the server ended each kind of connection,
 and the statuses the claims were answered with. In a process of its own, so that the test's
@@ -30,12 +30,13 @@ BYTE_EVERY = 0.2
 
 
 class Abuse:
-    def __init__(self, port: int, seconds: float, client_token: str, host_token: str, host_id: str):
+    def __init__(self, port: int, seconds: float, client_token: str, host_token: str, host_id: str, claim_wait: float):
         self.port = port
         self.until = time.monotonic() + seconds
         self.client_token = client_token
         self.host_token = host_token
         self.host_id = host_id
+        self.claim_wait = claim_wait
         self.counts: collections.Counter[str] = collections.Counter()
 
     @property
@@ -80,12 +81,15 @@ class Abuse:
                 continue
             reader, writer = connection
             for byte in SLOW_HEAD:
+                if self.over:
+                    break
                 try:
                     writer.write(bytes([byte]))
                     await writer.drain()
-                except OSError:
+                except OSError:  # reset by the server
+                    self.counts["slowloris_closed"] += 1
                     break
-                if reader.at_eof() or await self.closed_by_server(reader, "slowloris", BYTE_EVERY) or self.over:
+                if await self.closed_by_server(reader, "slowloris", BYTE_EVERY):
                     break
             else:
                 self.counts["slowloris_head_sent"] += 1
@@ -112,7 +116,7 @@ class Abuse:
             writer.close()
 
     async def claims(self) -> None:
-        body = b'{"wait_seconds": 30}'
+        body = b'{"wait_seconds": %g}' % self.claim_wait
         request = (
             f"POST /v1/hosts/{self.host_id}/claim HTTP/1.1\r\nHost: amc\r\nContent-Type: application/json\r\n"
             f"Authorization: Bearer {self.host_token}\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -144,7 +148,9 @@ class Abuse:
 
 
 async def main(options: argparse.Namespace) -> dict:
-    abuse = Abuse(options.port, options.seconds, options.client_token, options.host_token, options.host_id)
+    abuse = Abuse(
+        options.port, options.seconds, options.client_token, options.host_token, options.host_id, options.claim_wait
+    )
     workers = (
         [abuse.idle() for _ in range(options.idle)]
         + [abuse.slowloris() for _ in range(options.slowloris)]
@@ -162,6 +168,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--client-token", required=True)
     parser.add_argument("--host-token", required=True)
     parser.add_argument("--host-id", required=True)
+    parser.add_argument("--claim-wait", type=float, default=30.0)
     for kind in ("idle", "slowloris", "short-body", "claims"):
         parser.add_argument(f"--{kind}", type=int, default=0)
     return parser.parse_args()

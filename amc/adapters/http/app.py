@@ -413,35 +413,49 @@ class Api:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + body.wait_seconds
         kind = (host_id, devices)  # claims of one kind find the same work (see longpoll)
-        waiting = False  # holds a place in `claim_waits`
+        reply, _ = await self._claim_once(kind, lease_ms)
+        if reply is not None:
+            return reply
+        if body.wait_seconds <= 0 or self.signal.closed:
+            return Response(status_code=204)
+        if not self.claim_waits.enter(host_id):
+            # Too many claims wait already: this one waits out its time unwoken, and claims
+            # once more at its end (a flood of them costs a sleep each).
+            await self.signal.sleep(deadline - loop.time())
+            if await request.is_disconnected():
+                return Response(status_code=204)
+            reply, _ = await self._claim_once(kind, lease_ms)
+            return reply or Response(status_code=204)
         try:
-            while True:
-                generation = self.signal.generation  # read before claiming: see longpoll
-                if not self.signal.known_empty(kind):
-                    command = ClaimTask(
-                        now=0, host_id=host_id, lease_id=new_lease_id(), lease_ms=lease_ms, devices=devices
-                    )
-                    reply = await self.decide(command, object)  # an Assignment or a NoAssignment
-                    if isinstance(reply, Assignment):
-                        return json_response(wire.assignment_view(reply))
-                    self.signal.found_nothing(kind, generation)
-                remaining = deadline - loop.time()
-                if remaining <= 0 or self.signal.closed:
+            async with self.signal.first_of(kind, deadline - loop.time()) as first:
+                if not first:  # its time ran out behind the others of its kind
                     return Response(status_code=204)
-                if not waiting and not (waiting := self.claim_waits.enter(host_id)):
-                    # Too many claims wait already: this one waits out its time unwoken, and
-                    # claims once more at its end (a flood of them costs a sleep each).
-                    await self.signal.sleep(remaining)
-                    if await request.is_disconnected():
+                while True:
+                    reply, generation = await self._claim_once(kind, lease_ms)  # work may have come meanwhile
+                    if reply is not None:
+                        return reply
+                    remaining = deadline - loop.time()
+                    if remaining <= 0 or self.signal.closed:
                         return Response(status_code=204)
-                    deadline = loop.time()
-                    continue
-                await self.signal.wait(generation, remaining)
-                if await request.is_disconnected():  # nobody would read an assignment now
-                    return Response(status_code=204)
+                    await self.signal.wait(generation, remaining)
+                    if await request.is_disconnected():  # nobody would read an assignment now
+                        return Response(status_code=204)
         finally:
-            if waiting:
-                self.claim_waits.leave(host_id)
+            self.claim_waits.leave(host_id)
+
+    async def _claim_once(self, kind: tuple[str, tuple[str, ...] | None], lease_ms: int) -> tuple[Response | None, int]:
+        """One claim of `kind` (host, devices): the assignment's response, or None; and the
+        generation read before it (see longpoll). A kind known to find nothing is not asked."""
+        generation = self.signal.generation
+        if self.signal.known_empty(kind):
+            return None, generation
+        host_id, devices = kind
+        command = ClaimTask(now=0, host_id=host_id, lease_id=new_lease_id(), lease_ms=lease_ms, devices=devices)
+        reply = await self.decide(command, object)  # an Assignment or a NoAssignment
+        if isinstance(reply, Assignment):
+            return json_response(wire.assignment_view(reply)), generation
+        self.signal.found_nothing(kind, generation)
+        return None, generation
 
     def _attempt_target(self, request: Request) -> tuple[Task, str, int]:
         """The task and attempt number a lease request names; 404 if either does not exist."""

@@ -7,20 +7,23 @@ by a resume. A claim reads `generation` *before* it asks the
 kernel, and `wait` returns at once if the generation moved meanwhile, so a submission that
 lands between the failed claim and the wait is never missed.
 
-Every waiter wakes on every change and claims again; the kernel decides. So that this
-herd costs one command per kind of claim rather than one per waiter, the signal remembers
-which claims (a host and its device filter) found nothing since the generation last moved
-(`found_nothing`): the same claim again would find nothing again, for the reason the wait
-is sound at all (only a waking event makes a claim succeed that failed), so it is not asked
-(`known_empty`). A flood of identical waiting claims then costs one claim per change.
+Claims of one kind (one host, one device filter) would all find the same work, so of the
+claims of a kind waiting at once only the first (`first_of`) waits on the signal; the others
+queue behind it, and each takes its turn when the one before it leaves (with work, or at
+the end of its wait). A change then wakes one claim per kind, not one per waiting claim. A
+Host Agent's claims are each of their own kind (one device each), so this costs them
+nothing; a flood of identical claims costs one claim per change. Likewise the signal
+remembers which kinds found nothing since the generation last moved (`found_nothing`):
+asking again would find nothing again, for the reason the wait is sound at all (only a
+waking event makes a claim succeed that failed), so the kernel is not asked (`known_empty`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-
-from collections.abc import Hashable
+import contextlib
+from collections.abc import AsyncIterator, Hashable
 
 from amc.core.events import (
     AttemptReleased,
@@ -46,6 +49,7 @@ class WorkSignal:
         self._closed = False
         self._empty: set[Hashable] = set()  # claims that found nothing in this generation
         self._closing = asyncio.Event()
+        self._kinds: dict[Hashable, collections.deque[asyncio.Future[None]]] = {}  # waiting claims, by kind
 
     @property
     def closed(self) -> bool:
@@ -79,6 +83,28 @@ class WorkSignal:
         except TimeoutError:
             pass
 
+    @contextlib.asynccontextmanager
+    async def first_of(self, kind: Hashable, timeout: float) -> AsyncIterator[bool]:
+        """Queue a waiting claim behind the others of its `kind`; yields once it is the
+        first (True), or when `timeout` passed first or the signal closed (False). On leaving,
+        the next claim of the kind takes its turn."""
+        queue = self._kinds.setdefault(kind, collections.deque())
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue.append(turn)
+        if len(queue) == 1:
+            turn.set_result(None)
+        try:
+            if not turn.done() and not self._closed:
+                await asyncio.wait({turn}, timeout=timeout)
+            yield queue[0] is turn and not self._closed
+        finally:
+            first = queue[0] is turn
+            queue.remove(turn)
+            if not queue:
+                del self._kinds[kind]
+            elif first and not queue[0].done():
+                queue[0].set_result(None)  # the next one's turn: work may be left for it
+
     async def sleep(self, timeout: float) -> None:
         """Until `timeout` passes or the signal closes, whatever else happens."""
         if self._closed or timeout <= 0:
@@ -92,6 +118,10 @@ class WorkSignal:
         """Release every waiter for good: the server is shutting down."""
         self._closed = True
         self._closing.set()
+        for queue in self._kinds.values():
+            for turn in queue:
+                if not turn.done():
+                    turn.set_result(None)
         self.notify()
 
 

@@ -151,11 +151,11 @@ def listen_socket(host: str, port: int) -> socket.socket:
 class ThreadedServer:
     """A real uvicorn server on 127.0.0.1 and a free port, in a background thread."""
 
-    def __init__(self, app: Starlette, host: str = "127.0.0.1"):
+    def __init__(self, app: Starlette, host: str = "127.0.0.1", limits: ConnectionLimits | None = None):
         self._socket = listen_socket(host, 0)
         self.port = self._socket.getsockname()[1]
         self.url = f"http://{host}:{self.port}"
-        self.server = AmcServer(config(app, host, self.port, log_level="warning"), app)
+        self.server = AmcServer(config(app, host, self.port, log_level="warning", limits=limits), app)
         self._thread = threading.Thread(target=self._serve, name=f"uvicorn-{self.port}", daemon=True)
         self._loop: asyncio.AbstractEventLoop | None = None
 
