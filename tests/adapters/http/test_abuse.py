@@ -220,7 +220,7 @@ def abused_run(data: Path, tokens: Path) -> Run:
     )
 
 
-@req("EDGE/s1", "EDGE/s2", "EDGE/s3", "EDGE/s4")
+@req("EDGE/s1", "EDGE/s2", "EDGE/s4", "EDGE/s5")
 def test_slow_and_abusive_clients_leave_the_others_served(tmp_path):
     raise_open_files()
     tokens = tmp_path / "tokens.json"
