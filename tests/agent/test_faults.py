@@ -146,3 +146,32 @@ def test_agents_reconnect_to_a_restarted_server_and_lose_no_result(
     # No result was refused, and some requests did meet the restarts (retried and answered).
     assert not [r for r in records if r.answer not in (200, None) and r.status == "done"]
     assert not [e for e in requests if e[3] >= 500]
+
+
+@req("AGENT-FAULT/s3", "AGENT-DRAIN/s4")
+def test_while_adb_is_unreachable_a_device_lost_mid_step_gets_no_claim_until_seen_again(
+    server, sim, make_agent, make_proxy
+):
+    # The agent reaches the simulator's adb server through a proxy: a reset partition is an
+    # adb server that went away (test_adb_restart.py does it to the real one).
+    adb = make_proxy(sim.server_port)
+    agent = make_agent(server.url, adb.port, lease_seconds=1.5)
+    eventually(lambda: server.admin.serials("h1") == ["amc-sim-01"], what="the device registered")
+    task_id = server.api.submit(PLAN_ABC)["id"]
+    wait_running(sim, "amc-sim-01", "sleep 3")
+
+    adb.partition("reset")
+    first = agent.record(task_id)
+    time.sleep(1.5)  # scans fail meanwhile (every 0.2 s); the device is not known to be back
+    waiting = server.api.task(task_id)
+    adb.heal()
+    task = server.api.wait_status(task_id, timeout=15)
+
+    assert (first.attempt, first.status, first.body["reason"]) == (1, "released", "device_lost")
+    assert outcomes(first.body["steps"])[1][:2] == ("b", "interrupted")
+    # Bug found by the adb restart: a failed scan kept the last inventory *and* gave the
+    # device a new slot, which claimed the released task at once and lost it again, until
+    # its attempts were spent. Now nothing is claimed for the device while adb is away.
+    assert waiting["status"] == "queued" and len(waiting["attempts"]) == 1
+    assert task["status"] == "done"
+    assert [a["outcome"] for a in task["attempts"]] == ["released", "done"]

@@ -26,6 +26,10 @@ def reset(sock: socket.socket) -> None:
     """Close `sock` with a TCP reset (RST), not a FIN: a link that refuses, not a peer that hung up."""
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    # A thread blocked reading the socket keeps it open past close(); shutting its reading
+    # side wakes that thread, and the socket is then really closed, with the reset.
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RD)
     with contextlib.suppress(OSError):
         sock.close()
 
