@@ -123,6 +123,11 @@ def test_agents_reconnect_to_a_restarted_server_and_lose_no_result(
         proxy.retarget(server.port)
 
     tasks = {t: server.api.wait_status(t, timeout=40) for t in task_ids}
+    # An agent keeps its record once its report was answered, a moment after the server has it.
+    eventually(
+        lambda: len([r for agent in agents.values() for r in agent.records if r.answer == 200]) >= len(task_ids),
+        what="every report answered",
+    )
     records = [r for agent in agents.values() for r in agent.records]
 
     assert all(task["status"] == "done" for task in tasks.values()), {t: x["status"] for t, x in tasks.items()}
