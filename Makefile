@@ -8,8 +8,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MUTANTS ?= 24
 FUZZ_CASES ?= 600
+ABUSE_SECONDS ?= 30
 
-.PHONY: test lint demo bench check mutation fuzz clean
+.PHONY: test lint demo bench check mutation fuzz abuse clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +45,12 @@ mutation: $(STAMP)
 # `make test` runs the same test with 60 per operation.
 fuzz: $(STAMP)
 	AMC_FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout 1800 tests/adapters/http/test_fuzz.py
+
+# Slow and abusive clients at length: phases of ABUSE_SECONDS (quiet, abused, quiet) against a
+# real amc serve; prints the latency ratio of the README's "Reliability". `make test` runs the
+# same test with 6 s phases.
+abuse: $(STAMP)
+	AMC_ABUSE_SECONDS=$(ABUSE_SECONDS) $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/adapters/http/test_abuse.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/kernel.py
