@@ -430,6 +430,8 @@ class Api:
             async with self.signal.first_of(kind, deadline - loop.time()) as first:
                 if not first:  # its time ran out behind the others of its kind
                     return Response(status_code=204)
+                if await request.is_disconnected():  # gone while in line: take nothing for it
+                    return Response(status_code=204)
                 while True:
                     reply, generation = await self._claim_once(kind, lease_ms)  # work may have come meanwhile
                     if reply is not None:
