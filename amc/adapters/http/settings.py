@@ -55,7 +55,7 @@ class Settings:
             raise ValueError("lease seconds must satisfy 0 < min-lease-seconds <= lease-seconds <= max-lease-seconds")
         if not 0 <= self.max_artifact_bytes <= self.max_task_artifact_bytes:
             raise ValueError("artifact limits must satisfy 0 <= max-artifact-bytes <= max-task-artifact-bytes")
-        if not 0 <= self.max_waiting_claims_per_host <= self.max_waiting_claims:
-            raise ValueError("claim waits must satisfy 0 <= max-waiting-claims-per-host <= max-waiting-claims")
+        if min(self.max_waiting_claims, self.max_waiting_claims_per_host) < 0:
+            raise ValueError("max-waiting-claims and max-waiting-claims-per-host must be at least 0")
         if not self.host_timeout_seconds > 0:
             raise ValueError("host-timeout must be more than 0 seconds")
