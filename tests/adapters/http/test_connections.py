@@ -252,3 +252,17 @@ def test_a_closing_signal_releases_every_claim_in_line():
         return seen
 
     assert asyncio.run(scenario()) == [True, False, False]
+
+
+@req("EDGE/s3")
+def test_the_open_files_limit_is_raised_to_fit_the_cap_and_the_cap_lowered_when_it_cannot():
+    import resource
+
+    from amc.adapters.http.server import OTHER_FILES, fit_open_files
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY:
+        pytest.skip("no hard limit on open files here")
+    assert fit_open_files(100) == 100
+    assert fit_open_files(hard) == hard - OTHER_FILES  # what fits under the hard limit
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == hard
