@@ -17,6 +17,8 @@ pure `amc.core.execution.Execution`; the modules here only observe and act:
   all of them before the result;
 - `clock.ServerClock`: the server's time estimated from lease answers and a monotonic clock;
 - `client.ControlPlane`, `wire`: the HTTP calls and their JSON.
+- `endpoints.Endpoints`: given several server URLs, which one leads (the CLI follows the
+  same rules).
 
 `amc host run` (amc/cli/host.py) runs a `HostAgent` until SIGTERM.
 """

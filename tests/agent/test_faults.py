@@ -23,7 +23,7 @@ PLAN_ABC = {"steps": [tap("a"), shell("b", "sleep 3"), tap("c")]}
 
 
 @pytest.fixture
-def make_proxy():
+def make_proxy():  # ask for it before make_agent: the agents then stop before their links close
     proxies: list[Proxy] = []
 
     def make(port: int) -> Proxy:
@@ -44,7 +44,7 @@ def attempt_requests(log: list, task_id: str, attempt: int) -> list[tuple[int, s
 @req("AGENT-FAULT/s1", "LEASE-RENEW/s3")
 @pytest.mark.parametrize("mode", ["blackhole", "reset"])
 def test_a_partition_past_the_lease_stops_the_attempt_and_nothing_of_it_is_accepted_afterwards(
-    mode, make_server, make_sim, make_agent, make_proxy
+    mode, make_server, make_proxy, make_sim, make_agent
 ):
     requests: list = []
     server = make_server(requests=requests)
@@ -106,18 +106,19 @@ def test_a_partition_past_the_lease_stops_the_attempt_and_nothing_of_it_is_accep
 
 @req("AGENT-FAULT/s2", "AGENT-RETRY/s1")
 def test_agents_reconnect_to_a_restarted_server_and_lose_no_result(
-    tmp_path, make_server, make_sim, make_agent, make_proxy
+    tmp_path, make_server, make_proxy, make_sim, make_agent
 ):
     requests: list = []
     server = make_server(data=tmp_path / "store", requests=requests)
     proxy = make_proxy(server.port)
+    plan = {"steps": [shell("one", "sleep 0.4"), shell("two", "sleep 0.4"), shell("three", "sleep 0.4")]}
+    # Submitted before the agents claim: with claims in the same commit batch, a 201 could
+    # show a task already assigned (the contract says queued; reported, not this test's topic).
+    task_ids = [server.api.submit(plan)["id"] for _ in range(10)]
     agents = {}
     for host_id in ("h1", "h2"):
         sim = make_sim(f"{host_id}-a", f"{host_id}-b")
         agents[host_id] = make_agent(proxy.url, sim.server_port, host_id, lease_seconds=3.0)
-    eventually(lambda: all(server.admin.serials(h) for h in agents), what="both hosts registered")
-    plan = {"steps": [shell("one", "sleep 0.4"), shell("two", "sleep 0.4"), shell("three", "sleep 0.4")]}
-    task_ids = [server.api.submit(plan)["id"] for _ in range(10)]
 
     restarts = []
     for _ in range(2):  # twice, while attempts run
@@ -163,7 +164,7 @@ def test_agents_reconnect_to_a_restarted_server_and_lose_no_result(
 
 @req("AGENT-FAULT/s3", "AGENT-DRAIN/s4")
 def test_while_adb_is_unreachable_a_device_lost_mid_step_gets_no_claim_until_seen_again(
-    server, sim, make_agent, make_proxy
+    server, sim, make_proxy, make_agent
 ):
     # The agent reaches the simulator's adb server through a proxy: a reset partition is an
     # adb server that went away (test_adb_restart.py does it to the real one).

@@ -43,6 +43,7 @@ def test_demo_runs_its_workload_and_exits_0(tmp_path):
     assert re.search(r"long-sync\s+│ running\s+│ \d+ ms\s+│ \d+ ms\s+│ \d+ ms", out), out
     assert "Lease loss: checkout's attempt 1 on h2/amc-sim-04 lost its host" in out
     assert "dispatched (paused)" in out  # the narration showed the pause while it lasted
+    assert re.search(r"console http://127\.0\.0\.1:\d+/ui", out), out  # where to watch it in a browser
     assert "The store and the logs of this run are in" not in out  # a passing run leaves nothing behind
     assert list(tmp_path.iterdir()) == []  # nor anything in the directory it ran in
 

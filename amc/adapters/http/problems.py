@@ -22,6 +22,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from amc.core.errors import InvalidRequest
+from amc.service import StorageUnavailable
 
 log = logging.getLogger("amc.http")
 
@@ -48,7 +49,13 @@ CODES: dict[str, tuple[int, str]] = {
     "no_cancellation_requested": (409, "No cancellation was requested"),
     "message_conflict": (409, "Message state conflict"),
     "artifact_conflict": (409, "An artifact of this name holds other bytes"),
+    "storage_unavailable": (503, "Storage unavailable"),
 }
+
+# Seconds a client is asked to wait before it retries a write the store could not take. Space
+# comes back when an operator frees it, not within a request's time: a few seconds is enough
+# to keep retries from hammering a full disk, and short enough to resume soon after.
+STORAGE_RETRY_AFTER_SECONDS = 5
 
 
 class Problem(Exception):
@@ -126,6 +133,17 @@ async def on_http(request: Request, exc: HTTPException) -> Response:
     return problem_response(code, _shown(request, str(exc.detail)), exc.status_code)
 
 
+async def _on_storage_unavailable(request: Request, exc: StorageUnavailable) -> Response:
+    # The reason (a path, an errno) is for the operator's log, where the store wrote it.
+    log.warning("%s %s: storage unavailable: %s", request.method, _shown(request, request.url.path), exc)
+    return problem_response(
+        "storage_unavailable",
+        "the server cannot store writes now (its disk is full or failing); nothing of this request "
+        "was applied; retry later",
+        headers={"Retry-After": str(STORAGE_RETRY_AFTER_SECONDS)},
+    )
+
+
 async def _on_gone(request: Request, exc: ClientDisconnect) -> Response:
     # The client went away (or its body timed out: amc.adapters.http.connections) before its
     # body arrived: the request was never read, so nothing happened, and nobody reads this.
@@ -143,6 +161,7 @@ EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Any], Awaitable[Response]]] = {
     Problem: on_problem,
     InvalidRequest: _on_invalid,
     HTTPException: on_http,
+    StorageUnavailable: _on_storage_unavailable,
     ClientDisconnect: _on_gone,
     Exception: _on_bug,
 }
