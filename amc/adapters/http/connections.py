@@ -131,8 +131,9 @@ class GuardedProtocol(HttpToolsProtocol):
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
+        pipelined = bool(self.pipeline)  # uvicorn starts the next request at once: still busy
         super().on_response_complete()
-        if self._admitted and not self.transport.is_closing():
+        if self._admitted and not pipelined and not self.transport.is_closing():
             self.table.idle(self)  # uvicorn's keep-alive timeout runs from here
 
     # -- the deadline ------------------------------------------------------------------------
