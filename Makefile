@@ -11,8 +11,9 @@ FUZZ_CASES ?= 600
 CRASH_KILLS ?= 20
 CRASH_CLIENTS ?= 30
 DISK_FULL_CYCLES ?= 10
+ABUSE_SECONDS ?= 30
 
-.PHONY: test lint demo bench bench-artifacts bench-console console-pictures check mutation fuzz crash failover bench-postgres conformance-postgres clean
+.PHONY: test lint demo bench bench-artifacts bench-console console-pictures check mutation fuzz crash abuse failover bench-postgres conformance-postgres clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +57,12 @@ crash: $(STAMP)
 	AMC_CRASH_KILLS=$(CRASH_KILLS) AMC_CRASH_CLIENTS=$(CRASH_CLIENTS) AMC_DISK_FULL_CYCLES=$(DISK_FULL_CYCLES) \
 		$(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout 1800 \
 		tests/adapters/http/test_crash_http.py tests/adapters/http/test_full_disk.py
+
+# Slow and abusive clients at length: phases of ABUSE_SECONDS (quiet, abused, quiet) against a
+# real amc serve; prints the latency ratio of the README's "Reliability". `make test` runs the
+# same test with 6 s phases.
+abuse: $(STAMP)
+	AMC_ABUSE_SECONDS=$(ABUSE_SECONDS) $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/adapters/http/test_abuse.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/kernel.py

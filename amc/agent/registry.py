@@ -7,7 +7,11 @@ remembered until it goes away, so a steady scan costs one `host:devices` request
 The inventory is PUT when it differs from what the server last accepted, or when the
 last PUT got no answer. When adb itself cannot be asked (its server down), the last
 inventory stands: dropping every device on one hiccup would make the server release them
-and requeue nothing while the agent cannot tell what is attached. A registration that
+and requeue nothing while the agent cannot tell what is attached. Standing is all it does,
+though: `refresh` then answers None (nothing seen), so the host keeps its slots as they
+are and gives no new slot to a device that went away under a step. Such a device is not
+known to be back until a scan lists it again; claiming for it before that would only take
+its released task back onto a device that cannot run it, and spend the task's attempts. A registration that
 is refused with 401 or 403 before any succeeded means this agent is misconfigured
 (token, host id); that is fatal, since no later retry can succeed. Later, it is logged
 and retried: attempts under way may still finish.
@@ -78,13 +82,14 @@ class Registry:
     async def refresh(self) -> tuple[DeviceInfo, ...] | None:
         """Scan and, if the inventory changed, register it; the inventory the server holds now.
 
-        Returns None while no registration has succeeded yet.
+        Returns None while no registration has succeeded yet, and when adb cannot be asked
+        (nothing is known of the devices now; the server keeps the last inventory).
         """
         try:
             devices = tuple(await self._blocking(self.scan))
         except AdbError as error:
             self._complain("adb", f"cannot list devices from adb ({error.reason}); keeping the last inventory")
-            return self.registered
+            return None
         self._complain("adb", None)
         if devices == self.registered:
             return self.registered

@@ -177,6 +177,53 @@ def _tokens(data: Path, tokens_file: Path | None):
     "than the agents' claim long poll (amc host run --claim-wait).",
 )
 @click.option(
+    "--header-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Seconds a request's head (request line and headers) may take to arrive, from its first byte, "
+    "or from the opening of a new connection; then the connection is closed, unanswered.",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds a request's whole body may take to arrive after its head (artifact uploads included); "
+    "then the connection is closed and the request has done nothing.",
+)
+@click.option(
+    "--keep-alive-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds a connection may stay idle between two requests before the server closes it.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=2048,
+    show_default=True,
+    help="Open connections at most. At the cap a new connection closes the longest idle one (no request "
+    "in progress), or is closed at once if every connection has one. The limit on open files is raised "
+    "to fit, as far as the system allows.",
+)
+@click.option(
+    "--max-waiting-claims",
+    type=click.IntRange(min=0),
+    default=1024,
+    show_default=True,
+    help="Long-polling claims that may wait at once, in all; one beyond it is answered at once (204 when "
+    "there is no work), as if it had asked for no wait.",
+)
+@click.option(
+    "--max-waiting-claims-per-host",
+    type=click.IntRange(min=0),
+    default=256,
+    show_default=True,
+    help="Long-polling claims one host may have waiting at once (a Host Agent waits one per device).",
+)
+@click.option(
     "--clock",
     type=click.Choice(["system", "manual"]),
     default="system",
@@ -231,6 +278,12 @@ def serve(
     max_artifact_bytes,
     max_task_artifact_bytes,
     host_timeout,
+    header_timeout,
+    body_timeout,
+    keep_alive_timeout,
+    max_connections,
+    max_waiting_claims,
+    max_waiting_claims_per_host,
     clock,
     store,
     map_size,
@@ -240,8 +293,9 @@ def serve(
 ) -> None:
     """Serve the HTTP control plane (specs/protocol.md) until SIGTERM or Ctrl-C."""
     from amc.adapters.http.app import create_app
+    from amc.adapters.http.connections import ConnectionLimits
     from amc.adapters.http.metrics import Metrics
-    from amc.adapters.http.server import AmcServer, config, listen_socket
+    from amc.adapters.http.server import AmcServer, config, fit_open_files, listen_socket
     from amc.adapters.http.settings import Settings
     from amc.cli.client import remove_server_file, write_server_file
 
@@ -254,9 +308,24 @@ def serve(
             max_artifact_bytes=max_artifact_bytes,
             max_task_artifact_bytes=max_task_artifact_bytes,
             host_timeout_seconds=host_timeout,
+            max_waiting_claims=max_waiting_claims,
+            max_waiting_claims_per_host=max_waiting_claims_per_host,
         )
     except ValueError as error:
         raise click.BadParameter(str(error)) from None
+    fitting = fit_open_files(max_connections)
+    if fitting < max_connections:
+        click.echo(
+            f"amc serve: warning: the limit on open files leaves room for {fitting} connections; "
+            f"--max-connections {max_connections} lowered to {fitting}",
+            err=True,
+        )
+    limits = ConnectionLimits(
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+        keep_alive_timeout=keep_alive_timeout,
+        max_connections=fitting,
+    )
     if tokens_file is not None:
         tokens, tokens_path = _tokens(data, tokens_file)  # a bad file fails before anything opens
 
@@ -291,7 +360,8 @@ def serve(
             role = "; leading" if getattr(service, "leading", False) else "; standing by (another server leads)"
         click.echo(f"amc serve: tokens from {tokens_path}; {clock} clock{role}; listening on http://{shown}:{port}")
         sys.stdout.flush()
-        server = AmcServer(config(app, host, port, access_log=access_log, log_level=log_level), app)
+        settings_of_uvicorn = config(app, host, port, access_log=access_log, log_level=log_level, limits=limits)
+        server = AmcServer(settings_of_uvicorn, app)
         server.run(sockets=[listener])
     finally:
         if record is not None:

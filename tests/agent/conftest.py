@@ -81,6 +81,31 @@ class Server:
         )
 
 
+class RecordRequests:
+    """ASGI middleware: appends (arrival in server ms, method, path, status) of every request to `log`,
+    so a test can tell what the server saw, and what it answered."""
+
+    def __init__(self, app, log: list[tuple[int, str, str, int]]):
+        self.app = app
+        self.log = log
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        arrived = time.time_ns() // 1_000_000
+        status = []
+
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            self.log.append((arrived, scope["method"], scope["path"], status[0] if status else 0))
+
+
 @pytest.fixture
 def make_server():
     servers: list[Server] = []
@@ -91,7 +116,9 @@ def make_server():
         data: Path | None = None,
         host_timeout: float = 60.0,
         max_artifact_bytes: int = 16 << 20,  # amc serve's default
+        requests: list[tuple[int, str, str, int]] | None = None,
     ) -> Server:
+        """`requests`: a list to record every request the server sees in (`RecordRequests`)."""
         tokens = TokenTable(
             [(CLIENT_TOKEN, Principal(role="client", tenant="acme")), (ADMIN_TOKEN, Principal(role="admin"))]
             + [(token, Principal(role="host", host_id=h)) for h, token in HOST_TOKENS.items()]
@@ -107,9 +134,13 @@ def make_server():
         def app() -> Starlette:
             if data is not None:
                 service = LmdbService.open(data, clock="manual" if manual_clock else "system")
-                return create_app(service, settings, tokens=tokens, close_service=True)
-            clock = ManualClock(time.time_ns() // 1_000_000) if manual_clock else SystemClock()
-            return create_app(MemoryService(clock), settings, tokens=tokens)
+                built = create_app(service, settings, tokens=tokens, close_service=True)
+            else:
+                clock = ManualClock(time.time_ns() // 1_000_000) if manual_clock else SystemClock()
+                built = create_app(MemoryService(clock), settings, tokens=tokens)
+            if requests is not None:
+                built.add_middleware(RecordRequests, log=requests)
+            return built
 
         server = Server.start(app, durable=data is not None)
         servers.append(server)

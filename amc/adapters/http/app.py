@@ -40,7 +40,7 @@ from amc.adapters.http.artifacts import ArtifactRoutes
 from amc.adapters.http.auth import Authenticator, Principal
 from amc.adapters.http.console import Console
 from amc.adapters.http.liveness import HostLiveness, Progress, ProgressBoard
-from amc.adapters.http.longpoll import WorkSignal
+from amc.adapters.http.longpoll import ClaimWaits, WorkSignal
 from amc.adapters.http.metrics import CONTENT_TYPE, Metrics
 from amc.adapters.http.problems import (
     EXCEPTION_HANDLERS,
@@ -142,6 +142,7 @@ class Api:
         self.tokens = tokens
         self.metrics = metrics
         self.signal = WorkSignal()
+        self.claim_waits = ClaimWaits(settings.max_waiting_claims, settings.max_waiting_claims_per_host)
         self.timer = ExpiryTimer(service, self.run)
         self.liveness = HostLiveness(service.clock, round(settings.host_timeout_seconds * 1000))
         self.progress = ProgressBoard()
@@ -445,18 +446,52 @@ class Api:
         devices = None if body.devices is None else tuple(body.devices)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + body.wait_seconds
-        while True:
-            generation = self.signal.generation  # read before claiming: see longpoll
-            command = ClaimTask(now=0, host_id=host_id, lease_id=new_lease_id(), lease_ms=lease_ms, devices=devices)
-            reply = await self.decide(command, object)  # an Assignment or a NoAssignment
-            if isinstance(reply, Assignment):
-                return json_response(wire.assignment_view(reply))
-            remaining = deadline - loop.time()
-            if remaining <= 0 or self.signal.closed:
+        kind = (host_id, devices)  # claims of one kind find the same work (see longpoll)
+        reply, _ = await self._claim_once(kind, lease_ms)
+        if reply is not None:
+            return reply
+        if body.wait_seconds <= 0 or self.signal.closed:
+            return Response(status_code=204)
+        if not self.claim_waits.enter(host_id):
+            # Too many claims wait already: this one waits out its time unwoken, and claims
+            # once more at its end (a flood of them costs a sleep each).
+            await self.signal.sleep(deadline - loop.time())
+            if await request.is_disconnected():
                 return Response(status_code=204)
-            await self.signal.wait(generation, remaining)
-            if await request.is_disconnected():  # nobody would read an assignment now
-                return Response(status_code=204)
+            reply, _ = await self._claim_once(kind, lease_ms)
+            return reply or Response(status_code=204)
+        try:
+            async with self.signal.first_of(kind, deadline - loop.time()) as first:
+                if not first:  # its time ran out behind the others of its kind
+                    return Response(status_code=204)
+                if await request.is_disconnected():  # gone while in line: take nothing for it
+                    return Response(status_code=204)
+                while True:
+                    reply, generation = await self._claim_once(kind, lease_ms)  # work may have come meanwhile
+                    if reply is not None:
+                        return reply
+                    remaining = deadline - loop.time()
+                    if remaining <= 0 or self.signal.closed:
+                        return Response(status_code=204)
+                    await self.signal.wait(generation, remaining)
+                    if await request.is_disconnected():  # nobody would read an assignment now
+                        return Response(status_code=204)
+        finally:
+            self.claim_waits.leave(host_id)
+
+    async def _claim_once(self, kind: tuple[str, tuple[str, ...] | None], lease_ms: int) -> tuple[Response | None, int]:
+        """One claim of `kind` (host, devices): the assignment's response, or None; and the
+        generation read before it (see longpoll). A kind known to find nothing is not asked."""
+        generation = self.signal.generation
+        if self.signal.known_empty(kind):
+            return None, generation
+        host_id, devices = kind
+        command = ClaimTask(now=0, host_id=host_id, lease_id=new_lease_id(), lease_ms=lease_ms, devices=devices)
+        reply = await self.decide(command, object)  # an Assignment or a NoAssignment
+        if isinstance(reply, Assignment):
+            return json_response(wire.assignment_view(reply)), generation
+        self.signal.found_nothing(kind, generation)
+        return None, generation
 
     def _attempt_target(self, request: Request) -> tuple[Task, str, int]:
         """The task and attempt number a lease request names; 404 if either does not exist."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from amc.core.errors import InvalidRequest
@@ -159,6 +159,12 @@ async def _on_storage_unavailable(request: Request, exc: StorageUnavailable) -> 
     )
 
 
+async def _on_gone(request: Request, exc: ClientDisconnect) -> Response:
+    # The client went away (or its body timed out: amc.adapters.http.connections) before its
+    # body arrived: the request was never read, so nothing happened, and nobody reads this.
+    return Response(status_code=400)
+
+
 async def _on_bug(request: Request, exc: Exception) -> Response:
     # A bug, never bad input: log it (with the path, never the headers) and say nothing more.
     log.error("internal error on %s %s", request.method, _shown(request, request.url.path), exc_info=exc)
@@ -172,5 +178,6 @@ EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Any], Awaitable[Response]]] = {
     NotLeader: _on_not_leader,
     HTTPException: on_http,
     StorageUnavailable: _on_storage_unavailable,
+    ClientDisconnect: _on_gone,
     Exception: _on_bug,
 }

@@ -19,6 +19,8 @@ from types import FrameType
 import uvicorn
 from starlette.applications import Starlette
 
+from amc.adapters.http.connections import ConnectionLimits, guarded_protocol
+
 
 class AmcServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: Starlette):
@@ -60,25 +62,33 @@ class RedactTokens(logging.Filter):
 
 
 def config(
-    app: Starlette, host: str, port: int, *, access_log: bool = False, log_level: str = "info"
+    app: Starlette,
+    host: str,
+    port: int,
+    *,
+    access_log: bool = False,
+    log_level: str = "info",
+    limits: ConnectionLimits | None = None,
 ) -> uvicorn.Config:
-    """uvicorn settings for amc: HTTP/1.1 keep-alive, the fastest loop and parser installed.
+    """uvicorn settings for amc: HTTP/1.1 keep-alive, uvloop when installed, httptools under
+    `connections.GuardedProtocol` (timeouts for slow clients, a cap on connections).
 
     Access logs are off by default: they cost a good share of the throughput, and they
     are not needed for the audit trail (every command's events are in the task history).
     They never contain tokens either way (uvicorn logs the request line, not headers, and
     `RedactTokens` blanks out a token in the line).
     """
+    limits = limits or ConnectionLimits()
     settings = uvicorn.Config(
         app,
         host=host,
         port=port,
         loop="auto",  # uvloop when installed
-        http="auto",  # httptools when installed, else h11
+        http=guarded_protocol(limits),
         lifespan="on",
         access_log=access_log,
         log_level=log_level,
-        timeout_keep_alive=30,
+        timeout_keep_alive=limits.keep_alive_timeout,  # type: ignore[arg-type]  # a float works: call_later
         server_header=False,
         date_header=False,
     )
@@ -90,6 +100,30 @@ def config(
     if redact is not None:
         access.addFilter(RedactTokens(redact))
     return settings
+
+
+# Files a server holds open besides its connections: the store, blobs being written, the
+# loop's own descriptors, logs. Room for them is kept under the limit on open files.
+OTHER_FILES = 256
+
+
+def fit_open_files(max_connections: int) -> int:
+    """Raise this process's soft limit on open files so `max_connections` fit, as far as the
+    hard limit allows; the number of connections that fit."""
+    try:
+        import resource
+    except ImportError:  # no such limit to raise here
+        return max_connections
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = max_connections + OTHER_FILES
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        soft = wanted
+    if soft == resource.RLIM_INFINITY:
+        return max_connections
+    return max(1, min(max_connections, soft - OTHER_FILES))
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -117,11 +151,11 @@ def listen_socket(host: str, port: int) -> socket.socket:
 class ThreadedServer:
     """A real uvicorn server on 127.0.0.1 and a free port (or `port`), in a background thread."""
 
-    def __init__(self, app: Starlette, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, app: Starlette, host: str = "127.0.0.1", port: int = 0, limits: ConnectionLimits | None = None):
         self._socket = listen_socket(host, port)
         self.port = self._socket.getsockname()[1]
         self.url = f"http://{host}:{self.port}"
-        self.server = AmcServer(config(app, host, self.port, log_level="warning"), app)
+        self.server = AmcServer(config(app, host, self.port, log_level="warning", limits=limits), app)
         self._thread = threading.Thread(target=self._serve, name=f"uvicorn-{self.port}", daemon=True)
         self._loop: asyncio.AbstractEventLoop | None = None
 

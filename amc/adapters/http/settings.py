@@ -44,11 +44,18 @@ class Settings:
     # their bounds are the operator's choice rather than the 1 MiB of a JSON body.
     max_artifact_bytes: int = 16 * MiB
     max_task_artifact_bytes: int = 256 * MiB
+    # Long-polling claims that may wait at once, in all and per host; a claim beyond either
+    # is answered at once, as if it had asked for no wait. A Host Agent waits one claim per
+    # device, and an inventory holds at most 256 devices (`Limits.max_devices`).
+    max_waiting_claims: int = 1024
+    max_waiting_claims_per_host: int = 256
 
     def __attrs_post_init__(self) -> None:
         if not 0 < self.min_lease_seconds <= self.lease_seconds <= self.max_lease_seconds:
             raise ValueError("lease seconds must satisfy 0 < min-lease-seconds <= lease-seconds <= max-lease-seconds")
         if not 0 <= self.max_artifact_bytes <= self.max_task_artifact_bytes:
             raise ValueError("artifact limits must satisfy 0 <= max-artifact-bytes <= max-task-artifact-bytes")
+        if min(self.max_waiting_claims, self.max_waiting_claims_per_host) < 0:
+            raise ValueError("max-waiting-claims and max-waiting-claims-per-host must be at least 0")
         if not self.host_timeout_seconds > 0:
             raise ValueError("host-timeout must be more than 0 seconds")
