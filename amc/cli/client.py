@@ -21,7 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import httpx
+
+    from amc.cli.events import LiveEvents, ServerEvent
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TOKENS_FILE = "tokens.json"  # inside the data directory, written by `amc serve` on its first start
@@ -64,6 +68,7 @@ class ApiClient:
         import httpx  # here, not at the top: `amc --help` imports this module and should stay instant
 
         self.url = url.rstrip("/")
+        self._token = token
         self._http = httpx.Client(base_url=self.url, timeout=timeout, headers={"Authorization": f"Bearer {token}"})
 
     def close(self) -> None:
@@ -135,6 +140,12 @@ class ApiClient:
 
     def host(self, host_id: str) -> dict:
         return self._call("GET", f"/v1/hosts/{_segment(host_id)}")[1]
+
+    def live_events(self, on_event: Callable[[ServerEvent], None]) -> LiveEvents:
+        """A reader of the server's event stream (not started; see `amc.cli.events`)."""
+        from amc.cli.events import LiveEvents
+
+        return LiveEvents(self.url, self._token, on_event)
 
     # -- plumbing ------------------------------------------------------------------------
 
