@@ -69,7 +69,8 @@ class LiveEvents:
 
     `start` connects once and says whether the server streams at all (a 404 on
     `/v1/events`: an older server, to be polled instead). Every event goes to `on_event`,
-    on the reader thread; a reconnection sends the last event id it saw.
+    on the reader thread; a reconnection sends the last event id it saw, and one without
+    any id (nothing was received before the drop) gets a reset made here.
 
     Args:
         url: the server's base URL.
@@ -138,11 +139,15 @@ class LiveEvents:
                 if self._stopped.is_set():
                     return False
                 self._response = response
-            self.streams = True
+            again, self.streams = self.streams, True
             self._first.set()
             parser = SseParser()
             parser.last_id = self._parser.last_id
             self._parser = parser  # a half-read event of a dropped connection is not kept
+            if again and parser.last_id is None:
+                # Back after a drop with no event id to resume from: the server cannot tell
+                # what was missed, so read again, as a reset says.
+                self._on_event(ServerEvent("reset", "{}", None))
             for line in response.iter_lines():
                 event = parser.feed(line)
                 if event is not None:

@@ -73,7 +73,8 @@ def test_submit_claim_start_result_and_cancel_arrive_as_the_views_a_read_answers
 
 
 @pytest.mark.req("EVENTS/s1")
-def test_a_renewal_with_progress_arrives_with_that_progress(amc, readers):
+def test_a_renewal_with_progress_arrives_with_that_progress(amc_any_store, readers):
+    amc = amc_any_store  # the durable store commits on its writer thread: the view is rendered after the reply
     acme = readers(amc.url, ACME)
     x, lease = amc.claimed(start=True)
     body = {"lease_id": lease["lease_id"], "progress": {"step": "open", "ended": 0}}
