@@ -1,5 +1,6 @@
 """A reader of `GET /v1/events` for the tests: one streaming httpx connection over a real
-socket, read in a thread into a list of events (`amc.cli.events.SseParser` parses them)."""
+socket, read in a thread into a list of events (`amc.cli.events.SseParser` parses them).
+(`tests.support.http.Caller` reads whole bodies, which a stream never ends.)"""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 import httpx
 
 from amc.cli.events import ServerEvent, SseParser, interrupt_read
+from tests.adapters.http.contract import CONTRACT
 from tests.support.waiting import eventually
 
 
@@ -39,10 +41,14 @@ class EventReader:
         self.ended = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._read, daemon=True)
-        if self.response.status_code == 200:
+        # Checked against specs/openapi.yaml like every response of the tests: all of a refusal,
+        # the status and content type of a stream (whose body never ends).
+        status, content_type = self.response.status_code, self.response.headers.get("content-type", "")
+        if status == 200:
+            CONTRACT.check("GET", "/v1/events", status, content_type, b"")
             self._thread.start()
         else:
-            self.response.read()
+            CONTRACT.check("GET", "/v1/events", status, content_type, self.response.read())
             self.ended.set()
 
     def _read(self) -> None:
