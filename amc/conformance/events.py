@@ -64,7 +64,8 @@ class EventStream:
         return self.response.status_code == 404
 
     def _read(self) -> None:
-        kind, data, last_id = "", [], None
+        kind, last_id = "", None
+        data: list[str] = []
         try:
             for line in self.response.iter_lines():
                 if not line:
