@@ -67,10 +67,12 @@ class SseParser:
 class LiveEvents:
     """The events of one server, read in a background thread, reconnecting when dropped.
 
-    `start` connects once and says whether the server streams at all (a 404 on
-    `/v1/events`: an older server, to be polled instead). Every event goes to `on_event`,
-    on the reader thread; a reconnection sends the last event id it saw, and one without
-    any id (nothing was received before the drop) gets a reset made here.
+    `start` connects in the background; `streams` turns True once the stream is open, and
+    stays False on a server without one (a 404 on `/v1/events`: an older server, to be
+    polled instead; the reader then ends). Every event goes to `on_event`, on the reader
+    thread. A reconnection sends the last event id it saw; a connection opened without an
+    id (the first one, or one after a drop that came before any event) begins with a reset
+    made here, since what happened before it is not in the stream.
 
     Args:
         url: the server's base URL.
@@ -84,7 +86,6 @@ class LiveEvents:
         self._on_event = on_event
         self._parser = SseParser()
         self._stopped = threading.Event()
-        self._first = threading.Event()
         self._response: httpx.Response | None = None
         self._lock = threading.Lock()
         self.streams = False  # the server has an event stream
@@ -93,12 +94,10 @@ class LiveEvents:
         self._http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, headers=headers)
         self._thread = threading.Thread(target=self._run, name="amc-live-events", daemon=True)
 
-    def start(self, timeout: float = 10.0) -> bool:
-        """Connect; True once the stream is open, False when the server has none (or cannot
-        be reached now: the caller polls, as it would without a stream)."""
+    def start(self) -> LiveEvents:
+        """Connect and read in the background (see `streams`)."""
         self._thread.start()
-        self._first.wait(timeout)
-        return self.streams
+        return self
 
     def close(self) -> None:
         self._stopped.set()
@@ -123,8 +122,6 @@ class LiveEvents:
                 failures = 0 if self._read_once() else failures + 1
             except (httpx.HTTPError, OSError, RuntimeError):
                 failures += 1  # down, cut, or closed under us by `close`
-            finally:
-                self._first.set()
             if not self.streams or self._stopped.is_set():
                 return
             self._stopped.wait(RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)])
@@ -139,15 +136,14 @@ class LiveEvents:
                 if self._stopped.is_set():
                     return False
                 self._response = response
-            again, self.streams = self.streams, True
-            self._first.set()
             parser = SseParser()
             parser.last_id = self._parser.last_id
             self._parser = parser  # a half-read event of a dropped connection is not kept
-            if again and parser.last_id is None:
-                # Back after a drop with no event id to resume from: the server cannot tell
-                # what was missed, so read again, as a reset says.
+            if parser.last_id is None:
+                # Nothing to resume from: the server cannot tell what came before, so read
+                # again, as a reset says.
                 self._on_event(ServerEvent("reset", "{}", None))
+            self.streams = True
             for line in response.iter_lines():
                 event = parser.feed(line)
                 if event is not None:

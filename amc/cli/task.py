@@ -547,42 +547,51 @@ def _since(task: dict) -> str:
 class _Changes:
     """When to look at a watched task again: when the server's event stream says it changed
     (or says "reset": read everything again), else every `interval` (a server without a
-    stream is polled). A dropped stream reconnects by itself and catches up."""
+    stream is polled, and so is one whose stream is not open yet). A dropped stream
+    reconnects by itself and catches up.
+
+    While the task is queued its `waiting` follows the hosts, so a host event counts too,
+    but at most once per `interval`: a busy fleet's hosts change far more often than that.
+    """
 
     def __init__(self, app: Application, task_id: str, interval: float):
         self.task_id = task_id
         self.interval = interval
-        self.queued = True  # a queued task's `waiting` follows the hosts: their events count too
+        self.queued = True
         self._changed = threading.Event()
-        self._live = app.client.live_events(self._heard)
-        self.streaming = self._live.start()
-        if not self.streaming:
-            self._live.close()
+        self._hosts_changed = threading.Event()
+        # Connecting runs beside the first reads: until the stream is open, `wait` polls, and
+        # the stream's first event is a reset, so nothing between the two is missed.
+        self._live = app.client.live_events(self._heard).start()
 
     def _heard(self, event: ServerEvent) -> None:
-        if event.type == "task":
-            ours = f'"{self.task_id}"' in event.data and event.json().get("id") == self.task_id
-        else:
-            ours = event.type == "reset" or (event.type == "host" and self.queued)
-        if ours:
+        if event.type == "host":
+            self._hosts_changed.set()
+        elif event.type == "reset" or (
+            event.type == "task" and f'"{self.task_id}"' in event.data and event.json().get("id") == self.task_id
+        ):
             self._changed.set()
 
     def wait(self) -> bool:
         """Wait up to `interval`; True if the task should be read again."""
-        if not self.streaming:
-            time.sleep(self.interval)
-            return True
+        # Cleared only once seen set: a change heard after the wait timed out stays for the
+        # next wait, and one heard between a wait and its clear is in the read that follows.
         changed = self._changed.wait(self.interval)
-        self._changed.clear()
-        return changed
+        if changed:
+            self._changed.clear()
+        if not self._live.streams:
+            return True  # polling (the stream's opening reset ends a wait early)
+        hosts_changed = self._hosts_changed.is_set()
+        if hosts_changed:
+            self._hosts_changed.clear()
+        return changed or (hosts_changed and self.queued)
 
     def close(self) -> None:
-        if self.streaming:
-            self._live.close()
+        self._live.close()
 
 
 def _follow(app: Application, task_id: str, interval: float, timeout: float | None) -> None:
-    changes = _Changes(app, task_id, interval)  # listening before the first read: no change is missed
+    changes = _Changes(app, task_id, interval)
     try:
         found = _follow_changes(app, task_id, changes, timeout)
     finally:
