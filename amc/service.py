@@ -5,6 +5,9 @@ A `Service` runs commands through the kernel one at a time, makes their events d
 the service stamps each command with its clock when the command's turn comes, so the
 times in a store's log never go backwards, whatever order callers raced in.
 
+A service tells whoever `watch`es it which records each commit changed (a `Change`), after
+the commit and in commit order: the HTTP edge's event stream is built on it.
+
 A `BlobStore` keeps the bytes of artifacts by their sha256, beside the service that keeps
 their metadata; `store_chunks` and `read_chunks` stream them from and to an event loop.
 """
@@ -13,10 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
 from typing import Protocol
 
 import attrs
@@ -27,7 +31,9 @@ from amc.core.errors import InvalidRequest
 from amc.core.events import Event, HostRegistered, TaskSubmitted
 from amc.core.history import history_data, history_type
 from amc.core.records import JSON, Host, Task, replace
-from amc.core.state import State
+from amc.core.state import Journal, State
+
+log = logging.getLogger("amc.service")
 
 # ---------------------------------------------------------------------------------------
 # Clocks
@@ -94,6 +100,53 @@ def has_label(task: Task, label: tuple[str, str] | None) -> bool:
     return label is None or task.labels.get(label[0]) == label[1]
 
 
+@attrs.frozen
+class Change:
+    """The records one commit changed, as they stand after it: each task and host the commit
+    changed, once, in the order of its first change within the commit."""
+
+    tasks: tuple[Task, ...]
+    hosts: tuple[Host, ...]
+
+
+ChangeListener = Callable[[Change], None]
+
+
+class ChangeFeed:
+    """The listeners of one service's commits, and the one way a service tells them.
+
+    A service calls `publish` with the kernel's journal of a batch once that batch is durable
+    (the journal names exactly the records `State.put_task`/`put_host` replaced), one batch
+    after another, so the listeners see the changes in commit order.
+    """
+
+    def __init__(self) -> None:
+        self._listeners: list[ChangeListener] = []
+
+    def watch(self, listener: ChangeListener) -> Callable[[], None]:
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return stop
+
+    def publish(self, journal: Journal, state: State) -> None:
+        listeners = list(self._listeners)  # a copy: a listener may stop watching meanwhile
+        if not listeners or not (journal.tasks or journal.hosts):
+            return
+        change = Change(
+            tasks=tuple(state.tasks[task_id] for task_id in journal.tasks),
+            hosts=tuple(state.hosts[host_id] for host_id in journal.hosts),
+        )
+        for listener in listeners:
+            try:
+                listener(change)
+            except Exception:  # a listener's bug must not fail the commit it hears of
+                log.exception("a change listener failed")
+
+
 class Service(Protocol):
     """What the edges need from a store."""
 
@@ -138,6 +191,14 @@ class Service(Protocol):
 
     def next_expiry(self) -> int | None:
         """When the earliest active lease expires, for a timer that expires leases."""
+
+    def watch(self, listener: ChangeListener) -> Callable[[], None]:
+        """Call `listener` with the `Change` of every commit from now on, once it is durable,
+        in commit order, until the returned function is called.
+
+        It is called on the thread that committed (a store's writer thread, say): keep it
+        quick, and hand the change over to where it is used. A `ChangeFeed` does the work.
+        """
 
 
 class NotLeader(Exception):
@@ -187,13 +248,22 @@ class MemoryService:
         self.log: list[Event] = []
         self._history = HistoryLog()
         self._order: list[str] = list(self.state.tasks)  # task ids by submission order
+        self._changes = ChangeFeed()
 
     def execute_now(self, command: Command) -> kernel.Decision:
-        decision = kernel.execute(self.state, stamp(command, self.clock.now()))
+        self.state.open_journal()
+        try:
+            decision = kernel.execute(self.state, stamp(command, self.clock.now()))
+        finally:
+            journal = self.state.close_journal()
         self.log.extend(decision.events)
         self._history.record(decision.events)
         self._order.extend(e.task_id for e in decision.events if isinstance(e, TaskSubmitted))
+        self._changes.publish(journal, self.state)
         return decision
+
+    def watch(self, listener: ChangeListener) -> Callable[[], None]:
+        return self._changes.watch(listener)
 
     async def execute(self, command: Command) -> kernel.Decision:
         return self.execute_now(command)

@@ -39,7 +39,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from amc.agent.endpoints import Endpoints, is_standby, never_sent, retry_after
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import httpx
+
+    from amc.cli.events import LiveEvents, ServerEvent
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TOKENS_FILE = "tokens.json"  # inside the data directory, written by `amc serve` on its first start
@@ -92,6 +96,7 @@ class ApiClient:
 
         self.endpoints = Endpoints([url])
         self.timeout = timeout
+        self._token = token
         self._http = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {token}"})
 
     @property
@@ -195,6 +200,12 @@ class ApiClient:
 
     def host(self, host_id: str) -> dict:
         return self._call("GET", f"/v1/hosts/{_segment(host_id)}")[1]
+
+    def live_events(self, on_event: Callable[[ServerEvent], None]) -> LiveEvents:
+        """A reader of the server's event stream (not started; see `amc.cli.events`)."""
+        from amc.cli.events import LiveEvents
+
+        return LiveEvents(self.url, self._token, on_event)
 
     # -- plumbing ------------------------------------------------------------------------
 

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from amc.cli.app import EXIT_HELP, Application, Exit, caller_command
 from amc.core.lifecycle import MessageState, TaskStatus
+
+if TYPE_CHECKING:
+    from amc.cli.events import ServerEvent
 
 
 @click.group(epilog=EXIT_HELP)
@@ -590,7 +595,8 @@ def list_messages(app: Application, task_id: str) -> None:
     type=click.FloatRange(0.05, 60),
     default=0.5,
     show_default=True,
-    help="Seconds between two looks at the task.",
+    help="Seconds between two looks at the task on a server without an event stream (on one: between two "
+    "updates of the time shown; the stream says when to look).",
 )
 @click.option(
     "--timeout",
@@ -632,48 +638,115 @@ def _since(task: dict) -> str:
     return task["created_at"]
 
 
+class _Changes:
+    """When to look at a watched task again: when the server's event stream says it changed
+    (or says "reset": read everything again), else every `interval` (a server without a
+    stream is polled, and so is one whose stream is not open yet). A dropped stream
+    reconnects by itself and catches up.
+
+    While the task is queued its `waiting` follows the hosts, so a host event counts too,
+    but at most once per `interval`: a busy fleet's hosts change far more often than that.
+    """
+
+    def __init__(self, app: Application, task_id: str, interval: float):
+        self.task_id = task_id
+        self.interval = interval
+        self.queued = True
+        self._changed = threading.Event()
+        self._hosts_changed = threading.Event()
+        # Connecting runs beside the first reads: until the stream is open, `wait` polls, and
+        # the stream's first event is a reset, so nothing between the two is missed.
+        self._live = app.client.live_events(self._heard).start()
+
+    def _heard(self, event: ServerEvent) -> None:
+        if event.type == "host":
+            self._hosts_changed.set()
+        elif event.type == "reset" or (
+            event.type == "task" and f'"{self.task_id}"' in event.data and event.json().get("id") == self.task_id
+        ):
+            self._changed.set()
+
+    def wait(self) -> bool:
+        """Wait up to `interval`; True if the task should be read again."""
+        # Cleared only once seen set: a change heard after the wait timed out stays for the
+        # next wait, and one heard between a wait and its clear is in the read that follows.
+        changed = self._changed.wait(self.interval)
+        if changed:
+            self._changed.clear()
+        if not self._live.streams:
+            return True  # polling (the stream's opening reset ends a wait early)
+        hosts_changed = self._hosts_changed.is_set()
+        if hosts_changed:
+            self._hosts_changed.clear()
+        return changed or (hosts_changed and self.queued)
+
+    def close(self) -> None:
+        self._live.close()
+
+
 def _follow(app: Application, task_id: str, interval: float, timeout: float | None) -> None:
+    changes = _Changes(app, task_id, interval)
+    try:
+        found = _follow_changes(app, task_id, changes, timeout)
+    finally:
+        changes.close()
+    _ended(app, task_id, found)
+
+
+def _follow_changes(app: Application, task_id: str, changes: _Changes, timeout: float | None) -> dict:
+    """Show the task's events and where it stands until it ends; the ended task."""
     from contextlib import nullcontext
 
     from rich.markup import escape
     from rich.text import Text
 
     from amc.cli.steered import steered_plan
-    from amc.cli.views import duration, event_text, parse_time, progress_text, steps_table, when, where
+    from amc.cli.views import duration, event_text, parse_time, progress_text, when
     from amc.core.lifecycle import TERMINAL_STATUSES
 
     client = app.client
     began = time.monotonic()
     seen = 0
-    said = ""
+    said = now = ""
     found = client.task(task_id)  # a 404 ends the watch before anything is printed
+    read = True
     # A spinner line only on a terminal; in a pipe or a CI log, a line whenever it changes.
     spinner = app.out.status("") if app.out.is_terminal and not app.as_json else nullcontext()
     with spinner as status:
         while True:
-            events = client.history(task_id)["events"]
-            for event in events[seen:]:
-                app.display(Text(f"{when(event['at'])}  {event_text(event)}"))
-            seen = max(seen, len(events))
-            found = client.task(task_id)
-            if found["status"] in TERMINAL_STATUSES:
-                for event in client.history(task_id)["events"][seen:]:  # it may have ended since
+            if read:
+                events = client.history(task_id)["events"]
+                for event in events[seen:]:
                     app.display(Text(f"{when(event['at'])}  {event_text(event)}"))
-                break
+                seen = max(seen, len(events))
+                found = client.task(task_id)
+                changes.queued = found["status"] == TaskStatus.queued
+                if found["status"] in TERMINAL_STATUSES:
+                    for event in client.history(task_id)["events"][seen:]:  # it may have ended since
+                        app.display(Text(f"{when(event['at'])}  {event_text(event)}"))
+                    return found
             if timeout is not None and time.monotonic() - began >= timeout:
                 app.abort(f"{task_id} is still {found['status']} after {timeout:g} s", Exit.FAILED)
-            steered = None
-            if found.get("attempts"):
-                plan = steered_plan(found, client.messages(task_id)["messages"])
-                steered = None if plan is None else [step for step in plan if step.removed_by is None]
-            now = progress_text(found, steered)
+            if read:
+                steered = None
+                if found.get("attempts"):
+                    plan = steered_plan(found, client.messages(task_id)["messages"])
+                    steered = None if plan is None else [step for step in plan if step.removed_by is None]
+                now = progress_text(found, steered)
             elapsed = duration(time.time() - parse_time(_since(found)))
             if status is not None:
                 status.update(f"{escape(task_id)}: {escape(now)} ({elapsed})")
             elif now != said:
                 app.display(Text(f"{' ' * 8}  {now} ({elapsed})", style="dim"))
             said = now
-            time.sleep(interval)
+            read = changes.wait()
+
+
+def _ended(app: Application, task_id: str, found: dict) -> None:
+    from rich.markup import escape
+
+    from amc.cli.views import duration, parse_time, steps_table, where
+
     if app.as_json:
         app.display_json(found)
     else:

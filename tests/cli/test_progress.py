@@ -101,12 +101,14 @@ def test_watch_stops_with_the_step_table_when_the_task_ends(cli, host):
 
 
 def test_ctrl_c_on_watch_says_the_task_goes_on_and_exits_130(cli, host, monkeypatch):
+    from amc.cli import task as task_commands
+
     task = submit(cli, STEPS_ABC)
 
-    def interrupted(seconds):
+    def interrupted(self):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(time, "sleep", interrupted)
+    monkeypatch.setattr(task_commands._Changes, "wait", interrupted)  # Ctrl-C while it waits for a change
     watched = cli("task", "watch", task["id"])
     assert watched.exit_code == 130
     assert "Aborted" not in watched.stderr

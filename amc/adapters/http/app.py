@@ -11,7 +11,8 @@ operation is decided here; a refused request never reaches the kernel, or the ke
 refuses it and changes nothing.
 
 Around the commands the app keeps time moving (`timer`), wakes long-polling claims
-(`longpoll`) and counts what happens (`metrics`).
+(`longpoll`), counts what happens (`metrics`) and streams every committed change to the
+readers of `GET /v1/events` (`eventstream`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from amc.adapters.http import access, bodies, wire
 from amc.adapters.http.artifacts import ArtifactRoutes
 from amc.adapters.http.auth import Authenticator, Principal
 from amc.adapters.http.console import Console
+from amc.adapters.http.eventstream import EventStream, EventStreamResponse
 from amc.adapters.http.liveness import HostLiveness, Progress, ProgressBoard
 from amc.adapters.http.longpoll import ClaimWaits, WorkSignal
 from amc.adapters.http.metrics import CONTENT_TYPE, Metrics
@@ -147,6 +149,7 @@ class Api:
         self.liveness = HostLiveness(service.clock, round(settings.host_timeout_seconds * 1000))
         self.progress = ProgressBoard()
         self.artifacts = ArtifactRoutes(self, blobs)
+        self.events = EventStream(self.task_view, self.host_view, self.liveness.online, settings.events)
 
     # -- around every command -------------------------------------------------------------
 
@@ -199,8 +202,9 @@ class Api:
                 log.warning("due lease expiries could not be stored before a read: %s", error)
 
     def drain(self) -> None:
-        """The server is stopping: let every waiting claim answer now."""
+        """The server is stopping: let every waiting claim answer now, and end every event stream."""
         self.signal.close()
+        self.events.close()
 
     # -- the first checks of every request -------------------------------------------------
 
@@ -436,6 +440,14 @@ class Api:
             raise not_found(f"no host {host_id!r}")
         return json_response(self.host_view(host))
 
+    # -- the event stream (Part E) ----------------------------------------------------------
+
+    async def stream_events(self, request: Request) -> Response:
+        principal, _ = await self.begin(request)
+        access.require_role(principal, "client", "admin")
+        last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+        return EventStreamResponse(self.events.subscribe(principal.scope, last))
+
     # -- the host agent's side ------------------------------------------------------------
 
     async def claim(self, request: Request) -> Response:
@@ -654,6 +666,7 @@ class Api:
             Route("/v1/hosts", self.list_hosts, methods=["GET"]),
             Route("/v1/hosts/{host_id}", self.get_host, methods=["GET"]),
             Route("/v1/hosts/{host_id}", self.put_host, methods=["PUT"]),
+            Route("/v1/events", self.stream_events, methods=["GET"]),
             Route("/v1/health", self.health, methods=["GET"]),
             Route("/metrics", self.metrics_text, methods=["GET"]),
             # Always routed: a non-admin is refused (403) before anyone learns the clock's kind.
@@ -713,10 +726,16 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         api.timer.start()
+        stop_watching = service.watch(api.events.listener(asyncio.get_running_loop()))
+        liveness = asyncio.create_task(
+            api.events.watch_liveness(api.liveness.known, service.host), name="amc-event-liveness"
+        )
         try:
             yield
         finally:
             api.drain()
+            stop_watching()
+            liveness.cancel()
             await api.timer.stop()
             if close_service:
                 await _close(service)

@@ -30,6 +30,10 @@ class HostLiveness:
     def seen(self, host_id: str) -> None:
         self._seen[host_id] = self._clock.now()
 
+    def known(self) -> list[str]:
+        """The hosts seen since the server started (the event stream looks at their liveness)."""
+        return list(self._seen)
+
     def last_seen(self, host_id: str) -> int | None:
         return self._seen.get(host_id)
 

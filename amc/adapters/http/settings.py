@@ -31,6 +31,22 @@ class Limits:
 
 
 @attrs.frozen(kw_only=True)
+class EventSettings:
+    """The event stream's bounds (`GET /v1/events`, specs/protocol.md Part E)."""
+
+    keepalive_seconds: float = 15.0  # a `: keep-alive` comment after this long without an event
+    ring_events: int = 10_000  # the latest events kept for a reconnecting reader to catch up on
+    queue_events: int = 1_000  # events one reader may fall behind before it is sent a reset
+    liveness_check_seconds: float = 1.0  # how often hosts going online or offline are looked for
+
+    def __attrs_post_init__(self) -> None:
+        if not (self.keepalive_seconds > 0 and self.liveness_check_seconds > 0):
+            raise ValueError("event stream intervals must be more than 0 seconds")
+        if not (self.ring_events >= 1 and self.queue_events >= 1):
+            raise ValueError("event stream buffers must hold at least 1 event")
+
+
+@attrs.frozen(kw_only=True)
 class Settings:
     """The deployment choices of one server (`amc serve` options)."""
 
@@ -49,6 +65,7 @@ class Settings:
     # device, and an inventory holds at most 256 devices (`Limits.max_devices`).
     max_waiting_claims: int = 1024
     max_waiting_claims_per_host: int = 256
+    events: EventSettings = attrs.field(factory=EventSettings)
 
     def __attrs_post_init__(self) -> None:
         if not 0 < self.min_lease_seconds <= self.lease_seconds <= self.max_lease_seconds:

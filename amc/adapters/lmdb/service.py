@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Literal
 
@@ -20,7 +21,7 @@ from amc.adapters.lmdb.writer import Work, Writer
 from amc.core import kernel
 from amc.core.commands import Command, RegisterHost, SubmitTask
 from amc.core.records import Host, Task
-from amc.service import Clock, HistoryEntry, ManualClock, Page, SystemClock
+from amc.service import ChangeListener, Clock, HistoryEntry, ManualClock, Page, SystemClock
 
 DEFAULT_DATA_DIR = ".amc"
 
@@ -155,6 +156,10 @@ class LmdbService:
         """When the earliest active lease expires (committed leases only)."""
         with self._store.read() as txn:
             return reads.next_expiry(self._store, txn)
+
+    def watch(self, listener: ChangeListener) -> Callable[[], None]:
+        """Call `listener` on the writer thread after each commit (see `Service.watch`)."""
+        return self._writer.changes.watch(listener)
 
     # --- housekeeping ------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ with the clock and runs `kernel.execute` on the in-memory state, which is the on
 the state changes. A rejected command is just a decision without events; it does not
 disturb the others. Then the batch's events, the records they changed and the index
 entries that moved are written in ONE LMDB write transaction, committed with one fsync,
-and only then are the callers' futures resolved. While the writer waits for the fsync
+and only then are the callers' futures resolved and the service's watchers told which records
+the batch changed (`ChangeFeed`, from the same journal). While the writer waits for the fsync
 (LMDB releases the GIL), callers keep queueing the next batch: group commit falls out of
 the queue, with no timer and no added latency for a lone caller.
 
@@ -62,7 +63,7 @@ from amc.core.events import HostRegistered
 from amc.core.history import HISTORY_TYPES
 from amc.core.lifecycle import TaskStatus
 from amc.core.state import Journal, State
-from amc.service import Clock, ManualClock, stamp
+from amc.service import ChangeFeed, Clock, ManualClock, stamp
 
 log = logging.getLogger("amc.store")
 
@@ -109,6 +110,7 @@ class _Prepared:
         "last_time",
         "manual_now",
         "advanced",
+        "journal",
     )
 
     def __init__(self) -> None:
@@ -122,6 +124,7 @@ class _Prepared:
         self.last_time = 0
         self.manual_now = 0
         self.advanced = 0
+        self.journal: Journal | None = None
 
     @property
     def empty(self) -> bool:
@@ -143,6 +146,7 @@ class Writer:
         self.clock = clock
         self.manual = isinstance(clock, ManualClock)
         self.on_commit = on_commit
+        self.changes = ChangeFeed()  # told, after each commit, which records it changed
         self.max_batch = max_batch
         self.state: State = State()
         self.next_seq = 1
@@ -241,6 +245,10 @@ class Writer:
                 self.clock.advance(prepared.advanced)
         outcomes.extend((work, reply, None) for work, reply in zip(batch, prepared.replies))
         _release(outcomes)
+        # After the replies are on their way: an edge that records something of the moment
+        # with a reply (a renewal's progress) has done so before a watcher renders the change.
+        if prepared.journal is not None and not prepared.empty:
+            self.changes.publish(prepared.journal, self.state)
         if self.on_commit is not None and not prepared.empty:
             try:
                 self.on_commit(len(batch), time.perf_counter() - started)
@@ -255,7 +263,7 @@ class Writer:
         try:
             self._run_batch(batch, prepared)
         finally:
-            journal = state.close_journal()
+            journal = prepared.journal = state.close_journal()
         if not prepared.empty:
             self._prepare_records(prepared, journal)
             prepared.meta.append((layout.META_LAST_TIME, layout.u64(prepared.last_time)))

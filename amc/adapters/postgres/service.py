@@ -32,7 +32,7 @@ from amc.adapters.postgres.writer import Work, Writer
 from amc.core import kernel
 from amc.core.commands import Command, RegisterHost, SubmitTask
 from amc.core.records import Host, Task
-from amc.service import Clock, HistoryEntry, ManualClock, NotLeader, Page, SystemClock
+from amc.service import ChangeFeed, ChangeListener, Clock, HistoryEntry, ManualClock, NotLeader, Page, SystemClock
 
 log = logging.getLogger("amc.store")
 
@@ -78,6 +78,7 @@ class PostgresService:
         self._max_batch = max_batch
         self._lease_s = lease_s
         self._writer: Writer | None = None
+        self._changes = ChangeFeed()  # one feed across terms: a listener hears whichever term leads
         self._closed = False
         self._elected = threading.Condition()
         self.name = name or server_name()
@@ -142,7 +143,13 @@ class PostgresService:
         try:
             clock = self._term_clock(conn)
             writer = Writer(
-                conn, epoch, clock, on_commit=self._on_commit, on_lost=self._writer_lost, max_batch=self._max_batch
+                conn,
+                epoch,
+                clock,
+                on_commit=self._on_commit,
+                on_lost=self._writer_lost,
+                changes=self._changes,
+                max_batch=self._max_batch,
             )
             writer.load()
             if isinstance(clock, ManualClock):
@@ -244,6 +251,11 @@ class PostgresService:
     def hosts(self) -> list[Host]:
         with self._pool.connection() as conn:
             return store.hosts(conn)
+
+    def watch(self, listener: ChangeListener) -> Callable[[], None]:
+        """Call `listener` on the leading term's writer thread after each commit (see
+        `Service.watch`). A standby commits nothing, so its listeners hear nothing until it leads."""
+        return self._changes.watch(listener)
 
     def next_expiry(self) -> int | None:
         """When the earliest committed lease expires, as the leader's writer last saw it after a

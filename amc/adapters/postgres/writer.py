@@ -52,7 +52,7 @@ from amc.core.events import HostRegistered
 from amc.core.history import HISTORY_TYPES
 from amc.core.records import Task
 from amc.core.state import Journal, State
-from amc.service import Clock, ManualClock, NotLeader, stamp
+from amc.service import ChangeFeed, Clock, ManualClock, NotLeader, stamp
 
 log = logging.getLogger("amc.store")
 
@@ -95,7 +95,18 @@ class _Poison(Exception):
 
 
 class _Prepared:
-    __slots__ = ("replies", "events", "tasks", "hosts", "meta", "last_seq", "last_time", "manual_now", "advanced")
+    __slots__ = (
+        "replies",
+        "events",
+        "tasks",
+        "hosts",
+        "meta",
+        "last_seq",
+        "last_time",
+        "manual_now",
+        "advanced",
+        "journal",
+    )
 
     def __init__(self) -> None:
         self.replies: list[Any] = []
@@ -107,6 +118,7 @@ class _Prepared:
         self.last_time = 0
         self.manual_now = 0
         self.advanced = 0
+        self.journal: Journal | None = None
 
     @property
     def empty(self) -> bool:
@@ -124,6 +136,7 @@ class Writer:
         *,
         on_commit: Callable[[int, float], None] | None = None,
         on_lost: Callable[[int], None] | None = None,
+        changes: ChangeFeed | None = None,
         max_batch: int = 512,
     ):
         self.conn = conn
@@ -132,6 +145,7 @@ class Writer:
         self.manual = isinstance(clock, ManualClock)
         self.on_commit = on_commit
         self.on_lost = on_lost
+        self.changes = changes  # told, after each commit, which records it changed (the service's feed)
         self.max_batch = max_batch
         self.state = State()
         self.next_seq = 1
@@ -277,6 +291,8 @@ class Writer:
         self.next_expiry = self.state.leases.next_expiry()  # the state is what is committed now
         outcomes.extend((work, reply, None) for work, reply in zip(batch, prepared.replies))
         _release(outcomes)
+        if self.changes is not None and prepared.journal is not None and not prepared.empty:
+            self.changes.publish(prepared.journal, self.state)
         if self.on_commit is not None and not prepared.empty:
             try:
                 self.on_commit(len(batch), time.perf_counter() - started)
@@ -318,7 +334,7 @@ class Writer:
         try:
             self._run_batch(batch, prepared)
         finally:
-            journal = state.close_journal()
+            journal = prepared.journal = state.close_journal()
         if not prepared.empty:
             self._prepare_records(prepared, journal)
             prepared.meta.append(("last_time", str(prepared.last_time)))
