@@ -21,8 +21,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
+# Two processes, each taking whole test files (module-scoped stacks stay in one process);
+# TEST_PROCESSES=0 runs in this process.
+TEST_PROCESSES ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
 # Lint, formatting and types; the tools and their settings are in pyproject.toml.
 lint: $(STAMP)
