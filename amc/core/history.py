@@ -8,6 +8,9 @@ and host registrations belong to no task.
 from __future__ import annotations
 
 from amc.core.events import (
+    ActionDelivered,
+    ActionEnded,
+    ActionPosted,
     ArtifactStored,
     AttemptReleased,
     AttemptStarted,
@@ -20,6 +23,7 @@ from amc.core.events import (
     MessageApplied,
     MessagePosted,
     MessagesDelivered,
+    SessionEndRequested,
     TaskAssigned,
     TaskEnded,
     TaskRequeued,
@@ -44,6 +48,10 @@ HISTORY_TYPES: dict[type, str] = {
     MessageApplied: "message_acknowledged",  # by the server itself: a queued task held or released
     FollowUpsCollected: "follow_ups_collected",
     ArtifactStored: "artifact_stored",
+    ActionPosted: "action_posted",
+    ActionDelivered: "action_delivered",
+    ActionEnded: "action_ended",
+    SessionEndRequested: "session_end_requested",
 }
 
 
@@ -92,4 +100,18 @@ def history_data(event: Event) -> dict[str, JSON]:
         case ArtifactStored():
             a = event.artifact
             return {"id": a.id, "step": a.step, "name": a.name, "size": a.size, "sha256": a.sha256}
+        case ActionPosted():
+            step = event.step
+            return {"action_id": step.id, "action": {"id": step.id, "action": step.action, "args": step.args}}
+        case ActionDelivered():
+            return {"attempt": event.attempt, "action_id": event.action_id}
+        case ActionEnded():
+            return {
+                "attempt": event.attempt,
+                "action_id": event.action_id,
+                "status": event.status,
+                "reason": event.reason,
+            }
+        case SessionEndRequested():
+            return {}
     raise TypeError(f"{type(event).__name__} is not shown in histories")

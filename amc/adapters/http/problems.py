@@ -48,6 +48,9 @@ CODES: dict[str, tuple[int, str]] = {
     "no_cancellation_requested": (409, "No cancellation was requested"),
     "message_conflict": (409, "Message state conflict"),
     "artifact_conflict": (409, "An artifact of this name holds other bytes"),
+    "not_a_session": (409, "The task runs a plan, not a session"),
+    "session_ended": (409, "The session's end was requested; it takes no new action"),
+    "action_conflict": (409, "The action does not fit: its id was sent with another body, or it was not delivered"),
 }
 
 

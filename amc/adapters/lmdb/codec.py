@@ -50,6 +50,10 @@ EVENT_TAGS: dict[str, type] = {
     "follow_ups_collected": events.FollowUpsCollected,
     "attempt_released": events.AttemptReleased,
     "artifact_stored": events.ArtifactStored,
+    "action_posted": events.ActionPosted,
+    "action_delivered": events.ActionDelivered,
+    "action_ended": events.ActionEnded,
+    "session_end_requested": events.SessionEndRequested,
 }
 
 COMMAND_TAGS: dict[str, type] = dict(commands.NAMES)  # declared with the commands: metrics use them too
