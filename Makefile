@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 MUTANTS ?= 24
 FUZZ_CASES ?= 600
 
-.PHONY: test lint demo bench check mutation fuzz clean
+.PHONY: test lint demo bench bench-sessions check mutation fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/kernel.py
+
+# Session action round trip (Part D), 1 and 50 concurrent sessions; about 30 s.
+# Figures in bench/RESULTS-sessions.md.
+bench-sessions: $(STAMP)
+	$(BIN)/python bench/sessions.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

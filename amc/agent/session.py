@@ -39,6 +39,7 @@ from .worker import AttemptRecord, AttemptRun
 log = logging.getLogger("amc.agent.session")
 
 POLL_SECONDS = 20.0  # one long poll's wait; well under a host timeout
+WATCH_AFTER_SECONDS = 0.2  # an action running longer than this is watched for a cancel by a poll
 
 
 def _forget(call: asyncio.Future) -> None:
@@ -104,6 +105,10 @@ class SessionRun(AttemptRun):
         stopped = asyncio.ensure_future(self.stop_signal.wait())
         try:
             await asyncio.wait([call, stopped], return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the action it watched ended: this poll is not wanted
+            call.add_done_callback(_forget)
+            call.cancel()
+            raise
         finally:
             stopped.cancel()
         if not call.done():
@@ -169,6 +174,9 @@ class SessionRun(AttemptRun):
     async def _watch(self, action_id: str, future: asyncio.Future) -> None:
         """While `action_id` runs: learn of a cancel (a poll naming it `running`, or a renewal)
         and interrupt it, again until it returns."""
+        # Most actions (a tap, a dump) end within a few ms: a second poll for them would only
+        # double the requests and be cut off; a cancel arriving meanwhile waits for the action.
+        await asyncio.wait([future], timeout=WATCH_AFTER_SECONDS)
         while not future.done():
             if self.execution.stop is not None and self.execution.stop is not StopReason.drain_timed_out:
                 self.executor.interrupt()
