@@ -8,8 +8,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MUTANTS ?= 24
 FUZZ_CASES ?= 600
+CRASH_KILLS ?= 20
+CRASH_CLIENTS ?= 30
+DISK_FULL_CYCLES ?= 10
 
-.PHONY: test lint demo bench bench-sessions check mutation fuzz clean
+.PHONY: test lint demo bench bench-console bench-sessions console-pictures check mutation fuzz crash clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,9 +48,26 @@ mutation: $(STAMP)
 fuzz: $(STAMP)
 	AMC_FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout 1800 tests/adapters/http/test_fuzz.py
 
+# The crash test and the full disk at length: CRASH_KILLS SIGKILLs of a real amc serve under
+# CRASH_CLIENTS clients and as many hosts, and DISK_FULL_CYCLES fills and frees of its file
+# system (mounting a tmpfs needs root); prints the figures of the README's "Reliability".
+# `make test` runs the same tests with 5 kills and 2 cycles.
+crash: $(STAMP)
+	AMC_CRASH_KILLS=$(CRASH_KILLS) AMC_CRASH_CLIENTS=$(CRASH_CLIENTS) AMC_DISK_FULL_CYCLES=$(DISK_FULL_CYCLES) \
+		$(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout 1800 \
+		tests/adapters/http/test_crash_http.py tests/adapters/http/test_full_disk.py
+
 bench: $(STAMP)
 	$(BIN)/python bench/kernel.py
 
+# The web console's load times in headless Chromium: 1,000 devices on 100 hosts, 100,000
+# tasks (bench/RESULTS-console.md). About 2 minutes; needs /usr/bin/chromium.
+bench-console: $(STAMP)
+	$(BIN)/python bench/console.py
+
+# Retake the console's pictures in docs/ that the README shows (runs the browser tests).
+console-pictures: $(STAMP)
+	AMC_CONSOLE_PICTURES=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/browser
 # Session action round trip (Part D), 1 and 50 concurrent sessions; about 30 s.
 # Figures in bench/RESULTS-sessions.md.
 bench-sessions: $(STAMP)

@@ -19,6 +19,8 @@ pure `amc.core.execution.Execution`; the modules here only observe and act:
   outputs) as artifacts before the next step, for the step's outcome to list;
 - `clock.ServerClock`: the server's time estimated from lease answers and a monotonic clock;
 - `client.ControlPlane`, `wire`: the HTTP calls and their JSON.
+- `endpoints.Endpoints`: given several server URLs, which one leads (the CLI follows the
+  same rules).
 
 `amc host run` (amc/cli/host.py) runs a `HostAgent` until SIGTERM.
 """

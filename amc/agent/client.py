@@ -13,13 +13,21 @@ Every call ends in exactly one of three ways, because the agent's rules depend o
 
 A deadline (`asyncio.timeout`) bounds a whole call, not just one socket read, so a lease
 renewal can be made to give up exactly when the lease would run out.
+
+Given several server URLs, a call follows the leader (`amc.agent.endpoints`): it goes on to
+the next URL at once when a server refused the connection or answered 503 `not_leader` (the
+request did nothing there), and ends `Uncertain` when the request may have been delivered
+or no server answered as the leader. Every host request is safe to repeat with an identical
+body, so the callers' retries (start, renew, acknowledge, report, release, register, claim)
+then go to whichever URL is current: an attempt's renewals keep its lease id on the new
+leader.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +35,7 @@ import httpx
 import orjson
 
 from amc.adapters.adb.discovery import DeviceInfo
+from amc.agent.endpoints import Endpoints, is_standby, never_sent, retry_after
 from amc.agent.wire import lease_body
 from amc.core.execution import RunProgress
 
@@ -56,7 +65,8 @@ class ControlPlane:
     """An async client for one host's calls to the control plane.
 
     Args:
-        server: the base URL, e.g. ``http://127.0.0.1:8000``.
+        server: the base URL, e.g. ``http://127.0.0.1:8000``, or several, comma-separated, of
+            servers that share one store (the leader is followed among them).
         token: the host's bearer token; sent in a header, never logged.
         host_id: the host whose endpoints are called.
         timeout: the default deadline of one call, in seconds.
@@ -74,6 +84,7 @@ class ControlPlane:
     ):
         self.host_id = host_id
         self.timeout = timeout
+        self.endpoints = Endpoints([server])
         # httpx writes headers and body in separate sends; with Nagle's algorithm on, the
         # body waits for the server's delayed ACK, adding ~40 ms to every request.
         transport = transport or httpx.AsyncHTTPTransport(
@@ -81,7 +92,6 @@ class ControlPlane:
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
         )
         self._http = httpx.AsyncClient(
-            base_url=server.rstrip("/"),
             transport=transport,
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
             # The overall deadline is ours (asyncio.timeout); this only bounds each phase.
@@ -169,7 +179,7 @@ class ControlPlane:
         response = await self._send(
             "PUT",
             f"/v1/tasks/{task_id}/attempts/{attempt}/artifacts/{name}",
-            _chunks(path),
+            lambda: _chunks(path),  # a stream is read once: a fresh one for each server tried
             params={"step": step},
             headers=headers,
             deadline=self.timeout + size / MIN_UPLOAD_BYTES_PER_SECOND,
@@ -181,7 +191,8 @@ class ControlPlane:
     async def _call(
         self, method: str, path: str, content: bytes | None = None, *, deadline: float | None = None
     ) -> Any:
-        response = await self._send(method, path, content, deadline=deadline)
+        """The decoded JSON of the leader's 2xx answer (None for 204), or `Rejected` / `Uncertain`."""
+        response = await self._send(method, path, lambda: content, deadline=deadline)
         if response.status_code == 204 or not response.content:
             return None
         return response.json()
@@ -190,27 +201,62 @@ class ControlPlane:
         self,
         method: str,
         path: str,
-        content: bytes | AsyncIterator[bytes] | None = None,
+        content: Callable[[], bytes | AsyncIterator[bytes] | None],
         *,
         deadline: float | None = None,
         params: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
     ) -> httpx.Response:
-        """The 2xx answer, or `Rejected` / `Uncertain`."""
+        """The leader's 2xx answer, or `Rejected` / `Uncertain`; `content()` makes the body
+        for each server tried."""
+        sending: str | None = None  # the URL a request is out to, while it is
         try:
             async with asyncio.timeout(self.timeout if deadline is None else max(deadline, 0.001)):
-                response = await self._http.request(method, path, content=content, params=params, headers=headers)
+                await asyncio.sleep(self.endpoints.wait_seconds())  # no leader lately: a shared pause
+                pause_asked = None
+                passed: list[str] = []  # why each URL was passed over, for the log
+                for url in self.endpoints.round():
+                    sending = url
+                    try:
+                        response = await self._http.request(
+                            method, url + path, content=content(), params=params, headers=headers
+                        )
+                    except httpx.HTTPError as error:
+                        if not never_sent(error):
+                            raise  # perhaps delivered: below
+                        sending = None
+                        self.endpoints.passed_over(url)  # refused: the request did nothing there
+                        passed.append(f"{url}: {type(error).__name__}: {error}")
+                        continue
+                    sending = None
+                    if is_standby(response.status_code, response.content):
+                        self.endpoints.passed_over(url)  # a standby did nothing either
+                        passed.append(f"{url}: a standby")
+                        pause_asked = max(pause_asked or 0.0, retry_after(response.headers.get("Retry-After")) or 0.0)
+                        continue
+                    self.endpoints.answered(url)
+                    return _checked(method, path, response)
+                self.endpoints.no_leader(pause_asked)
+                raise Uncertain(f"{method} {path}: no server answered as the leader ({'; '.join(passed)})")
         except TimeoutError:
+            if sending is not None:
+                self.endpoints.passed_over(sending)
             raise Uncertain(f"{method} {path}: no answer in time") from None
-        except httpx.HTTPError as error:  # connection refused, reset, protocol errors
+        except httpx.HTTPError as error:  # reset, cut, protocol errors: perhaps delivered
+            if sending is not None:
+                self.endpoints.passed_over(sending)
             raise Uncertain(f"{method} {path}: {type(error).__name__}: {error}") from None
-        status = response.status_code
-        if status >= 500 or status in _RETRYABLE_4XX:
-            raise Uncertain(f"{method} {path}: {status} {response.text[:200]}")
-        if status >= 400:
-            code, detail = _problem(response)
-            raise Rejected(status, code, detail)
-        return response
+
+
+def _checked(method: str, path: str, response: httpx.Response) -> httpx.Response:
+    """The leader's answer if it is a 2xx, or the exception that says what it was."""
+    status = response.status_code
+    if status >= 500 or status in _RETRYABLE_4XX:
+        raise Uncertain(f"{method} {path}: {status} {response.text[:200]}")
+    if status >= 400:
+        code, detail = _problem(response)
+        raise Rejected(status, code, detail)
+    return response
 
 
 async def _chunks(path: Path) -> AsyncIterator[bytes]:

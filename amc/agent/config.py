@@ -12,7 +12,8 @@ class AgentConfig:
     """The settings of one `HostAgent` (`amc host run` options).
 
     Args:
-        server: base URL of the control plane, e.g. ``http://127.0.0.1:8000``.
+        server: base URL of the control plane, e.g. ``http://127.0.0.1:8000``, or several,
+            comma-separated, of servers sharing one store (the leader is followed, `endpoints`).
         token: the host's bearer token (role `host`, bound to `host_id`). Never logged.
         host_id: the host this agent registers and claims as.
         adb_host, adb_port: the adb server that sees the devices.

@@ -8,6 +8,8 @@ and its output. An output longer than what the report carries inline
 report keeps its tail. Each file is uploaded (PUT .../attempts/{n}/artifacts/{name}?step=,
 streamed from the disk), and the ids the server answers go into the step's outcome.
 
+- Uploads wait until the step's earlier acknowledgements are answered: a step a steer
+  inserted is the server's to take evidence of only once it has the host's admission.
 - Names are fixed by the step (`{step id}-{what}{suffix}`, e.g. `open-screenshot.png`), so
   an upload whose answer was lost (no answer, a 5xx) is sent again with the same name and
   bytes, and the server answers 200 with the artifact it stored the first time.
@@ -29,7 +31,7 @@ import logging
 import random
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import attrs
@@ -84,6 +86,8 @@ class Evidence:
         assignment: the attempt (task id, number, lease id).
         execution: told of a lease loss; only touched from the event loop.
         changed: called after the Execution learned of a lease loss.
+        settled: waits until every acknowledgement decided so far has its answer: the server
+            takes evidence of a step a steer inserted only once it has the admission.
         directory: where the attempt's files are (the executor writes its observations there).
         keep: keep the files (``--keep-artifacts``); otherwise they are removed once uploaded.
         backoff: first and longest pause between retries, in seconds.
@@ -96,6 +100,7 @@ class Evidence:
         assignment: ClaimedAttempt,
         execution: Execution,
         changed: Callable[[], None],
+        settled: Callable[[], Awaitable[None]],
         directory: Path,
         keep: bool,
         backoff: tuple[float, float],
@@ -105,6 +110,7 @@ class Evidence:
         self._assignment = assignment
         self._execution = execution
         self._changed = changed
+        self._settled = settled
         self.directory = directory
         self.keep = keep
         self._backoff = backoff
@@ -117,11 +123,19 @@ class Evidence:
         """Upload what `step` produced: its observation's `file`, and its `output` if too long
         to report inline."""
         items: list[tuple[str, Path, str]] = []  # (what, file, content type)
+        ids: list[str] = []
+        missing: list[str] = []
         if file is not None:
             items.append((step.action, file, content_type or "application/octet-stream"))
         if output is not None and len(output) > INLINE_OUTPUT_CHARS:
-            items.append(("output", await self._write(artifact_name(step.id, "output", ".txt"), output), OUTPUT_TYPE))
-        ids, missing = [], []
+            path = self.directory / artifact_name(step.id, "output", ".txt")
+            try:
+                await asyncio.to_thread(_write_text, path, output)
+                items.append(("output", path, OUTPUT_TYPE))
+            except OSError as error:  # e.g. a full disk: the step's output is still reported inline
+                missing.append(f"output not stored: it could not be written to a local file: {error}")
+        if items:
+            await self._settled()
         for what, path, media_type in items:
             try:
                 artifact_id, refusal = await self._upload(
@@ -140,11 +154,6 @@ class Evidence:
         """The attempt is over: remove its temporary directory (kept with ``--keep-artifacts``)."""
         if not self.keep:
             shutil.rmtree(self.directory, ignore_errors=True)
-
-    async def _write(self, name: str, text: str) -> Path:
-        path = self.directory / name
-        await asyncio.to_thread(_write_text, path, text)
-        return path
 
     async def _upload(self, step_id: str, name: str, path: Path, content_type: str) -> tuple[str | None, str]:
         """Send one file until a definite answer: (its artifact id, "") or (None, why not)."""
@@ -168,6 +177,9 @@ class Evidence:
                 else:
                     log.error("%s: upload of %s refused (%s)", self._label, name, error)
                 return None, f"{error.status} {error.code} ({error.detail})"
+            except OSError as error:  # the local file went away or cannot be read: sending again will not help
+                log.error("%s: cannot upload %s: %s", self._label, name, error)
+                return None, f"the local file could not be read: {error}"
             except (Uncertain, ValueError, KeyError, TypeError) as error:  # no answer, or not an artifact
                 log.warning("%s: upload of %s got no answer (%s); retrying in %.2g s", self._label, name, error, delay)
             else:

@@ -114,6 +114,7 @@ class AttemptRun:
             assignment,
             self.execution,
             self.changed,
+            self.acks.flush,
             executor.artifacts_dir,
             keep_artifacts,
             backoff,
@@ -134,6 +135,12 @@ class AttemptRun:
         self.changed()
 
     async def run(self) -> AttemptRecord:
+        try:
+            return await self._run()
+        finally:
+            self.evidence.close()  # whatever happened, no temporary file outlives the attempt
+
+    async def _run(self) -> AttemptRecord:
         log.info(
             "%s: assigned (%d step(s), lease %.3g s)",
             self.label,
@@ -185,7 +192,6 @@ class AttemptRun:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
-            self.evidence.close()
         record.renewals = renewer.renewals if renewer is not None else 0
         return record
 

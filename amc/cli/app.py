@@ -6,7 +6,8 @@ In the manner of hatch, every caller command (`amc task ...`, `amc host list`) g
 - output: `display_*` for people (rich, to stdout; errors and notes to stderr), and
   `display_json` for scripts when `--json` is given. In JSON mode stdout carries exactly one
   JSON document and nothing else, so `amc task show ID --json | jq .status` always works;
-- the connection: `--url`/`AMC_URL` and `--token`/`AMC_TOKEN`, falling back to what the local
+- the connection: `--url` (or `--server`)/`AMC_URL`, one URL or several separated by commas
+  (the leader among them is followed, `amc.cli.client`), and `--token`/`AMC_TOKEN`, falling back to what the local
   server wrote in `--data`/`AMC_DATA`: the URL it serves on (`server.json`, while it runs)
   and the tokens file. Both are read only when a command first talks to the server, so
   `--help` never reads them;
@@ -250,10 +251,13 @@ def caller_command(function: Callable) -> Callable:
     )
     @click.option(
         "--url",
+        "--server",
+        "url",
         envvar="AMC_URL",
         show_envvar=True,
-        help=f"Base URL of the control plane. Default: the server running on DATA (DATA/{SERVER_FILE}, "
-        f"written by amc up and amc serve), else {DEFAULT_URL}.",
+        help="Base URL of the control plane; several, comma-separated, for servers sharing one store: "
+        "requests go to the leader among them. Default: the server running on DATA "
+        f"(DATA/{SERVER_FILE}, written by amc up and amc serve), else {DEFAULT_URL}.",
     )
     @click.pass_context
     @functools.wraps(function)

@@ -11,14 +11,32 @@ Every call returns the decoded JSON or raises exactly one `ApiError`:
 
 Both carry a one-line `message` meant for people; the CLI prints it and exits with the code
 `amc.cli.app` assigns to the error, so scripts can tell "down" from "no" from "not there".
+
+Given several URLs (``http://a:8000,http://b:8000``: servers sharing one store), a call
+follows the leader by the rules of `amc.agent.endpoints`, which the Host Agent follows too
+(specs/protocol.md "High availability", HA/s5 to HA/s8):
+
+- a URL that refused the connection, or a standby (503 `not_leader`), is passed over and the
+  request goes to the next URL at once: it did nothing there, so this is safe for any request;
+- a request that may have been delivered (a timeout or a cut connection after sending) goes
+  on to the next URL only if it is safe to repeat: a read, a cancel (CANCEL-IDEMPOTENT) or a
+  submit with an idempotency key (SUBMIT-IDEMPOTENT). A message (steer, pause, resume,
+  follow-up) or a submit without a key is never resent: the call ends `Unreachable`, saying
+  it may or may not have taken effect;
+- while standbys answer (a leader is being elected), rounds are repeated after a pause
+  (backoff, or the standbys' `Retry-After`, at most 5 s) for up to `timeout` seconds; a
+  round in which no server answered at all ends the call at once, as with one URL.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from amc.agent.endpoints import Endpoints, is_standby, never_sent, retry_after
 
 if TYPE_CHECKING:
     import httpx
@@ -55,16 +73,24 @@ class ApiClient:
     """The caller endpoints of one server, with one bearer token (client or admin role).
 
     Args:
-        url: the server's base URL, e.g. ``http://127.0.0.1:8000``.
+        url: the server's base URL, e.g. ``http://127.0.0.1:8000``, or several, comma-separated,
+            of servers sharing one store: calls follow the leader among them (see above).
         token: the bearer token; sent in a header, never printed.
-        timeout: seconds one request may take before it counts as unanswered.
+        timeout: seconds one request may take before it counts as unanswered; also how long
+            a call waits for a leader while only standbys answer.
     """
 
     def __init__(self, url: str, token: str, *, timeout: float = 10.0):
         import httpx  # here, not at the top: `amc --help` imports this module and should stay instant
 
-        self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers={"Authorization": f"Bearer {token}"})
+        self.endpoints = Endpoints([url])
+        self.timeout = timeout
+        self._http = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {token}"})
+
+    @property
+    def url(self) -> str:
+        """The URL in use: the one that answered as the leader last."""
+        return self.endpoints.current
 
     def close(self) -> None:
         self._http.close()
@@ -82,7 +108,7 @@ class ApiClient:
 
     def submit(self, body: dict) -> tuple[dict, bool]:
         """The task, and whether it was created (201) rather than found by idempotency key (200)."""
-        status, task = self._call("POST", "/v1/tasks", body)
+        status, task = self._call("POST", "/v1/tasks", body, repeatable=bool(body.get("idempotency_key")))
         return task, status == 201
 
     def task(self, task_id: str) -> dict:
@@ -114,7 +140,7 @@ class ApiClient:
     def cancel(self, task_id: str, reason: str | None = None) -> tuple[dict, bool]:
         """The task, and whether the cancellation is pending (202: the task is still running)."""
         body = {} if reason is None else {"reason": reason}
-        status, task = self._call("POST", f"/v1/tasks/{_segment(task_id)}/cancel", body)
+        status, task = self._call("POST", f"/v1/tasks/{_segment(task_id)}/cancel", body, repeatable=True)
         return task, status == 202
 
     def post_message(self, task_id: str, intent: str, text: str | None = None, data: dict | None = None) -> dict:
@@ -138,29 +164,69 @@ class ApiClient:
 
     # -- plumbing ------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, body: Any = None, params: dict | None = None) -> tuple[int, Any]:
+    def _call(
+        self, method: str, path: str, body: Any = None, params: dict | None = None, *, repeatable: bool | None = None
+    ) -> tuple[int, Any]:
+        """One request, to the leader among the URLs; `repeatable` (default: a GET) says whether
+        it may be sent again after it was perhaps delivered."""
         import httpx
 
-        try:
-            response = self._http.request(method, path, json=body, params=params)
-        except httpx.UnsupportedProtocol:
-            raise Unreachable(f"{self.url} is not an http:// or https:// URL") from None
-        except httpx.TimeoutException:
-            raise Unreachable(f"the server at {self.url} did not answer in time") from None
-        except httpx.ConnectError as error:
-            raise Unreachable(f"cannot connect to the server at {self.url} ({_reason(error)})") from None
-        except (httpx.HTTPError, httpx.InvalidURL) as error:
-            raise Unreachable(f"no answer from the server at {self.url} ({_reason(error)})") from None
-        if response.status_code >= 400:
-            raise _refusal(response)
-        try:
-            return response.status_code, response.json()
-        except ValueError:
-            raise Refused(
-                response.status_code,
-                "not_amc",
-                f"the server at {self.url} answered something that is not JSON; is it an amc server?",
-            ) from None
+        repeatable = method == "GET" if repeatable is None else repeatable
+        give_up_at = time.monotonic() + self.timeout
+        while True:
+            time.sleep(self.endpoints.wait_seconds())
+            missed: list[str] = []  # why each URL of this round was passed over
+            standbys, pause_asked = 0, 0.0
+            for url in self.endpoints.round():
+                try:
+                    response = self._http.request(method, url + path, json=body, params=params)
+                except (httpx.HTTPError, httpx.InvalidURL) as error:
+                    self.endpoints.passed_over(url)
+                    if not (never_sent(error) or repeatable):
+                        raise Unreachable(
+                            f"{_no_answer(url, error)}; the request may or may not have taken effect: "
+                            "look before sending it again"
+                        ) from None
+                    missed.append(_no_answer(url, error))
+                    continue
+                if is_standby(response.status_code, response.content):
+                    self.endpoints.passed_over(url)
+                    standbys += 1
+                    pause_asked = max(pause_asked, retry_after(response.headers.get("Retry-After")) or 0.0)
+                    missed.append(f"the server at {url} is a standby, not the leader")
+                    continue
+                self.endpoints.answered(url)
+                return _answer(url, response)
+            pause = self.endpoints.no_leader(pause_asked)
+            if not standbys or time.monotonic() + pause > give_up_at:
+                raise Unreachable("; ".join(missed) if len(missed) == 1 else "no leader: " + "; ".join(missed))
+
+
+def _no_answer(url: str, error: Exception) -> str:
+    """Why `url` gave no answer, in one line."""
+    import httpx
+
+    if isinstance(error, httpx.UnsupportedProtocol):
+        return f"{url} is not an http:// or https:// URL"
+    if isinstance(error, httpx.TimeoutException):
+        return f"the server at {url} did not answer in time"
+    if isinstance(error, httpx.ConnectError):
+        return f"cannot connect to the server at {url} ({_reason(error)})"
+    return f"no answer from the server at {url} ({_reason(error)})"
+
+
+def _answer(url: str, response: httpx.Response) -> tuple[int, Any]:
+    """The status and decoded JSON of an answer, or the `Refused` it amounts to."""
+    if response.status_code >= 400:
+        raise _refusal(response)
+    try:
+        return response.status_code, response.json()
+    except ValueError:
+        raise Refused(
+            response.status_code,
+            "not_amc",
+            f"the server at {url} answered something that is not JSON; is it an amc server?",
+        ) from None
 
 
 def _segment(value: str) -> str:

@@ -30,7 +30,9 @@ host.add_command(list_hosts)
     required=True,
     envvar="AMC_URL",
     show_envvar=True,
-    help="Base URL of the control plane, e.g. http://127.0.0.1:8000.",
+    help="Base URL of the control plane, e.g. http://127.0.0.1:8000; several, comma-separated, for servers "
+    "sharing one store: the agent uses the leader among them, and moves to the next URL when a server refuses "
+    "the connection, stops answering or answers 503 not_leader (running tasks keep their leases).",
 )
 @click.option(
     "--token",

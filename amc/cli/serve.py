@@ -18,7 +18,9 @@ import click
 from amc.cli.options import data_option
 
 
-def _open_store(data: Path, clock: Literal["system", "manual"], on_commit, store: str):
+def _open_store(
+    data: Path, clock: Literal["system", "manual"], on_commit, store: str, map_size: int, max_map_size: int
+):
     """The durable `LmdbService` when `amc.adapters.lmdb` provides it, else an in-memory service."""
     try:
         from amc.adapters.lmdb import LmdbService
@@ -32,7 +34,10 @@ def _open_store(data: Path, clock: Literal["system", "manual"], on_commit, store
             from amc.adapters.lmdb import StoreError
 
             try:
-                return LmdbService.open(data, clock=clock, on_commit=on_commit), True
+                service = LmdbService.open(
+                    data, clock=clock, on_commit=on_commit, map_size=map_size, max_map_size=max_map_size
+                )
+                return service, True
             except StoreError as error:
                 raise click.ClickException(str(error)) from None
     from amc.service import ManualClock, MemoryService, SystemClock
@@ -155,6 +160,21 @@ def _tokens(data: Path, tokens_file: Path | None):
     help="auto: the LMDB store in DATA; memory: nothing is durable (benchmarks, demos).",
 )
 @click.option(
+    "--map-size",
+    type=click.IntRange(min=1 << 16),
+    default=64 << 20,
+    show_default=True,
+    help="Initial size of the LMDB map (bytes). A full map doubles on its own, without failing a write.",
+)
+@click.option(
+    "--max-map-size",
+    type=click.IntRange(min=1 << 16),
+    default=1 << 40,
+    show_default=True,
+    help="Largest the LMDB map may grow to (bytes). A write past it, like a write on a full disk, is "
+    "refused with 503 storage_unavailable and Retry-After; reads go on.",
+)
+@click.option(
     "--access-log/--no-access-log",
     default=False,
     show_default=True,
@@ -179,6 +199,8 @@ def serve(
     host_timeout,
     clock,
     store,
+    map_size,
+    max_map_size,
     access_log,
     log_level,
 ) -> None:
@@ -214,7 +236,7 @@ def serve(
     metrics = Metrics()
     # The store first: it creates the data directory, and it only starts a new store in an
     # empty directory, so the first tokens file is written into it afterwards.
-    service, durable = _open_store(data, clock, metrics.on_commit, store)
+    service, durable = _open_store(data, clock, metrics.on_commit, store, map_size, max_map_size)
     if tokens_file is None:
         try:
             tokens, tokens_path = _tokens(data, None)

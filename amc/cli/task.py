@@ -24,8 +24,9 @@ def task() -> None:
     """Submit tasks and follow them: submit, list, show, watch, history, cancel; talk to
     them while they run: steer, pause, resume, follow-up, messages.
 
-    Every command takes --url (AMC_URL) and --token (AMC_TOKEN); without a token, the
-    client token of .amc/tokens.json (what `amc up` writes) is used.
+    Every command takes --url or --server (AMC_URL) and --token (AMC_TOKEN); without a
+    token, the client token of .amc/tokens.json (what `amc up` writes) is used. Several
+    URLs, comma-separated, name servers sharing one store: requests go to the leader.
     """
 
 

@@ -183,6 +183,7 @@ def up(
         click.echo(f"""
 amc is up.
   server      {url}   (store in {data}, leases of {lease_seconds:g} s)
+  console     {url}/ui   (sign in with the admin or client token of the tokens file)
   tokens      {tokens_path}   (admin, client, host '{host_id}'; keep it private)
   host agent  {host_id}, serving {kind}:
               {devices}

@@ -9,18 +9,19 @@ import asyncio
 import hashlib
 import struct
 import tempfile
+import time
 import xml.etree.ElementTree as ElementTree
 import zlib
 from pathlib import Path
 
 import pytest
 
-from amc.agent.client import Rejected
+from amc.agent.client import ControlPlane, Rejected
 from amc.agent.evidence import Evidence, Stored, artifact_name
 from amc.agent.wire import INLINE_OUTPUT_CHARS, TRUNCATED, ClaimedAttempt
 from amc.core.execution import Execution, StopReason
 from amc.core.records import Plan, Step
-from tests.agent.helpers import shell
+from tests.agent.helpers import eventually, shell, wait_running
 
 req = pytest.mark.req
 
@@ -179,6 +180,25 @@ def test_an_artifacts_name_is_fixed_by_its_step_and_within_the_servers_rule(step
     assert artifact_name("a..c", "x", ".png") != artifact_name("a..b", "x", ".png")
 
 
+def one_screenshot() -> ClaimedAttempt:
+    """An attempt of a plan of one screenshot step."""
+    plan = Plan(steps=(Step(id="shot", action="screenshot"),))
+    return ClaimedAttempt(
+        task_id="t_1",
+        attempt=1,
+        lease_id="l_1",
+        lease_expires_at=10_000,
+        lease_ms=1000,
+        device="d1",
+        plan=plan,
+        cancel_requested=False,
+    )
+
+
+async def nothing_to_wait_for() -> None:
+    """No acknowledgement is outstanding."""
+
+
 class RefusingServer:
     """A control plane that answers every upload with a lease refusal."""
 
@@ -191,19 +211,12 @@ class RefusingServer:
 
 
 def test_an_upload_refused_for_the_lease_is_lease_loss_and_nothing_more_is_sent(tmp_path):
-    assignment = ClaimedAttempt(
-        task_id="t_1",
-        attempt=1,
-        lease_id="l_1",
-        lease_expires_at=10_000,
-        lease_ms=1000,
-        device="d1",
-        plan=Plan(steps=(Step(id="shot", action="screenshot"),)),
-        cancel_requested=False,
-    )
+    assignment = one_screenshot()
     execution = Execution(assignment.plan, assignment.lease_expires_at)
     server, woken = RefusingServer(), []
-    evidence = Evidence(server, assignment, execution, lambda: woken.append(1), tmp_path, False, (0.01, 0.01), "t")
+    evidence = Evidence(
+        server, assignment, execution, lambda: woken.append(1), nothing_to_wait_for, tmp_path, False, (0.01, 0.01), "t"
+    )
     shot = tmp_path / "shot.png"
     shot.write_bytes(b"png")
 
@@ -215,3 +228,40 @@ def test_an_upload_refused_for_the_lease_is_lease_loss_and_nothing_more_is_sent(
         (), "screenshot not stored: 409 lease_expired (the lease ran out); output not stored: the lease was lost"
     )
     assert list(tmp_path.iterdir()) == []  # the temporary files are removed all the same
+
+
+def test_a_file_that_cannot_be_read_is_reported_not_retried(tmp_path):
+    assignment = one_screenshot()
+    server = ControlPlane("http://127.0.0.1:9", "token", "h1")  # never reached: the file is read first
+    execution = Execution(assignment.plan, 10_000)
+    evidence = Evidence(server, assignment, execution, lambda: None, nothing_to_wait_for, tmp_path, False, (0, 0), "t")
+
+    stored = asyncio.run(evidence.store(Step(id="shot", action="screenshot"), tmp_path / "gone.png", "image/png"))
+
+    assert stored.artifacts == () and stored.missing.startswith(
+        "screenshot not stored: the local file could not be read"
+    )
+    assert [(u.tries, u.answer) for u in evidence.uploads] == [(1, None)]
+
+
+@req("AGENT-EVIDENCE/s1")
+def test_a_step_a_steer_inserted_stores_its_evidence_once_the_server_knows_the_step(server, sim, make_agent, proxy_to):
+    """The server takes evidence of an inserted step only once it has the host's admission of
+    the steer: the agent's uploads wait for its acknowledgements, however slow they are."""
+    proxy = proxy_to(server.port)
+    make_agent(proxy.url, sim.server_port, lease_seconds=1.0)
+    task_id = server.api.submit({"steps": [shell("a", "sleep 1"), shell("b", "echo b")]})["id"]
+    wait_running(sim, "amc-sim-01", "sleep 1")
+    proxy.hold(b"/messages/")  # the admission reaches the server late
+    message = server.api.post_message(task_id, "steer", data={"insert_after": "a", "steps": [SHOT]})
+    eventually(lambda: proxy.held, 10, what="the admission held")
+    time.sleep(0.5)  # meanwhile the inserted screenshot has run
+    proxy.release()
+
+    task = server.api.wait_status(task_id)
+
+    assert task["status"] == "done", task
+    assert server.api.message(task_id, message["id"])["state"] == "completed"
+    (stored,) = server.api.artifacts(task_id)
+    assert stored["step"] == "shot"
+    assert step_artifacts(task) == {"a": [], "shot": [stored["id"]], "b": []}

@@ -53,6 +53,7 @@ def test_demo_runs_its_workload_and_exits_0(tmp_path):
     smoke = next(job for job in json.loads(result.stdout)["jobs"] if job["name"] == "settings-smoke")
     assert f"amc task artifacts {smoke['task']['id']}" in out  # where to look at the evidence
     assert re.search(r"Evidence: the Host Agents stored \d+ screenshots and UI dumps", out), out
+    assert re.search(r"console http://127\.0\.0\.1:\d+/ui", out), out  # where to watch it in a browser
     assert "The store and the logs of this run are in" not in out  # a passing run leaves nothing behind
     assert list(tmp_path.iterdir()) == []  # nor anything in the directory it ran in
 

@@ -16,9 +16,10 @@ LISTENING = re.compile(r"listening on (http://\S+)")
 
 
 class Served:
-    """An `amc serve` subprocess and a caller per token."""
+    """An `amc serve` subprocess and a caller per token; on a free port, or on `port`."""
 
-    def __init__(self, data: Path, *options: str, tokens: Path | None = None):
+    def __init__(self, data: Path, *options: str, tokens: Path | None = None, port: int = 0, log: Path | None = None):
+        """`log`: a file for the server's stderr (appended to), for a run that logs more than a pipe holds."""
         command = [
             sys.executable,
             "-c",
@@ -27,14 +28,17 @@ class Served:
             "--data",
             str(data),
             "--port",
-            "0",
+            str(port),
             "--log-level",
             "warning",
             *options,
         ]
         if tokens is not None:
             command += ["--tokens", str(tokens)]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stderr = subprocess.PIPE if log is None else log.open("a")
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        if log is not None:
+            stderr.close()  # the child has its own descriptor
         self.output: list[str] = []
         self.url = self._wait_for_url()
         self.http = http_client(self.url)
@@ -44,7 +48,8 @@ class Served:
         while time.monotonic() < deadline:
             line = self.process.stdout.readline()
             if not line:
-                raise AssertionError(f"amc serve exited: {self.process.wait()} {self.process.stderr.read()}")
+                errors = self.process.stderr.read() if self.process.stderr else "(stderr in its log file)"
+                raise AssertionError(f"amc serve exited: {self.process.wait()} {errors}")
             self.output.append(line)
             found = LISTENING.search(line)
             if found:

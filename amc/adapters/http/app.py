@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -36,6 +37,7 @@ from starlette.routing import Match, Route
 from amc.adapters.http import access, bodies, wire
 from amc.adapters.http.artifacts import ArtifactRoutes
 from amc.adapters.http.auth import Authenticator, Principal
+from amc.adapters.http.console import Console
 from amc.adapters.http.liveness import HostLiveness, Progress, ProgressBoard
 from amc.adapters.http.longpoll import TaskSignals, WorkSignal
 from amc.adapters.http.metrics import CONTENT_TYPE, Metrics
@@ -90,8 +92,10 @@ from amc.core.events import ActionEnded, TaskAssigned
 from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.records import Action, Boundary, DeviceSpec, Host, Message, Requirements, Task
 from amc.core.times import to_rfc3339
-from amc.core.waiting import waiting
-from amc.service import BlobStore, MemoryBlobStore, Service
+from amc.core.waiting import Waiting, waiting
+from amc.service import BlobStore, MemoryBlobStore, Service, StorageUnavailable
+
+log = logging.getLogger("amc.http")
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -190,10 +194,17 @@ class Api:
         return host
 
     async def catch_up(self) -> None:
-        """Apply due expiries before a read, so no read shows a lapsed lease as active."""
+        """Apply due expiries before a read, so no read shows a lapsed lease as active.
+
+        When the store cannot take the expiries (a full disk), the read is still served,
+        from the durable state: reads go on while writes are refused, and the expiries are
+        applied by the first read or timer tick after space comes back."""
         due = self.service.next_expiry()
         if due is not None and due <= self.service.clock.now():
-            await self.run(ExpireLeases(now=0))
+            try:
+                await self.run(ExpireLeases(now=0))
+            except StorageUnavailable as error:
+                log.warning("due lease expiries could not be stored before a read: %s", error)
 
     def drain(self) -> None:
         """The server is stopping: let every waiting claim and poll answer now."""
@@ -257,12 +268,25 @@ class Api:
 
     # -- views with what the server knows of the moment -------------------------------------
 
-    def task_view(self, task: Task, hosts: list[Host] | None = None) -> dict[str, Any]:
+    def task_view(
+        self, task: Task, hosts: list[Host] | None = None, reasons: dict[tuple, Waiting | None] | None = None
+    ) -> dict[str, Any]:
         """A task with its attempts' progress and, when queued, why it waits (`hosts`: the
-        registered hosts, when the caller already read them)."""
+        registered hosts, when the caller already read them; `reasons`: the answers already
+        worked out for this read, by what they depend on)."""
         why = None
         if task.status == TaskStatus.queued:
-            why = waiting(task, self.service.hosts() if hosts is None else hosts, self.liveness.online)
+            # Why a task waits depends only on its requirements and whether it is held, and
+            # working it out passes over every device: a page of tasks that share their
+            # requirements (the usual case) pays for one pass, not one per task.
+            requirements = task.requirements
+            key = (requirements.serial, tuple(sorted(requirements.attributes.items())), task.held)
+            if reasons is not None and key in reasons:
+                why = reasons[key]
+            else:
+                why = waiting(task, self.service.hosts() if hosts is None else hosts, self.liveness.online)
+                if reasons is not None:
+                    reasons[key] = why
         return wire.task_view(task, progress=self.progress.of, waiting=why)
 
     def host_view(self, host: Host) -> dict[str, Any]:
@@ -313,15 +337,23 @@ class Api:
     async def list_tasks(self, request: Request) -> Response:
         principal, _ = await self.begin(request)
         access.require_role(principal, "client", "admin")
-        status, limit, after = bodies.decode_list_query(request.query_params, self.settings.limits)
+        query = bodies.decode_list_query(request.query_params, self.settings.limits)
         await self.catch_up()
         try:
-            page = self.service.tasks(principal.scope, status, after, limit)
+            page = self.service.tasks(
+                principal.scope,
+                query.status,
+                query.after,
+                query.limit,
+                newest_first=query.newest_first,
+                label=query.label,
+            )
         except (ValueError, TypeError, KeyError):
             raise invalid("after: not a cursor from this server") from None
         # Read the hosts once for the page, if any of its tasks is queued.
         hosts = self.service.hosts() if any(t.status == TaskStatus.queued for t in page.tasks) else []
-        return json_response({"tasks": [self.task_view(t, hosts) for t in page.tasks], "next": page.next})
+        reasons: dict[tuple, Waiting | None] = {}
+        return json_response({"tasks": [self.task_view(t, hosts, reasons) for t in page.tasks], "next": page.next})
 
     async def history(self, request: Request) -> Response:
         principal, _ = await self.begin(request)
@@ -723,6 +755,8 @@ class Api:
             Route("/metrics", self.metrics_text, methods=["GET"]),
             # Always routed: a non-admin is refused (403) before anyone learns the clock's kind.
             Route("/v1/admin/clock", self.advance_clock, methods=["POST"]),
+            # The web console's static files, last: no request of the API is matched against them.
+            *Console().routes(),
         ]
         return routes
 

@@ -564,12 +564,26 @@ def decode_clock(raw: bytes, limits: Limits) -> int:
     return seconds_to_ms(clock.advance_seconds)
 
 
-def decode_list_query(params: QueryParams, limits: Limits) -> tuple[str | None, int, str | None]:
-    """``status``, ``limit`` and ``after`` of a task listing."""
-    unknown = set(params.keys()) - {"status", "limit", "after"}
+@attrs.frozen
+class ListQuery:
+    """A task listing's query: which tasks, how many, from where, in which order."""
+
+    status: str | None
+    limit: int
+    after: str | None
+    newest_first: bool
+    label: tuple[str, str] | None
+
+
+LIST_PARAMETERS = ("status", "limit", "after", "order", "label")
+
+
+def decode_list_query(params: QueryParams, limits: Limits) -> ListQuery:
+    """``status``, ``limit``, ``after``, ``order`` and ``label`` of a task listing."""
+    unknown = set(params.keys()) - set(LIST_PARAMETERS)
     if unknown:
         raise InvalidRequest(f"query: unknown parameter(s) {', '.join(sorted(unknown))}")
-    for name in ("status", "limit", "after"):
+    for name in LIST_PARAMETERS:
         if len(params.getlist(name)) > 1:
             raise InvalidRequest(f"{name}: given more than once")
     status = params.get("status")
@@ -581,4 +595,18 @@ def decode_list_query(params: QueryParams, limits: Limits) -> tuple[str | None, 
     after = params.get("after")
     if after is not None and (not after or len(after) > 256):
         raise InvalidRequest("after: not a cursor from this server")
-    return status, int(text), after
+    order = params.get("order", "oldest")
+    if order not in ("oldest", "newest"):
+        raise InvalidRequest("order: must be oldest or newest")
+    label = None
+    if "label" in params:
+        key, equals, value = params["label"].partition("=")
+        if (
+            not equals
+            or not key
+            or len(key) > limits.max_map_string_length
+            or len(value) > limits.max_map_string_length
+        ):
+            raise InvalidRequest("label: must be key=value, as the task's labels hold them")
+        label = (key, value)
+    return ListQuery(status, int(text), after, order == "newest", label)

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from amc.core.errors import InvalidRequest
+from amc.service import StorageUnavailable
 
 log = logging.getLogger("amc.http")
 
@@ -48,10 +49,16 @@ CODES: dict[str, tuple[int, str]] = {
     "no_cancellation_requested": (409, "No cancellation was requested"),
     "message_conflict": (409, "Message state conflict"),
     "artifact_conflict": (409, "An artifact of this name holds other bytes"),
+    "storage_unavailable": (503, "Storage unavailable"),
     "not_a_session": (409, "The task runs a plan, not a session"),
     "session_ended": (409, "The session's end was requested; it takes no new action"),
     "action_conflict": (409, "The action does not fit: its id was sent with another body, or it was not delivered"),
 }
+
+# Seconds a client is asked to wait before it retries a write the store could not take. Space
+# comes back when an operator frees it, not within a request's time: a few seconds is enough
+# to keep retries from hammering a full disk, and short enough to resume soon after.
+STORAGE_RETRY_AFTER_SECONDS = 5
 
 
 class Problem(Exception):
@@ -129,6 +136,17 @@ async def on_http(request: Request, exc: HTTPException) -> Response:
     return problem_response(code, _shown(request, str(exc.detail)), exc.status_code)
 
 
+async def _on_storage_unavailable(request: Request, exc: StorageUnavailable) -> Response:
+    # The reason (a path, an errno) is for the operator's log, where the store wrote it.
+    log.warning("%s %s: storage unavailable: %s", request.method, _shown(request, request.url.path), exc)
+    return problem_response(
+        "storage_unavailable",
+        "the server cannot store writes now (its disk is full or failing); nothing of this request "
+        "was applied; retry later",
+        headers={"Retry-After": str(STORAGE_RETRY_AFTER_SECONDS)},
+    )
+
+
 async def _on_bug(request: Request, exc: Exception) -> Response:
     # A bug, never bad input: log it (with the path, never the headers) and say nothing more.
     log.error("internal error on %s %s", request.method, _shown(request, request.url.path), exc_info=exc)
@@ -140,5 +158,6 @@ EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Any], Awaitable[Response]]] = {
     Problem: on_problem,
     InvalidRequest: _on_invalid,
     HTTPException: on_http,
+    StorageUnavailable: _on_storage_unavailable,
     Exception: _on_bug,
 }

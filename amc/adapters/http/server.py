@@ -115,10 +115,10 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 
 class ThreadedServer:
-    """A real uvicorn server on 127.0.0.1 and a free port, in a background thread."""
+    """A real uvicorn server on 127.0.0.1 and a free port (or `port`), in a background thread."""
 
-    def __init__(self, app: Starlette, host: str = "127.0.0.1"):
-        self._socket = listen_socket(host, 0)
+    def __init__(self, app: Starlette, host: str = "127.0.0.1", port: int = 0):
+        self._socket = listen_socket(host, port)
         self.port = self._socket.getsockname()[1]
         self.url = f"http://{host}:{self.port}"
         self.server = AmcServer(config(app, host, self.port, log_level="warning"), app)

@@ -17,11 +17,16 @@ size, `finish()` drops its temporary and skips the data fsync (a retried upload 
 a file of another size there (damaged) is replaced. `gc` removes only files older than its
 grace period, and `finish()` gives a reused blob a fresh mtime under a shared lock, so a gc
 sweeping at the same moment never removes a blob whose metadata is about to commit.
+
+A full file system (ENOSPC, EDQUOT) anywhere in an upload raises `StorageUnavailable` after
+the temporary is removed: the upload is refused, and its partial bytes do not stay behind to
+keep the disk full.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -32,7 +37,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from amc.service import BlobNotFound, BlobProblem, BlobTooLarge, GcReport, StoredBlob
+from amc.service import BlobNotFound, BlobProblem, BlobTooLarge, GcReport, StorageUnavailable, StoredBlob
 
 ARTIFACTS_DIR = "artifacts"  # inside the data directory
 TEMP_DIR = "tmp"
@@ -40,6 +45,18 @@ TEMP_SUFFIX = ".part"
 LOCK_FILE = "lock"
 SHARDS = tuple(f"{i:02x}" for i in range(256))
 DIGEST = re.compile(r"[0-9a-f]{64}")
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextlib.contextmanager
+def _space_needed(root: Path) -> Iterator[None]:
+    """Turn a full file system into `StorageUnavailable` (any other OSError stays a bug or an IO fault)."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in NO_SPACE:
+            raise
+        raise StorageUnavailable(f"no space left for artifacts in {root}: {error.strerror}") from error
 
 
 class FileBlobStore:
@@ -60,7 +77,8 @@ class FileBlobStore:
     # --- writing ---------------------------------------------------------------------------
 
     def begin(self, limit: int | None = None) -> FileBlobWriter:
-        return FileBlobWriter(self, limit)
+        with _space_needed(self.root):
+            return FileBlobWriter(self, limit)
 
     def _put(self, temp: Path, file: BinaryIO, blob: StoredBlob) -> None:
         """Move the flushed temporary `file` to the content address of `blob`, durably."""
@@ -191,7 +209,12 @@ class FileBlobWriter:
         if self.limit is not None and self._size + len(chunk) > self.limit:
             self.abort()
             raise BlobTooLarge(self.limit)
-        self._file.write(chunk)
+        try:
+            with _space_needed(self._store.root):
+                self._file.write(chunk)
+        except BaseException:
+            self.abort()
+            raise
         self._hash.update(chunk)
         self._size += len(chunk)
 
@@ -199,8 +222,9 @@ class FileBlobWriter:
         self._require_open()
         blob = StoredBlob(self._hash.hexdigest(), self._size)
         try:
-            self._file.flush()
-            self._store._put(self._temp, self._file, blob)
+            with _space_needed(self._store.root):
+                self._file.flush()
+                self._store._put(self._temp, self._file, blob)
         except BaseException:
             self.abort()
             raise
@@ -211,7 +235,8 @@ class FileBlobWriter:
         if self._state != "open":
             return
         self._state = "aborted"
-        self._file.close()
+        with contextlib.suppress(OSError):  # closing flushes what is buffered: on a full disk, that fails again
+            self._file.close()
         self._temp.unlink(missing_ok=True)
 
     def _require_open(self) -> None:

@@ -3,6 +3,8 @@ what to do, because the person reading it is an operator looking at a terminal."
 
 from __future__ import annotations
 
+from amc.service import StorageUnavailable
+
 
 class StoreError(Exception):
     """The base of every error the LMDB store raises."""
@@ -24,5 +26,9 @@ class StoreClosed(StoreError):
     """The store was closed; nothing more can be executed or read."""
 
 
-class CommitFailed(StoreError):
+class CommitFailed(StoreError, StorageUnavailable):
     """The batch holding this command could not be committed; nothing of it was applied."""
+
+
+class MapCeiling(StoreError):
+    """The map is full and already as large as the store may grow (`max_map_size`)."""

@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from typing import Literal
 
 from amc.adapters.lmdb import layout, reads
-from amc.adapters.lmdb.store import DEFAULT_MAP_SIZE, Store
+from amc.adapters.lmdb.store import DEFAULT_MAP_SIZE, DEFAULT_MAX_MAP_SIZE, Store
 from amc.adapters.lmdb.writer import Work, Writer
 from amc.core import kernel
 from amc.core.commands import Command, RegisterHost, SubmitTask
@@ -50,6 +50,7 @@ class LmdbService:
         on_commit=None,
         *,
         map_size: int = DEFAULT_MAP_SIZE,
+        max_map_size: int = DEFAULT_MAX_MAP_SIZE,
         max_batch: int = 512,
     ) -> LmdbService:
         """Open the store in directory `path`, creating it if the directory is new or empty.
@@ -62,13 +63,15 @@ class LmdbService:
             on_commit: called as ``on_commit(batch_size, seconds)`` on the writer thread
                 after each commit (`seconds`: from taking the batch to the end of its
                 fsync). Keep it quick; exceptions are logged and ignored.
-            map_size: the initial LMDB map size in bytes; it doubles whenever it is full.
+            map_size: the initial LMDB map size in bytes; it doubles whenever it is full...
+            max_map_size: ...up to this; a batch that does not fit even then fails with
+                `CommitFailed` (a `StorageUnavailable`), as on a full disk.
             max_batch: the most commands committed in one transaction.
 
         Raises:
             NotAStore, SchemaMismatch, StoreLocked (see `amc.adapters.lmdb.errors`).
         """
-        store = Store.open(path, map_size=map_size)
+        store = Store.open(path, map_size=map_size, max_map_size=max_map_size)
         try:
             chosen = _open_clock(store, clock)
             writer = Writer(store, chosen, on_commit=on_commit, max_batch=max_batch)
@@ -118,13 +121,23 @@ class LmdbService:
         with self._store.read() as txn:
             return reads.task(self._store, txn, task_id)
 
-    def tasks(self, tenant: str | None, status: str | None, after: str | None, limit: int) -> Page:
-        """A page of tasks, oldest first; `tenant` None means every tenant.
+    def tasks(
+        self,
+        tenant: str | None,
+        status: str | None,
+        after: str | None,
+        limit: int,
+        *,
+        newest_first: bool = False,
+        label: tuple[str, str] | None = None,
+    ) -> Page:
+        """A page of tasks, oldest first (or newest first); `tenant` None means every tenant;
+        `label` keeps only the tasks with that label.
 
         `after` is the `next` of the previous page; a malformed one raises `InvalidRequest`.
         """
         with self._store.read() as txn:
-            return reads.tasks(self._store, txn, tenant, status, after, limit)
+            return reads.tasks(self._store, txn, tenant, status, after, limit, newest_first=newest_first, label=label)
 
     def history(self, task_id: str) -> list[HistoryEntry]:
         with self._store.read() as txn:

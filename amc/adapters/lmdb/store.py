@@ -36,13 +36,16 @@ from pathlib import Path
 import lmdb
 
 from amc.adapters.lmdb import layout, upgrade
-from amc.adapters.lmdb.errors import NotAStore, SchemaMismatch, StoreClosed, StoreLocked
+from amc.adapters.lmdb.errors import MapCeiling, NotAStore, SchemaMismatch, StoreClosed, StoreLocked
 from amc.core.records import Host, Task
 from amc.core.state import State
 
 log = logging.getLogger("amc.store")
 
 DEFAULT_MAP_SIZE = 64 << 20  # 64 MiB to start with; doubled whenever a write does not fit
+# The most the map may grow to. Only address space is reserved (the data file grows with the
+# data), so the ceiling is there to turn a runaway store into a refused write, not to save memory.
+DEFAULT_MAX_MAP_SIZE = 1 << 40  # 1 TiB
 MAX_READERS = 1024  # concurrent read transactions (threads), across processes
 
 
@@ -85,9 +88,12 @@ class MapGate:
 class Store:
     """An open amc data directory: the environment, its databases, the writer lock."""
 
-    def __init__(self, path: Path, env: lmdb.Environment, lock_fd: int | None):
+    def __init__(
+        self, path: Path, env: lmdb.Environment, lock_fd: int | None, max_map_size: int = DEFAULT_MAX_MAP_SIZE
+    ):
         self.path = path
         self.env = env
+        self.max_map_size = max_map_size
         self.readonly = lock_fd is None
         self._lock_fd = lock_fd
         self.gate = MapGate()
@@ -111,8 +117,18 @@ class Store:
     # --- opening -------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE) -> Store:
+    def open(
+        cls,
+        path: str | os.PathLike,
+        *,
+        readonly: bool = False,
+        map_size: int = DEFAULT_MAP_SIZE,
+        max_map_size: int = DEFAULT_MAX_MAP_SIZE,
+    ) -> Store:
         """Open (or, unless `readonly`, create) the store in directory `path`.
+
+        The map starts at `map_size` and doubles whenever a write does not fit, up to
+        `max_map_size`; a write that does not fit even then fails with `MapCeiling`.
 
         Raises `NotAStore`, `SchemaMismatch` or `StoreLocked` (see the module docstring).
         """
@@ -148,7 +164,7 @@ class Store:
                 if not readonly:
                     env.reader_check()  # free the reader slots of processes that died
                 _check_or_init_meta(path, env, existed, readonly)
-                return cls(path, env, lock_fd)
+                return cls(path, env, lock_fd, max(max_map_size, map_size))
             except BaseException:
                 env.close()
                 raise
@@ -198,8 +214,9 @@ class Store:
         """Run `apply(txn)` in one write transaction and commit it; return the seconds taken.
 
         `apply` must be repeatable: when the map is full, the transaction is aborted, the
-        map doubled, and `apply` run again in a fresh transaction. Any other error aborts
-        the transaction and propagates; nothing of it was written.
+        map doubled, and `apply` run again in a fresh transaction; at `max_map_size` it
+        fails with `MapCeiling` instead. Any other error (a full disk: `lmdb.DiskError`)
+        aborts the transaction and propagates; nothing of it was written.
         """
         while True:
             started = time.perf_counter()
@@ -228,7 +245,13 @@ class Store:
             self._double_map()
 
     def _double_map(self) -> None:
-        size = 2 * self.env.info()["map_size"]
+        current = self.env.info()["map_size"]
+        if current >= self.max_map_size:
+            raise MapCeiling(
+                f"the store in {self.path} is full at its largest map size ({current} bytes); "
+                "raise amc serve --max-map-size, or remove old data"
+            )
+        size = min(2 * current, self.max_map_size)
         log.info("growing the map of %s to %d MiB", self.path, size >> 20)
         self.env.set_mapsize(size)
 

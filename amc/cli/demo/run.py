@@ -130,6 +130,7 @@ class DemoRun:
         self.console.print(
             f"[bold]amc demo[/bold]: a control plane, three Host Agents and five simulated phones, on a throwaway store.\n"
             f"  server  {url}  (store {workdir / 'store'}, leases of {LEASE_SECONDS:g} s)\n"
+            f"  console {url}/ui  (sign in with the client token in {workdir / 'tokens.json'})\n"
             f"  h1      {self._phones(specs[:3])}\n"
             f"  h2      {self._phones(specs[3:4])}: this host will die mid-task\n"
             f"  h3      {self._phones(specs[4:])}: this host will be stopped gracefully mid-task "

@@ -223,3 +223,21 @@ def test_sigkill_mid_upload_loses_no_finished_blob_and_leaves_no_partial_one(tmp
     assert report.temporaries >= 1
     assert set(store.digests()) == set(reported)
     assert store.verify(reported) == []
+
+
+@pytest.mark.req("STORAGE-FULL/s1")
+@pytest.mark.parametrize("chunk", [100, 256 * 1024])  # buffered in the writer, or written at once
+def test_a_full_file_system_is_storage_unavailable_and_the_partial_upload_is_removed(tmp_path, chunk):
+    from amc.service import StorageUnavailable
+    from tests.support.tmpfs import mounted_tmpfs
+
+    with mounted_tmpfs(tmp_path / "fs", 1 << 20) as fs:
+        blobs = FileBlobStore.in_data_dir(fs / "data")
+        writer = blobs.begin()
+        with pytest.raises(StorageUnavailable, match="no space left"):
+            for _ in range((2 << 20) // chunk):
+                writer.write(b"x" * chunk)
+            writer.finish()
+        writer.abort()  # what `store_chunks` does on any error
+        assert blobs.temporaries() == [] and list(blobs.digests()) == []
+        assert put(blobs, b"fits now") is not None  # the space came back with the partial upload gone

@@ -64,6 +64,7 @@ outcomes = st.builds(
     started_at=opt_int,
     ended_at=opt_int,
     output=opt_text,
+    artifacts=st.lists(text, max_size=2).map(tuple),
 )
 boundaries = st.none() | st.builds(records.Boundary, before_step=opt_text)
 messages = st.builds(
