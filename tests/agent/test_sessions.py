@@ -110,3 +110,16 @@ def test_an_idle_session_ends_done_and_its_device_takes_the_next_task(server, si
     assert task["result"]["reason"] == "session_idle"
     following = server.api.submit({"steps": [shell("next", "echo next")]})["id"]
     assert server.api.wait_status(following, "done")["status"] == "done"
+
+
+@req("SESSION/s10", "SESSION/s11")
+def test_a_host_stopped_now_interrupts_the_running_action_and_releases_the_session(server, sim, make_agent):
+    agent = make_agent(server.url, sim.server_port, lease_seconds=30)
+    task_id = started_session(server, max_attempts=2)
+    assert act(server, task_id, shell("long", "sleep 30"), wait=1)["status"] == "delivered"
+    agent.stop(force=True)
+    task = server.api.task(task_id)
+    assert (task["status"], task["attempts"][0]["outcome"]) == ("queued", "released")
+    long = server.api.action(task_id, "long")
+    assert long["status"] == "interrupted" and long["attempt"] == 1
+    assert "released" in server.api.types(task_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from amc.core import history, kernel
+from amc.core.commands import PollAction
 from amc.core.errors import Code
 from amc.core.events import ActionDelivered, ActionEnded, ActionPosted, SessionEndRequested, TaskEnded
 from tests.model.world import LEASE_MS, World, code
@@ -299,3 +300,18 @@ def test_history_shows_every_action():
     ]
     assert history.history_data(events[2]) == {"attempt": 1, "action_id": "a1", "status": "completed", "reason": None}
     assert history.history_data(events[4])["reason"] == "session_ended"
+
+
+@req("SESSION/s4", "SESSION/s6")
+def test_a_poll_naming_its_running_action_answers_only_a_cancel():
+    world = World()
+    task_id, a = running_session(world)
+    world.act(task_id, "a1")
+    world.act(task_id, "a2")
+    assert polled(world, a).action_id == "a1"
+    running = world.run(PollAction(now=0, host_id="h1", task_id=task_id, attempt=1, lease_id=a.lease_id, running="a1"))
+    assert running.reply == kernel.PollAnswer(task_id, None)  # not a1 again, and not a2 before a1 ended
+    world.cancel(task_id)
+    running = world.run(PollAction(now=0, host_id="h1", task_id=task_id, attempt=1, lease_id=a.lease_id, running="a1"))
+    assert running.reply == kernel.PollAnswer(task_id, None, cancel_requested=True)
+    assert world.task(task_id).cancellation.delivered_at == world.now
