@@ -13,7 +13,7 @@ CRASH_CLIENTS ?= 30
 DISK_FULL_CYCLES ?= 10
 ABUSE_SECONDS ?= 30
 
-.PHONY: test lint demo bench bench-artifacts bench-console console-pictures check mutation fuzz crash abuse failover bench-postgres conformance-postgres bench-events clean
+.PHONY: test lint demo bench bench-artifacts bench-console bench-sessions console-pictures check mutation fuzz crash abuse failover bench-postgres conformance-postgres bench-events clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,10 @@ bench-console: $(STAMP)
 # Retake the console's pictures in docs/ that the README shows (runs the browser tests).
 console-pictures: $(STAMP)
 	AMC_CONSOLE_PICTURES=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/browser
+# Session action round trip (Part D), 1 and 50 concurrent sessions; about 30 s.
+# Figures in bench/RESULTS-sessions.md.
+bench-sessions: $(STAMP)
+	$(BIN)/python bench/sessions.py
 
 # The PostgreSQL store (each starts a throwaway cluster of Debian's PostgreSQL; see tests/support/postgres.py).
 # failover: two amc serve on one database under load, the leader SIGKILLed KILLS times; prints kill-to-lead and

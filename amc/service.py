@@ -190,7 +190,8 @@ class Service(Protocol):
     def hosts(self) -> list[Host]: ...
 
     def next_expiry(self) -> int | None:
-        """When the earliest active lease expires, for a timer that expires leases."""
+        """When the earliest active lease expires or session goes idle, for a timer that
+        applies them."""
 
     def watch(self, listener: ChangeListener) -> Callable[[], None]:
         """Call `listener` with the `Change` of every commit from now on, once it is durable,
@@ -324,7 +325,7 @@ class MemoryService:
         return [self.state.hosts[h] for h in sorted(self.state.hosts)]
 
     def next_expiry(self) -> int | None:
-        return self.state.leases.next_expiry()
+        return self.state.next_deadline()
 
 
 # ---------------------------------------------------------------------------------------

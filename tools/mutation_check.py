@@ -129,8 +129,8 @@ MUTANTS: dict[str, list[Edit]] = {
         Edit(
             "amc.core.kernel",
             "expire_due",
-            """if (next_expiry := state.leases.next_expiry()) is None or next_expiry > now:""",
-            """if (next_expiry := state.leases.next_expiry()) is None or next_expiry >= now:""",
+            """if (next_expiry := state.next_deadline()) is None or next_expiry > now:""",
+            """if (next_expiry := state.next_deadline()) is None or next_expiry >= now:""",
         ),
         Edit("amc.core.state", "LeaseIndex.due", """if entry[0] > now:""", """if entry[0] >= now:"""),
     ],
@@ -288,6 +288,22 @@ MUTANTS: dict[str, list[Edit]] = {
             "waiting",
             """idle += device.reservation is None""",
             """idle += 1""",
+        )
+    ],
+    "a-lost-session-attempt-keeps-its-actions": [
+        Edit(
+            "amc.core.sessions",
+            "attempt_lost",
+            """return settle_actions(task, at, LOST_DELIVERED, LOST_QUEUED)""",
+            """return ()""",
+        )
+    ],
+    "a-session-delivers-two-actions-at-once": [
+        Edit(
+            "amc.core.sessions",
+            "poll",
+            """if action.status == ActionState.delivered and action.id != c.running:""",
+            """if False:""",
         )
     ],
 }

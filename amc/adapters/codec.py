@@ -54,6 +54,10 @@ EVENT_TAGS: dict[str, type] = {
     "attempt_released": events.AttemptReleased,
     "artifact_stored": events.ArtifactStored,
     "artifacts_purged": events.ArtifactsPurged,
+    "action_posted": events.ActionPosted,
+    "action_delivered": events.ActionDelivered,
+    "action_ended": events.ActionEnded,
+    "session_end_requested": events.SessionEndRequested,
 }
 
 COMMAND_TAGS: dict[str, type] = dict(commands.NAMES)  # declared with the commands: metrics use them too

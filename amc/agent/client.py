@@ -110,7 +110,7 @@ class ControlPlane:
 
     async def claim(self, serial: str, wait_seconds: float, lease_seconds: float | None) -> dict | None:
         """One long-polling claim for one device: the assignment, or None (204)."""
-        body: dict[str, Any] = {"devices": [serial], "wait_seconds": wait_seconds}
+        body: dict[str, Any] = {"devices": [serial], "wait_seconds": wait_seconds, "sessions": True}
         if lease_seconds is not None:
             body["lease_seconds"] = lease_seconds
         return await self._call(
@@ -149,6 +149,24 @@ class ControlPlane:
         """Give an attempt back (the host is stopping, or its device went away); `body` is
         sent byte for byte (a retry must be identical)."""
         return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/release", body)
+
+    async def poll_action(
+        self, task_id: str, attempt: int, lease_id: str, wait_seconds: float, running: str | None = None
+    ) -> dict:
+        """Part D: the session's next action, or news (a cancel), waiting up to `wait_seconds`."""
+        body: dict[str, Any] = {"lease_id": lease_id, "wait_seconds": wait_seconds}
+        if running is not None:
+            body["running"] = running
+        return await self._call(
+            "POST",
+            f"/v1/tasks/{task_id}/attempts/{attempt}/actions/next",
+            orjson.dumps(body),
+            deadline=wait_seconds + self.timeout,
+        )
+
+    async def report_action(self, task_id: str, attempt: int, action_id: str, body: bytes) -> dict:
+        """Part D: an action's outcome; `body` is sent byte for byte (a retry must be identical)."""
+        return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/actions/{action_id}", body)
 
     async def upload(
         self, task_id: str, attempt: int, lease_id: str, step: str, name: str, path: Path, content_type: str

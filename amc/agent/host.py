@@ -98,6 +98,10 @@ class HostAgent:
             self._stopping.set()
             for slot in self.slots.values():
                 slot.retire()
+                if slot.attempt is not None and slot.attempt.assignment.session:
+                    # A session has no end of its own to wait for: it stops after the running
+                    # action and is released at once (Part D).
+                    slot.attempt.stop(StopReason.drain_timed_out, "the host agent is stopping")
             self._timers.append(loop.call_later(self.config.drain_seconds, self._drain_ended))
         if not force:
             return

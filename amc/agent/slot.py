@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from amc.core.execution import StopReason
 
 from .client import Rejected, Uncertain
+from .session import SessionRun
 from .wire import ClaimedAttempt, parse_assignment
 from .worker import AttemptRun
 
@@ -106,7 +107,8 @@ class DeviceSlot:
     async def _run(self, assignment: ClaimedAttempt, received: float) -> None:
         host = self.host
         assert host.server is not None and host.pool is not None, "slots run only while the host runs"
-        attempt = AttemptRun(
+        run = SessionRun if assignment.session else AttemptRun
+        attempt = run(
             assignment,
             received,
             host.server,

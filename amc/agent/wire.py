@@ -45,6 +45,7 @@ class ClaimedAttempt:
     device: str
     plan: Plan
     cancel_requested: bool
+    session: bool = False  # Part D: a session (its plan is empty; its actions arrive by poll)
 
     @property
     def granted_at(self) -> int:
@@ -70,8 +71,9 @@ def parse_assignment(data: dict[str, Any]) -> ClaimedAttempt:
         lease_expires_at=from_rfc3339(data["lease_expires_at"]),
         lease_ms=seconds_to_ms(float(data["lease_seconds"])),
         device=str(data["device"]),
-        plan=parse_plan(data["plan"]),
+        plan=Plan(steps=()) if data.get("session") is not None else parse_plan(data["plan"]),
         cancel_requested=bool(data.get("cancel_requested", False)),
+        session=data.get("session") is not None,
     )
 
 

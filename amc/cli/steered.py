@@ -55,7 +55,7 @@ def _admitted_steers(messages: Sequence[dict]) -> list[dict]:
 def steered_plan(task: dict, messages: Sequence[dict]) -> list[SteeredStep] | None:
     """The latest attempt's plan after the admitted steers, or None when no steer changed it."""
     steers = _admitted_steers(messages)
-    if not steers or "steps" not in task["plan"]:  # a plan of stages takes words only
+    if not steers or task["plan"] is None or "steps" not in task["plan"]:  # stages take words only; a session none
         return None
     outline: Outline = outline_of(
         Step(id=s["id"], action=s["action"], args=s.get("args") or {}) for s in task["plan"]["steps"]

@@ -182,7 +182,9 @@ def progress_text(task: dict, steered: Sequence[Any] | None = None) -> str:
     return ", ".join(parts)
 
 
-def _all_steps(plan: dict) -> list[dict]:
+def _all_steps(plan: dict | None) -> list[dict]:
+    if plan is None:  # a session (Part D): its steps are its actions
+        return []
     if "stages" in plan:
         return [step for stage in plan["stages"] for step in stage["steps"]]
     return list(plan.get("steps") or [])
@@ -327,7 +329,7 @@ def task_detail(task: dict, messages: Sequence[dict] = (), artifacts: Sequence[d
     if task.get("labels"):
         _row(summary, "labels", _pairs(task["labels"]))
     if steered is None:
-        _row(summary, "plan", plan_summary(task["plan"]))
+        _row(summary, "plan", plan_summary(task["plan"]) if task["plan"] is not None else session_summary(task))
     else:
         live = [step for step in steered if step.removed_by is None]
         _row(summary, "plan", f"as steered, {_step_count(live)}: " + ", ".join(step.action for step in live))
@@ -371,6 +373,12 @@ def task_detail(task: dict, messages: Sequence[dict] = (), artifacts: Sequence[d
 def _attempt_words(artifacts: Sequence[dict]) -> str:
     numbers = sorted({a["attempt"] for a in artifacts})
     return ("attempt " if len(numbers) == 1 else "attempts ") + ", ".join(map(str, numbers))
+
+
+def session_summary(task: dict) -> str:
+    """A session's line where a plan's would be (Part D)."""
+    actions = (task.get("session") or {}).get("actions") or []
+    return f"a session: {len(actions)} action(s)" + (": " + ", ".join(a["action"] for a in actions) if actions else "")
 
 
 def plan_summary(plan: dict) -> str:

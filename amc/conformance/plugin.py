@@ -48,7 +48,7 @@ PLUGIN_NAME = "amc-conformance-report"
 NOT_APPLICABLE = "a duty of the Host Agent, not a rule a server can be checked for"
 # Requirements that only a Host Agent's behaviour can meet (which calls crossed an admission
 # boundary, what a policy refusal is reported as): the server only records what it is told.
-AGENT_ONLY = frozenset({"BOUNDARY/s1", "BOUNDARY/s3"})
+AGENT_ONLY = frozenset({"BOUNDARY/s1", "BOUNDARY/s3", "SESSION/s11"})  # SESSION/s11: amc's Host Agent in a session
 LATER = "phase later (specs/protocol.md Part B): specified, not checked by this version of the suite"
 
 OPTIONS = [

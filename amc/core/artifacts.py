@@ -125,7 +125,12 @@ def refusal(task: Task, c: StoreArtifact) -> Decision | None:
     asks this of the task it read before it takes an upload's bytes, so that a stale host
     is refused without sending them; the kernel asks again when the command runs."""
     attempt = task.attempts[c.attempt - 1]
-    if c.step not in steering.planned_step_ids(task, attempt.number):  # the plan as steered
+    if task.session is not None:  # Part D: the step is an action the attempt was given
+        if c.step not in {a.id for a in task.session.actions if a.attempt == attempt.number}:
+            return reject(
+                Code.invalid_request, f"step: {c.step!r} is not an action delivered to attempt {attempt.number}"
+            )
+    elif c.step not in steering.planned_step_ids(task, attempt.number):  # the plan as steered
         return reject(Code.invalid_request, f"step: {c.step!r} is not a step of attempt {attempt.number}'s plan")
     return check_ownership(task, attempt, c) or check_live(attempt, c.now)
 

@@ -12,7 +12,7 @@ from typing import Union
 import attrs
 
 from amc.core.lifecycle import MessageState, TaskStatus
-from amc.core.records import JSON, Boundary, DeviceSpec, Plan, Requirements, StepOutcome
+from amc.core.records import JSON, Boundary, DeviceSpec, Plan, Requirements, Step, StepOutcome
 
 
 @attrs.frozen(kw_only=True)
@@ -26,6 +26,7 @@ class SubmitTask:
     max_attempts: int = 3
     labels: dict[str, str] = attrs.field(factory=dict)
     idempotency_key: str | None = None
+    idle_ms: int | None = None  # Part D: submit a session with this idle timeout (its plan is empty)
 
 
 @attrs.frozen(kw_only=True)
@@ -50,6 +51,7 @@ class ClaimTask:
     lease_id: str  # the lease id to issue if this claim gets an assignment
     lease_ms: int
     devices: tuple[str, ...] | None = None  # restrict to these serials
+    sessions: bool = False  # Part D: the host runs sessions; without it no session is assigned
 
 
 @attrs.frozen(kw_only=True)
@@ -160,6 +162,49 @@ class PurgeArtifacts:
     task_id: str
 
 
+@attrs.frozen(kw_only=True)
+class PostAction:
+    """Part D: a caller sends a session its next action (a step, already well formed)."""
+
+    now: int
+    task_id: str
+    tenant: str | None  # None: an admin
+    step: Step
+
+
+@attrs.frozen(kw_only=True)
+class EndSession:
+    """Part D: the caller ends a session."""
+
+    now: int
+    task_id: str
+    tenant: str | None  # None: an admin
+
+
+@attrs.frozen(kw_only=True)
+class PollAction:
+    """Part D: the owning host asks for its session's next action."""
+
+    now: int
+    host_id: str
+    task_id: str
+    attempt: int
+    lease_id: str
+    running: str | None = None  # the action the host is running: not answered again, only news
+
+
+@attrs.frozen(kw_only=True)
+class ReportAction:
+    """Part D: the owning host reports how an action it was given ended."""
+
+    now: int
+    host_id: str
+    task_id: str
+    attempt: int
+    lease_id: str
+    outcome: StepOutcome  # its id is the action's
+
+
 Command = Union[
     SubmitTask,
     CancelTask,
@@ -174,8 +219,14 @@ Command = Union[
     ExpireLeases,
     StoreArtifact,
     PurgeArtifacts,
+    PostAction,
+    EndSession,
+    PollAction,
+    ReportAction,
 ]
-LeaseCommand = Union[StartAttempt, RenewLease, ReportResult, ReleaseAttempt, AcknowledgeMessage, StoreArtifact]
+LeaseCommand = Union[
+    StartAttempt, RenewLease, ReportResult, ReleaseAttempt, AcknowledgeMessage, StoreArtifact, PollAction, ReportAction
+]
 
 # Each command's stable name: the store's log tags commands with it and metrics label them
 # with it, so it is part of the storage format. Add names, never change one.
@@ -193,4 +244,8 @@ NAMES: dict[str, type[Command]] = {
     "release_attempt": ReleaseAttempt,
     "store_artifact": StoreArtifact,
     "purge_artifacts": PurgeArtifacts,
+    "post_action": PostAction,
+    "end_session": EndSession,
+    "poll_action": PollAction,
+    "report_action": ReportAction,
 }

@@ -50,6 +50,7 @@ class Assignment:
     device: str
     plan: Plan
     cancel_requested: bool = False
+    idle_ms: int | None = None  # Part D: a session's idle timeout; None for a plan
 
 
 @attrs.frozen
@@ -105,6 +106,33 @@ class ArtifactRecorded:
     created: bool  # False: the same name and bytes were already recorded (a retried upload)
 
 
+@attrs.frozen
+class ActionAccepted:
+    task_id: str
+    action_id: str
+    created: bool  # False: the identical action was already posted (a retry)
+
+
+@attrs.frozen
+class ActionRecorded:
+    task_id: str
+    action_id: str
+    repeated: bool  # True: the identical outcome was already recorded
+
+
+@attrs.frozen
+class PollAnswer:
+    task_id: str
+    action_id: str | None  # the action to run now, or None
+    cancel_requested: bool = False
+    paused: bool = False
+
+
+@attrs.frozen
+class SessionEndAccepted:
+    task_id: str
+
+
 Reply = Union[
     Submitted,
     CancelAccepted,
@@ -118,6 +146,10 @@ Reply = Union[
     AcknowledgementRecorded,
     LeasesExpired,
     ArtifactRecorded,
+    ActionAccepted,
+    ActionRecorded,
+    PollAnswer,
+    SessionEndAccepted,
 ]
 
 

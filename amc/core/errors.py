@@ -27,6 +27,9 @@ class Code(enum.Enum):
     no_cancellation_requested = 409
     message_conflict = 409
     artifact_conflict = 409
+    not_a_session = 409
+    session_ended = 409
+    action_conflict = 409
     payload_too_large = 413
 
     http_status: int  # set per member by __new__; a bare annotation is not a member

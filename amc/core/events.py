@@ -10,8 +10,8 @@ from typing import Union
 
 import attrs
 
-from amc.core.lifecycle import MessageState, TaskStatus
-from amc.core.records import JSON, Artifact, Boundary, DeviceSpec, FollowUp, Plan, Requirements, StepOutcome
+from amc.core.lifecycle import ActionState, MessageState, TaskStatus
+from amc.core.records import JSON, Artifact, Boundary, DeviceSpec, FollowUp, Plan, Requirements, Step, StepOutcome
 
 
 @attrs.frozen(kw_only=True)
@@ -27,6 +27,7 @@ class TaskSubmitted:
     idempotency_key: str | None
     follow_up_of: str | None = None  # a successor made of collected follow-ups
     collected: tuple[FollowUp, ...] = ()
+    idle_ms: int | None = None  # Part D: a session with this idle timeout; None for a plan
 
 
 @attrs.frozen(kw_only=True)
@@ -208,6 +209,50 @@ class ArtifactsPurged:
     artifacts: tuple[Artifact, ...]
 
 
+@attrs.frozen(kw_only=True)
+class ActionPosted:
+    """Part D: a caller sent a session its next action."""
+
+    at: int
+    task_id: str
+    step: Step  # the action: its id, type and arguments
+
+
+@attrs.frozen(kw_only=True)
+class ActionDelivered:
+    """Part D: a host's poll took the action for its attempt."""
+
+    at: int
+    task_id: str
+    attempt: int
+    action_id: str
+
+
+@attrs.frozen(kw_only=True)
+class ActionEnded:
+    """Part D: an action's final status, reported by its host or decided by the server when
+    its attempt or task ended first (`attempt` None: it never reached a host)."""
+
+    at: int
+    task_id: str
+    attempt: int | None
+    action_id: str
+    status: ActionState  # a final one
+    reason: str | None = None
+    started_at: int | None = None
+    ended_at: int | None = None
+    output: str | None = None
+    artifacts: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class SessionEndRequested:
+    """Part D: the caller ended the session; no new action is accepted."""
+
+    at: int
+    task_id: str
+
+
 Event = Union[
     TaskSubmitted,
     HostRegistered,
@@ -229,4 +274,8 @@ Event = Union[
     FollowUpsCollected,
     ArtifactStored,
     ArtifactsPurged,
+    ActionPosted,
+    ActionDelivered,
+    ActionEnded,
+    SessionEndRequested,
 ]

@@ -11,7 +11,11 @@ on, every attempt (live or stale), and a foreign host on its behalf, stores evid
 names, two contents, a step of the plan and one that is not, up to `artifacts` per task,
 against a per-task limit that the last one passes; each attempt reports `done` with its
 steps listing every artifact of the task (refused when one is another attempt's); and every
-task holding some has them purged (refused until it ended). After each
+task holding some has them purged (refused until it ended). With
+`sessions` on, every task is a session (Part D) that claims take only with `sessions`: the
+caller posts up to `sessions` actions per task and ends the session, the attempt's host polls
+and reports each delivered action `completed` or `interrupted`, and the clock also ends idle
+sessions; with `messages` too, pauses and resumes land between actions. After each
 transition it checks the invariants (`amc.core.invariants`), and that a rejected command
 changed nothing. Breadth-first order makes the first violation found a shortest one.
 
@@ -36,12 +40,16 @@ from amc.core.commands import (
     CancelTask,
     ClaimTask,
     Command,
+    EndSession,
     ExpireLeases,
+    PollAction,
+    PostAction,
     PostMessage,
     PurgeArtifacts,
     RegisterHost,
     ReleaseAttempt,
     RenewLease,
+    ReportAction,
     ReportResult,
     StartAttempt,
     StoreArtifact,
@@ -92,6 +100,8 @@ class Scope:
     churn: bool = False  # also let devices leave and come back
     messages: int = 0  # Part B: up to this many messages per submitted task
     artifacts: int = 0  # Part C: up to this many artifacts per task (the limit lets one fewer in)
+    sessions: int = 0  # Part D: tasks are sessions with up to this many actions each
+    idle_ticks: int = 3  # a session's idle timeout, in clock steps
     max_states: int = 1_000_000
 
 
@@ -115,16 +125,32 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
         task_id = f"t{n}"
         if task_id not in state.tasks:
             plan = TWO_STEPS if scope.messages else PLAN
+            idle_ms = None
+            if scope.sessions:
+                plan, idle_ms = Plan(steps=()), scope.idle_ticks * scope.tick_ms
             yield (
                 f"submit {task_id}",
-                SubmitTask(now=now, task_id=task_id, tenant="acme", plan=plan, max_attempts=scope.max_attempts),
+                SubmitTask(
+                    now=now,
+                    task_id=task_id,
+                    tenant="acme",
+                    plan=plan,
+                    max_attempts=scope.max_attempts,
+                    idle_ms=idle_ms,
+                ),
             )
             break  # tasks are submitted in order: their order matters only through `seq`
     for host, serial in _hosts(scope):
         known = state.hosts.get(host)
         yield (
             f"claim {host}",
-            ClaimTask(now=now, host_id=host, lease_id="pending", lease_ms=scope.lease_ticks * scope.tick_ms),
+            ClaimTask(
+                now=now,
+                host_id=host,
+                lease_id="pending",
+                lease_ms=scope.lease_ticks * scope.tick_ms,
+                sessions=bool(scope.sessions),
+            ),
         )
         if known is not None and not scope.churn:
             continue
@@ -134,6 +160,8 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
         yield label, RegisterHost(now=now, host_id=host, devices=listed)
     for task in state.tasks.values():
         yield f"cancel {task.id}", CancelTask(now=now, task_id=task.id, tenant=None)
+        if task.session is not None:
+            yield from _session_requests(task, now, scope)
         if scope.messages and task.follow_up_of is None and len(task.messages) < scope.messages:
             message_id = f"{task.id}m{len(task.messages) + 1}"
             for intent, data in MESSAGES:
@@ -148,20 +176,39 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
             tag = f"{task.id}#{attempt.number}"
             yield f"start {tag}", StartAttempt(**lease)
             yield f"renew {tag}", RenewLease(**lease)
-            steps = _steps_of(task, attempt.number) if scope.messages else None
+            steps = _steps_of(task, attempt.number) if scope.messages and task.session is None else None
             for status in (TaskStatus.done, TaskStatus.failed, TaskStatus.cancelled):
                 yield f"report {status} {tag}", ReportResult(**lease, status=status, steps=steps)
             if task.artifacts:  # the steps listing every artifact of the task: refused unless all are this attempt's
                 evidenced = _with_evidence(task, steps if steps is not None else _steps_of(task, attempt.number))
                 yield f"report done with evidence {tag}", ReportResult(**lease, status=TaskStatus.done, steps=evidenced)
             yield f"release {tag}", ReleaseAttempt(**lease, reason="host_stopping", steps=steps)
-            if scope.messages:
+            if task.session is not None:
+                yield f"poll {tag}", PollAction(**lease)
+                for action in task.session.actions:
+                    if action.attempt == attempt.number:
+                        for ended, reason in ((StepStatus.completed, None), (StepStatus.interrupted, "stopped")):
+                            outcome = StepOutcome(id=action.id, status=ended, reason=reason)
+                            yield f"{ended} {action.id} {tag}", ReportAction(**lease, outcome=outcome)
+            if scope.messages and task.session is None:
                 yield from _acknowledgements(task, attempt.number, lease, tag)
             if len(task.artifacts) < scope.artifacts:
                 yield from _artifact_uploads(state, task, lease, tag, scope)
         if scope.artifacts and task.artifacts:
             yield f"purge {task.id}", PurgeArtifacts(now=now, task_id=task.id)
     yield "tick", ExpireLeases(now=now + scope.tick_ms)
+
+
+def _session_requests(task: Task, now: int, scope: Scope) -> Iterator[tuple[str, Command]]:
+    """The caller's side of a session: its next action (a retry of the last one too), and its end."""
+    assert task.session is not None
+    actions = task.session.actions
+    if len(actions) < scope.sessions:
+        step = Step(id=f"{task.id}x{len(actions) + 1}", action="tap", args={"x": 1, "y": 1})
+        yield f"act {step.id}", PostAction(now=now, task_id=task.id, tenant=None, step=step)
+    if actions:
+        yield f"act {actions[-1].id} again", PostAction(now=now, task_id=task.id, tenant=None, step=actions[-1].step)
+    yield f"end {task.id}", EndSession(now=now, task_id=task.id, tenant=None)
 
 
 def _steps_of(task: Task, number: int) -> tuple[StepOutcome, ...]:
@@ -266,6 +313,7 @@ def _fingerprint(state: State, now: int, rename: dict[str, str]) -> Fingerprint:
             tuple((m.intent, m.state, m.attempt, m.boundary, m.successor) for m in t.messages),
             t.admissions,
             tuple((a.attempt, a.step, a.name, a.sha256) for a in t.artifacts),
+            _session_fingerprint(t, now),
         )
         for t in sorted(state.tasks.values(), key=lambda t: t.id)
     )
@@ -279,6 +327,18 @@ def _fingerprint(state: State, now: int, rename: dict[str, str]) -> Fingerprint:
         )
     )
     return tasks, hosts
+
+
+def _session_fingerprint(task: Task, now: int) -> tuple[object, ...] | None:
+    session = task.session
+    if session is None:
+        return None
+    idle_at = task.idle_expires_at
+    return (
+        session.end_requested_at is not None,
+        tuple((a.status, a.attempt) for a in session.actions),
+        None if idle_at is None else max(idle_at - now, 0),
+    )
 
 
 def _clone(state: State) -> State:

@@ -8,6 +8,9 @@ and host registrations belong to no task.
 from __future__ import annotations
 
 from amc.core.events import (
+    ActionDelivered,
+    ActionEnded,
+    ActionPosted,
     ArtifactsPurged,
     ArtifactStored,
     AttemptReleased,
@@ -21,6 +24,7 @@ from amc.core.events import (
     MessageApplied,
     MessagePosted,
     MessagesDelivered,
+    SessionEndRequested,
     TaskAssigned,
     TaskEnded,
     TaskRequeued,
@@ -46,6 +50,10 @@ HISTORY_TYPES: dict[type, str] = {
     FollowUpsCollected: "follow_ups_collected",
     ArtifactStored: "artifact_stored",
     ArtifactsPurged: "artifacts_purged",
+    ActionPosted: "action_posted",
+    ActionDelivered: "action_delivered",
+    ActionEnded: "action_ended",
+    SessionEndRequested: "session_end_requested",
 }
 
 
@@ -96,4 +104,18 @@ def history_data(event: Event) -> dict[str, JSON]:
             return {"id": a.id, "step": a.step, "name": a.name, "size": a.size, "sha256": a.sha256}
         case ArtifactsPurged():
             return {"ids": [a.id for a in event.artifacts], "bytes": sum(a.size for a in event.artifacts)}
+        case ActionPosted():
+            step = event.step
+            return {"action_id": step.id, "action": {"id": step.id, "action": step.action, "args": step.args}}
+        case ActionDelivered():
+            return {"attempt": event.attempt, "action_id": event.action_id}
+        case ActionEnded():
+            return {
+                "attempt": event.attempt,
+                "action_id": event.action_id,
+                "status": event.status,
+                "reason": event.reason,
+            }
+        case SessionEndRequested():
+            return {}
     raise TypeError(f"{type(event).__name__} is not shown in histories")

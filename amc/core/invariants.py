@@ -12,6 +12,9 @@ Part C adds 12 (artifacts: each belongs to an attempt that held the lease when i
 stored, names a step of that attempt's plan, is unique by name within it, is never
 changed or removed but all at once by a purge of a task that had ended, and a recorded step
 outcome lists only its attempt's artifacts of its step, until a purge drops them).
+Part D adds 13 (sessions: actions run in order, at most one is with a host, and only with the
+active attempt; none is busy once the task ended; a final action never changes; an action
+reaches at most one attempt, so nothing is replayed).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from amc.core.lifecycle import (
     ACTIVE_STATUSES,
     TERMINAL_STATUSES,
+    ActionState,
     AttemptState,
     CancellationState,
     MessageState,
@@ -122,6 +126,35 @@ def _task_violations(task: Task) -> list[str]:
             found.append(f"I9: task {task.id} attempt {a.number} released with steps that are not its plan's")
     found.extend(_message_violations(task))
     found.extend(_artifact_violations(task))
+    found.extend(_session_violations(task))
+    return found
+
+
+def _session_violations(task: Task) -> list[str]:
+    """13. A session's actions: numbered in posting order; each delivered one is the active
+    attempt's, with every earlier action final (one at a time, in order); none busy on an
+    ended task; a final status has a reason unless completed."""
+    session = task.session
+    if session is None:
+        return []
+    found = []
+    if [a.seq for a in session.actions] != list(range(1, len(session.actions) + 1)):
+        found.append(f"I13: session {task.id}'s actions are not numbered 1..n")
+    active = task.active_attempt
+    for i, action in enumerate(session.actions):
+        if action.status == ActionState.delivered:
+            if active is None or action.attempt != active.number:
+                found.append(
+                    f"I13: action {task.id}/{action.id} is delivered to {action.attempt}, not the active attempt"
+                )
+            if any(earlier.busy for earlier in session.actions[:i]):
+                found.append(f"I13: action {task.id}/{action.id} was delivered before an earlier one ended")
+        if action.busy and task.status in TERMINAL_STATUSES:
+            found.append(f"I13: action {task.id}/{action.id} is {action.status} on a {task.status} session")
+        if action.final and action.status != ActionState.completed and not action.reason:
+            found.append(f"I13: action {task.id}/{action.id} ended {action.status} without a reason")
+    if sum(a.status == ActionState.delivered for a in session.actions) > 1:
+        found.append(f"I13: session {task.id} has more than one action delivered")
     return found
 
 
@@ -150,7 +183,11 @@ def _artifact_violations(task: Task) -> list[str]:
         )
         if not held:
             found.append(f"I12: artifact {task.id}/{a.id} was stored when attempt {a.attempt} did not hold the lease")
-        if a.step not in planned_step_ids(task, a.attempt):
+        if task.session is not None:
+            given = {x.id for x in task.session.actions if x.attempt == a.attempt}
+            if a.step not in given:
+                found.append(f"I12: artifact {task.id}/{a.id} names {a.step!r}, no action of attempt {a.attempt}")
+        elif a.step not in planned_step_ids(task, a.attempt):
             found.append(f"I12: artifact {task.id}/{a.id} names step {a.step!r}, not in attempt {a.attempt}'s plan")
     # A recorded step outcome (a result's, a release's) lists only its own attempt's artifacts of its step.
     # A purge drops an ended task's artifacts and leaves its outcomes as reported (a result
@@ -282,6 +319,16 @@ def _change_violations(before: Task, after: Task) -> list[str]:
             found.append(
                 f"I12: artifact {before.id}/{added.id} was added by attempt {added.attempt} without a live lease"
             )
+    # 13. a session's actions are never lost; a final one never changes; none reaches a second attempt
+    if before.session is not None and after.session is not None:
+        old_actions, new_actions = before.session.actions, after.session.actions
+        if [a.id for a in new_actions[: len(old_actions)]] != [a.id for a in old_actions]:
+            found.append(f"I13: actions of session {before.id} were lost or reordered")
+        for old_action, new_action in zip(old_actions, new_actions):
+            if old_action.final and old_action != new_action:
+                found.append(f"I13: final action {before.id}/{old_action.id} changed")
+            if old_action.attempt is not None and new_action.attempt != old_action.attempt:
+                found.append(f"I13: action {before.id}/{old_action.id} moved from attempt {old_action.attempt}")
     # 7. an attempt that ended or was replaced is history: it never changes again
     if len(after.attempts) < len(before.attempts):
         found.append(f"I7: attempts of task {before.id} disappeared")

@@ -27,18 +27,22 @@ from typing import Any
 
 import attrs
 
-from amc.core import artifacts, lifecycle, messages, steering
+from amc.core import artifacts, lifecycle, messages, sessions, steering
 from amc.core.commands import (
     AcknowledgeMessage,
     CancelTask,
     ClaimTask,
     Command,
+    EndSession,
     ExpireLeases,
+    PollAction,
+    PostAction,
     PostMessage,
     PurgeArtifacts,
     RegisterHost,
     ReleaseAttempt,
     RenewLease,
+    ReportAction,
     ReportResult,
     StartAttempt,
     StoreArtifact,
@@ -46,6 +50,8 @@ from amc.core.commands import (
 )
 from amc.core.decisions import (  # noqa: F401  (replies are part of this module's interface)
     AcknowledgementRecorded,
+    ActionAccepted,
+    ActionRecorded,
     Assignment,
     CancelAccepted,
     Decision,
@@ -54,9 +60,11 @@ from amc.core.decisions import (  # noqa: F401  (replies are part of this module
     LeasesExpired,
     MessageAccepted,
     NoAssignment,
+    PollAnswer,
     ReleaseRecorded,
     Reply,
     ResultRecorded,
+    SessionEndAccepted,
     Submitted,
     check_current,
     check_holder,
@@ -69,6 +77,9 @@ from amc.core.decisions import (  # noqa: F401  (replies are part of this module
 )
 from amc.core.errors import Code
 from amc.core.events import (
+    ActionDelivered,
+    ActionEnded,
+    ActionPosted,
     ArtifactsPurged,
     ArtifactStored,
     AttemptReleased,
@@ -86,6 +97,7 @@ from amc.core.events import (
     MessagePosted,
     MessagesDelivered,
     MessagesNotAdmitted,
+    SessionEndRequested,
     TaskAssigned,
     TaskEnded,
     TaskRequeued,
@@ -98,8 +110,10 @@ from amc.core.records import (
     Device,
     Host,
     Message,
+    Requirements,
     Reservation,
     Result,
+    Session,
     StepOutcome,
     Task,
     replace,
@@ -140,17 +154,20 @@ def _submit(state: State, c: SubmitTask) -> Decision:
         max_attempts=c.max_attempts,
         labels=c.labels,
         idempotency_key=c.idempotency_key,
+        idle_ms=c.idle_ms,
     )
     return Decision(events=(event,), reply=Submitted(c.task_id, created=True))
 
 
 def _same_submission(task: Task, c: SubmitTask) -> bool:
-    return (task.plan, task.requirements, task.priority, task.max_attempts, task.labels) == (
+    idle_ms = None if task.session is None else task.session.idle_ms
+    return (task.plan, task.requirements, task.priority, task.max_attempts, task.labels, idle_ms) == (
         c.plan,
         c.requirements,
         c.priority,
         c.max_attempts,
         c.labels,
+        c.idle_ms,
     )
 
 
@@ -174,6 +191,7 @@ def _cancel(state: State, c: CancelTask) -> Decision:
                 attempt=None,
             ),
         )
+        events = sessions.settle_actions(task, c.now, "cancelled", "cancelled") + events
         events += messages.settle_messages(state, task, c.now, TaskStatus.cancelled)
         return Decision(events=events, reply=CancelAccepted(task.id, pending=False))
     assert task.current is not None  # not queued and not ended: an attempt holds it
@@ -195,7 +213,7 @@ def _claim(state: State, c: ClaimTask) -> Decision:
         return Decision(reply=NoAssignment())
     wanted = None if c.devices is None else set(c.devices)
     free = [d for d in host.devices if d.online and d.reservation is None and (wanted is None or d.serial in wanted)]
-    best = state.queue.best(free)
+    best = _best(state, free, c.sessions)
     if best is None:
         return Decision(reply=NoAssignment())
     task_id, requirements = best
@@ -221,8 +239,22 @@ def _claim(state: State, c: ClaimTask) -> Decision:
         lease_ms=c.lease_ms,
         device=device.serial,
         plan=steering.attempt_plan(task, number),
+        idle_ms=None if task.session is None else task.session.idle_ms,
     )
     return Decision(events=(event,), reply=reply)
+
+
+def _best(state: State, free: list[Device], with_sessions: bool) -> tuple[str, Requirements] | None:
+    """The best claimable task for `free` devices: among plans, and among sessions too when
+    the host runs them; the better of the two by priority, then submission order."""
+    best = state.queue.best(free)
+    if not with_sessions:
+        return best
+    session = state.session_queue.best(free)
+    if best is None or session is None:
+        return best or session
+    rank = lambda found: (-state.tasks[found[0]].priority, state.tasks[found[0]].seq)  # noqa: E731
+    return min(best, session, key=rank)
 
 
 def _start(state: State, c: StartAttempt) -> Decision:
@@ -310,11 +342,18 @@ def _report(state: State, c: ReportResult) -> Decision:
         metadata=c.metadata,
         steps=c.steps,
     )
-    events = (ended,) + messages.settle_messages(state, task, c.now, c.status)
+    events = sessions.reported_end(task, c.now, c.status) + (ended,)
+    events += messages.settle_messages(state, task, c.now, c.status)
     return Decision(events=events, reply=ResultRecorded(task.id, repeated=False))
 
 
 def _steps_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> str | None:
+    if task.session is not None:
+        return "steps: a session's outcomes are its actions'; report none"
+    return _plan_steps_problem(task, number, steps)
+
+
+def _plan_steps_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> str | None:
     """Why a result's step outcomes do not fit the attempt's plan, or None: one outcome per
     planned step (of the plan as steered) in order, ``not_started``/``steered`` exactly
     for the steps an admitted correction removed (a step that ran is never passed off as
@@ -379,10 +418,21 @@ def _release(state: State, c: ReleaseAttempt) -> Decision:
 
 
 def _expire(state: State, now: int) -> Decision:
+    """Every lease expiry and session idle end due at `now`, in time order (a lease before an
+    idle end at the same instant, then by task id); a task's first due end is its only one."""
+    due = [(at, 0, task_id, number) for at, task_id, number in state.leases.due(now, state.tasks)]
+    due += [(at, 1, task_id, number) for at, task_id, number in state.idle.due(now, state.tasks)]
     events: list[Event] = []
-    for expires_at, task_id, number in state.leases.due(now, state.tasks):
-        events.append(LeaseExpired(at=expires_at, task_id=task_id, attempt=number))
-        events.extend(_after_attempt(state, state.tasks[task_id], number, expires_at, "expire"))
+    ended: set[str] = set()
+    for at, kind, task_id, number in sorted(due):
+        if task_id in ended:
+            continue
+        ended.add(task_id)
+        if kind == 1:
+            events.extend(sessions.idle_end(state, state.tasks[task_id], at))
+            continue
+        events.append(LeaseExpired(at=at, task_id=task_id, attempt=number))
+        events.extend(_after_attempt(state, state.tasks[task_id], number, at, "expire"))
     return Decision(events=tuple(events), reply=LeasesExpired(count=_count_expired(events)))
 
 
@@ -397,11 +447,12 @@ def _after_attempt(state: State, task: Task, number: int, at: int, event: str) -
     guards = {"cancellation_pending": task.cancellation_pending, "attempts_left": task.attempts_left}
     status = lifecycle.target(lifecycle.TASK, task.status, event, guards)
     assert status is not None  # both events end in failed when no guarded move applies
+    lost = sessions.attempt_lost(task, at)
     if status == TaskStatus.queued:
-        return (TaskRequeued(at=at, task_id=task.id), *messages.requeue_messages(task, number, at))
+        return (*lost, TaskRequeued(at=at, task_id=task.id), *messages.requeue_messages(task, number, at))
     reason = _CANCELLED_BY[event] if status == TaskStatus.cancelled else "attempts_exhausted"
     ended = TaskEnded(at=at, task_id=task.id, status=status, reason=reason, attempt=number)
-    return (ended, *messages.settle_messages(state, task, at, status))
+    return (*lost, ended, *messages.settle_messages(state, task, at, status))
 
 
 def _count_expired(events: Iterable[Event]) -> int:
@@ -449,6 +500,7 @@ def _apply_cancellation_requested(state: State, e: CancellationRequested) -> Non
         reason=e.reason,
     )
     state.put_task(replace(task, cancellation=cancellation, updated_at=e.at))
+    state.idle.clean(state.tasks)  # a session is never idle with a cancellation pending
 
 
 def _apply_cancellation_delivered(state: State, e: CancellationDelivered) -> None:
@@ -468,7 +520,7 @@ def _apply_requeued(state: State, e: TaskRequeued) -> None:
     task = replace(state.tasks[e.task_id], status=TaskStatus.queued, updated_at=e.at)
     state.put_task(task)
     if task.claimable:  # a task paused in flight comes back held
-        state.queue.push(task)
+        state.queue_of(task).push(task)
 
 
 def _apply_submitted(state: State, e: TaskSubmitted) -> None:
@@ -487,12 +539,13 @@ def _apply_submitted(state: State, e: TaskSubmitted) -> None:
         seq=state.submitted,
         follow_up_of=e.follow_up_of,
         collected=e.collected,
+        session=None if e.idle_ms is None else Session(idle_ms=e.idle_ms),
     )
     state.submitted += 1
     state.put_task(task)
     if e.idempotency_key is not None:
         state.idempotency[(e.tenant, e.idempotency_key)] = task.id
-    state.queue.push(task)
+    state.queue_of(task).push(task)
 
 
 def _apply_registered(state: State, e: HostRegistered) -> None:
@@ -527,15 +580,18 @@ def _apply_assigned(state: State, e: TaskAssigned) -> None:
         lease_expires_at=e.lease_expires_at,
     )
     status = lifecycle.target(lifecycle.TASK, task.status, "claim")
-    state.put_task(replace(task, status=status, attempts=task.attempts + (attempt,), updated_at=e.at))
-    state.queue.clean(task.requirements, state.tasks)
+    task = replace(task, status=status, attempts=task.attempts + (attempt,), updated_at=e.at)
+    state.put_task(task)
+    state.queue_of(task).clean(task.requirements, state.tasks)
     _set_reservation(state, e.host_id, e.device, Reservation(task_id=task.id, attempt=e.attempt))
     state.leases.push(e.lease_expires_at, task.id, e.attempt)
+    sessions.on_assigned(state, task, e.at)
 
 
 def _apply_ended(state: State, e: TaskEnded) -> None:
     task = state.tasks[e.task_id]
-    if e.reason == "reported":
+    if e.reason == "reported" or (e.reason in sessions.SERVER_ENDS and e.attempt is not None):
+        # The server's end of a session is a verdict of done on the attempt, as a report's.
         task = _end_attempt(state, task, f"report_{e.status}", e.at)
     if task.cancellation_pending:
         event = "task_cancelled" if e.status == TaskStatus.cancelled else "task_finished"
@@ -553,7 +609,7 @@ def _apply_ended(state: State, e: TaskEnded) -> None:
     task = replace(task, status=e.status, result=result, updated_at=e.at)
     state.put_task(task)
     if was_queued:
-        state.queue.clean(task.requirements, state.tasks)
+        state.queue_of(task).clean(task.requirements, state.tasks)
 
 
 def _update_attempt(state: State, task: Task, at: int, status: TaskStatus | None = None, **changes: Any) -> Task:
@@ -570,6 +626,7 @@ def _end_attempt(state: State, task: Task, event: str, at: int, **changes: Any) 
     task = _update_attempt(state, task, at, outcome=outcome, ended_at=at, **changes)
     _set_reservation(state, attempt.host_id, attempt.device, None)
     state.leases.clean(state.tasks)
+    state.idle.clean(state.tasks)
     return task
 
 
@@ -600,6 +657,10 @@ _DECIDERS: dict[type, Callable[[State, Any], Decision]] = {
     ExpireLeases: lambda state, command: _expire(state, command.now),
     StoreArtifact: artifacts.store,
     PurgeArtifacts: artifacts.purge,
+    PostAction: sessions.post,
+    EndSession: sessions.end,
+    PollAction: sessions.poll,
+    ReportAction: sessions.report,
 }
 
 _APPLIERS: dict[type, Callable[[State, Any], None]] = {
@@ -623,6 +684,10 @@ _APPLIERS: dict[type, Callable[[State, Any], None]] = {
     FollowUpsCollected: messages.apply_collected,
     ArtifactStored: artifacts.apply_stored,
     ArtifactsPurged: artifacts.apply_purged,
+    ActionPosted: sessions.apply_posted,
+    ActionDelivered: sessions.apply_delivered,
+    ActionEnded: sessions.apply_ended,
+    SessionEndRequested: sessions.apply_end_requested,
 }
 
 
@@ -632,7 +697,7 @@ _APPLIERS: dict[type, Callable[[State, Any], None]] = {
 
 def expire_due(state: State, now: int) -> tuple[Event, ...]:
     """Apply every lease expiry due at `now`; return the events."""
-    if (next_expiry := state.leases.next_expiry()) is None or next_expiry > now:
+    if (next_expiry := state.next_deadline()) is None or next_expiry > now:
         return ()  # the common case, in O(1)
     events = decide(state, ExpireLeases(now=now)).events
     for event in events:

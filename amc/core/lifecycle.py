@@ -125,6 +125,23 @@ class StepStatus(_WireState):
     refused = "refused"
 
 
+class ActionState(_WireState):
+    """Where one action of a session (specs/protocol.md Part D) stands. Not a machine of its own:
+    ``queued -> delivered -> final``, or ``queued -> final`` when it never reached a host; the
+    final states are a step outcome's (`StepStatus`), and a final state never changes."""
+
+    queued = "queued"
+    delivered = "delivered"
+    completed = "completed"
+    failed = "failed"
+    interrupted = "interrupted"
+    not_started = "not_started"
+    refused = "refused"
+
+
+FINAL_ACTION_STATES = frozenset(ActionState(s.value) for s in StepStatus)
+
+
 S = TypeVar("S", bound=enum.StrEnum)
 Guard = tuple[str, bool]  # (predicate name, the value it must have)
 Move = tuple[tuple[Guard, ...], S]  # (guards, target state)

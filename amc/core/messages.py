@@ -73,7 +73,9 @@ def post(state: State, c: PostMessage) -> Decision:
             events = _collect(state, task, c.now, (FollowUp(message_id=c.message_id, text=c.text, data=c.data),))
             return Decision(events=(posted, *events), reply=attrs.evolve(accepted, successor_id=events[0].successor_id))
         return reject(Code.task_terminal, f"task {task.id!r} already ended {task.status}")
-    if task.status == TaskStatus.queued and c.intent in ("pause", "resume"):  # hold or release, here and now
+    # Hold or release a queued task, here and now; a session's pause and resume the server
+    # applies itself in flight too, since it is the server that hands out its actions.
+    if (task.status == TaskStatus.queued or task.session is not None) and c.intent in ("pause", "resume"):
         applied = MessageApplied(at=c.now, task_id=task.id, message_id=c.message_id)
         return Decision(events=(posted, applied), reply=accepted)
     return Decision(events=(posted,), reply=accepted)
@@ -83,6 +85,8 @@ def _check_message(task: Task, c: PostMessage) -> None:
     """Raise InvalidRequest, naming the field, for a message that is not well formed."""
     if c.intent not in INTENTS:
         raise InvalidRequest(f"intent: must be one of {', '.join(INTENTS)}")
+    if c.intent == "steer" and task.session is not None:
+        raise InvalidRequest("intent: a session takes actions, not steers; send the next action instead")
     if c.intent == "steer":
         edit = steering.parse_edit(c.data)
         if edit is None and not c.text:
@@ -296,7 +300,9 @@ def apply_applied(state: State, e: MessageApplied) -> None:
     message = before.message(e.message_id)
     assert message is not None  # applied, so the task has it
     pause = message.intent == "pause"
-    if pause:
+    if before.session is not None and before.status != TaskStatus.queued:
+        detail = _session_pause_detail(pause, before.paused)
+    elif pause:
         detail = "held: the task is not claimed until a resume" if not before.paused else "the task was already held"
     else:
         detail = "released: the task can be claimed again" if before.paused else "the task was not held"
@@ -305,9 +311,15 @@ def apply_applied(state: State, e: MessageApplied) -> None:
     task = replace(task, paused=pause)
     state.put_task(task)
     if pause:
-        state.queue.clean(task.requirements, state.tasks)
+        state.queue_of(task).clean(task.requirements, state.tasks)
     elif before.paused and task.claimable:
-        state.queue.push(task)  # its original seq: it keeps its place among equal priorities
+        state.queue_of(task).push(task)  # its original seq: it keeps its place among equal priorities
+
+
+def _session_pause_detail(pause: bool, was_paused: bool) -> str:
+    if pause:
+        return "the session was already paused" if was_paused else "paused: no new action is delivered until a resume"
+    return "resumed: the next action is delivered" if was_paused else "the session was not paused"
 
 
 def apply_not_admitted(state: State, e: MessagesNotAdmitted) -> None:

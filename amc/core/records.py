@@ -11,7 +11,15 @@ from typing import Any, TypeVar
 
 import attrs
 
-from amc.core.lifecycle import AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
+from amc.core.lifecycle import (
+    FINAL_ACTION_STATES,
+    ActionState,
+    AttemptState,
+    CancellationState,
+    MessageState,
+    StepStatus,
+    TaskStatus,
+)
 
 JSON = Any  # a value that came from JSON (dict, list, str, int, float, bool, None)
 
@@ -177,6 +185,55 @@ class Artifact:
 
 
 @attrs.frozen(kw_only=True)
+class Action:
+    """One action of a session (specs/protocol.md Part D): a step the caller sent, and how it ended."""
+
+    id: str
+    seq: int  # 1, 2, ... in posting order: the order the actions run in
+    step: Step
+    status: ActionState
+    posted_at: int
+    reason: str | None = None
+    attempt: int | None = None  # the attempt it was delivered to
+    delivered_at: int | None = None
+    started_at: int | None = None
+    ended_at: int | None = None
+    output: str | None = None
+    artifacts: tuple[str, ...] = ()
+
+    @property
+    def final(self) -> bool:
+        return self.status in FINAL_ACTION_STATES
+
+    @property
+    def busy(self) -> bool:
+        """Waiting for a host, or with one: what keeps a session from being idle."""
+        return not self.final
+
+
+@attrs.frozen(kw_only=True)
+class Session:
+    """What makes a task a session: its actions instead of a plan (specs/protocol.md Part D)."""
+
+    idle_ms: int
+    end_requested_at: int | None = None
+    actions: tuple[Action, ...] = ()  # in posting order
+    # When the current attempt last became idle (its claim, or the last action's end); None
+    # while an action is busy or no attempt holds the session. See `Task.idle_expires_at`.
+    idle_since: int | None = None
+
+    def action(self, action_id: str) -> Action | None:
+        for action in self.actions:
+            if action.id == action_id:
+                return action
+        return None
+
+    @property
+    def busy(self) -> bool:
+        return any(a.busy for a in self.actions)
+
+
+@attrs.frozen(kw_only=True)
 class Task:
     id: str
     tenant: str
@@ -200,6 +257,9 @@ class Task:
     follow_up_of: str | None = None
     collected: tuple[FollowUp, ...] = ()
     artifacts: tuple[Artifact, ...] = ()  # Part C, in upload order
+    # Part D: a session's actions and idle timeout; None for a plan's task. A session's `plan`
+    # is empty (no steps): its steps are its actions, and the wire shows `plan: null`.
+    session: Session | None = None
 
     @property
     def held(self) -> bool:
@@ -231,6 +291,16 @@ class Task:
     @property
     def attempts_left(self) -> bool:
         return len(self.attempts) < self.max_attempts
+
+    @property
+    def idle_expires_at(self) -> int | None:
+        """When a session's active attempt ends as idle, if nothing happens first."""
+        session = self.session
+        if session is None or session.idle_since is None or self.active_attempt is None or session.busy:
+            return None
+        if self.cancellation_pending:  # its host's report, or the lease's expiry, ends it
+            return None
+        return session.idle_since + session.idle_ms
 
 
 @attrs.frozen(kw_only=True)

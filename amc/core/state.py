@@ -144,6 +144,13 @@ class LeaseIndex:
     def next_expiry(self) -> int | None:
         return self._heap[0][0] if self._heap else None
 
+    def next_expiry_or_none(self) -> int | None:
+        """`next_expiry` for a reader in another thread while the owner may pop the heap."""
+        try:
+            return self._heap[0][0]
+        except IndexError:
+            return None
+
     def due(self, now: int, tasks: dict[str, Task]) -> list[LeaseEntry]:
         """Every active lease with lease_expires_at <= now, earliest first (read-only)."""
         heap, found, stack = self._heap, [], [0] if self._heap else []
@@ -160,6 +167,19 @@ class LeaseIndex:
 
     def __len__(self) -> int:
         return len(self._heap)
+
+
+class IdleIndex(LeaseIndex):
+    """Part D: active session attempts ordered by when they end as idle (`Task.idle_expires_at`),
+    kept exactly as the lease index is: an entry is valid while the task's idle deadline is
+    still that one for that attempt."""
+
+    @staticmethod
+    def _valid(entry: LeaseEntry, tasks: dict[str, Task]) -> bool:
+        expires_at, task_id, number = entry
+        task = tasks[task_id]
+        active = task.active_attempt
+        return active is not None and active.number == number and task.idle_expires_at == expires_at
 
 
 @attrs.define
@@ -182,6 +202,10 @@ class State:
     submitted: int = 0  # tasks ever submitted; the next task's `seq`
     queue: ClaimQueue = attrs.field(factory=ClaimQueue)
     leases: LeaseIndex = attrs.field(factory=LeaseIndex)
+    # Part D: sessions wait in a queue of their own, which only claims that run sessions see,
+    # and their idle deadlines are an index beside the leases'.
+    session_queue: ClaimQueue = attrs.field(factory=ClaimQueue)
+    idle: IdleIndex = attrs.field(factory=IdleIndex)
     # Open (not None) while someone wants to know what changed; see `open_journal`.
     journal: Journal | None = None
 
@@ -199,6 +223,15 @@ class State:
             journal.hosts[host.id] = self.hosts.get(host.id)
         self.hosts[host.id] = host
 
+    def queue_of(self, task: Task) -> ClaimQueue:
+        """The claim queue `task` waits in: sessions apart from plans."""
+        return self.session_queue if task.session is not None else self.queue
+
+    def next_deadline(self) -> int | None:
+        """The earliest lease expiry or session idle end, or None."""
+        due = [t for t in (self.leases.next_expiry(), self.idle.next_expiry()) if t is not None]
+        return min(due) if due else None
+
     def open_journal(self) -> None:
         """Start recording which records change (from now until `close_journal`)."""
         self.journal = Journal()
@@ -214,16 +247,20 @@ class State:
     def from_records(cls, tasks: Iterable[Task], hosts: Iterable[Host]) -> State:
         """Rebuild a state, indexes included, from its records (a store's start-up path)."""
         state = cls()
-        claimable = []
+        claimable: list[Task] = []
+        sessions: list[Task] = []
         for task in sorted(tasks, key=_seq_of):
             state.tasks[task.id] = task
             if task.idempotency_key is not None:
                 state.idempotency[(task.tenant, task.idempotency_key)] = task.id
             if task.claimable:
-                claimable.append(task)
+                (claimable if task.session is None else sessions).append(task)
             elif (attempt := task.active_attempt) is not None:
                 state.leases.push(attempt.lease_expires_at, task.id, attempt.number)
+                if (idle_at := task.idle_expires_at) is not None:
+                    state.idle.push(idle_at, task.id, attempt.number)
         state.queue = ClaimQueue.of(claimable)
+        state.session_queue = ClaimQueue.of(sessions)
         state.submitted = len(state.tasks)
         state.hosts = {host.id: host for host in hosts}
         return state

@@ -120,3 +120,25 @@ def test_a_step_outcome_listing_another_attempts_artifact_is_found(monkeypatch):
     assert result.violation and all(v.startswith("I12") for v in result.violation)
     assert "lists artifacts" in result.violation[0]
     assert result.trace[-1].startswith("report done with evidence t1#2")
+
+
+SESSIONS = Scope(hosts=1, tasks=1, max_attempts=2, sessions=2, idle_ticks=2)  # idle ends tie with expiries
+
+
+@pytest.mark.req("SESSION")
+def test_the_kernel_is_clean_with_sessions_cancels_pauses_lost_leases_and_idle_ends():
+    """Every order of posting, polling, reporting, ending, cancelling, expiring and idling two
+    actions over two attempts keeps I13: in order, one at a time, never replayed."""
+    result = explore(SESSIONS)
+    assert result.complete and result.violation is None
+    assert result.states > 5_000
+
+
+@pytest.mark.req("SESSION/s10")
+def test_a_planted_session_bug_is_found_with_a_shortest_trace(monkeypatch):
+    from amc.core import sessions
+
+    monkeypatch.setattr(sessions, "attempt_lost", lambda task, at: ())  # a lost attempt keeps its actions
+    result = explore(SESSIONS)
+    assert result.violation and any(v.startswith("I13") for v in result.violation)
+    assert result.trace == ["submit t1", "h1 registers d1", "claim h1", "cancel t1", "act t1x1", "release t1#1"]

@@ -18,18 +18,22 @@ from amc.core.commands import (
     CancelTask,
     ClaimTask,
     Command,
+    EndSession,
     ExpireLeases,
+    PollAction,
+    PostAction,
     PostMessage,
     RegisterHost,
     ReleaseAttempt,
     RenewLease,
+    ReportAction,
     ReportResult,
     StartAttempt,
     StoreArtifact,
     SubmitTask,
 )
 from amc.core.errors import Code
-from amc.core.records import Boundary, DeviceSpec, Plan, StepOutcome
+from amc.core.records import Boundary, DeviceSpec, Plan, Step, StepOutcome
 from amc.core.state import State
 from tests.support.plans import TWO_STEPS, as_record
 
@@ -85,9 +89,18 @@ class World:
         devices = tuple(DeviceSpec(serial=s, attributes=dict(attributes or {})) for s in serials or ("d1",))
         return self.run(RegisterHost(now=0, host_id=host, devices=devices))
 
-    def claim(self, host: str = "h1", lease_ms: int = LEASE_MS, devices=None) -> kernel.Assignment | None:
+    def claim(
+        self, host: str = "h1", lease_ms: int = LEASE_MS, devices=None, sessions: bool = False
+    ) -> kernel.Assignment | None:
         decision = self.run(
-            ClaimTask(now=0, host_id=host, lease_id=f"L{next(self._ids)}", lease_ms=lease_ms, devices=devices)
+            ClaimTask(
+                now=0,
+                host_id=host,
+                lease_id=f"L{next(self._ids)}",
+                lease_ms=lease_ms,
+                devices=devices,
+                sessions=sessions,
+            )
         )
         return decision.reply if isinstance(decision.reply, kernel.Assignment) else None
 
@@ -158,6 +171,29 @@ class World:
             sha256=sha256,
             max_task_bytes=max_task_bytes,
         )
+
+    # -- sessions (Part D) ---------------------------------------------------------------
+
+    def submit_session(self, idle_ms: int = 300_000, **fields) -> str:
+        return self.submit(plan=Plan(steps=()), idle_ms=idle_ms, **fields)
+
+    def act(self, task_id: str, action_id: str, action: str = "tap", tenant: str | None = "acme", **args):
+        """Post an action (`args` default to a tap at 1, 2)."""
+        step = Step(id=action_id, action=action, args=args or ({"x": 1, "y": 2} if action == "tap" else {}))
+        return self.run(PostAction(now=0, task_id=task_id, tenant=tenant, step=step))
+
+    def end(self, task_id: str, tenant: str | None = "acme") -> kernel.Decision:
+        return self.run(EndSession(now=0, task_id=task_id, tenant=tenant))
+
+    def poll(self, a, host=None, lease_id=None) -> kernel.Decision:
+        return self._lease(PollAction, a, host, lease_id)
+
+    def outcome(self, a, action_id: str, status: str = "completed", reason=None, host=None, lease_id=None, **more):
+        outcome = StepOutcome(id=action_id, status=status, reason=reason, **more)
+        return self._lease(ReportAction, a, host, lease_id, outcome=outcome)
+
+    def action(self, task_id: str, action_id: str):
+        return self.state.tasks[task_id].session.action(action_id)
 
     # -- reading -------------------------------------------------------------------------
 

@@ -201,6 +201,37 @@ class Caller:
         """The response (its bytes in `.content`)."""
         return self.request("GET", f"/v1/tasks/{task_id}/artifacts/{artifact_id}", expect=expect)
 
+    # -- sessions (Part D) ----------------------------------------------------------------
+
+    def submit_session(self, idle_timeout_seconds: float | None = None, expect: int = 201, **fields) -> dict:
+        session = {} if idle_timeout_seconds is None else {"idle_timeout_seconds": idle_timeout_seconds}
+        return self.call("POST", "/v1/tasks", {"session": session, **fields}, expect)
+
+    def act(self, task_id: str, action: dict, wait: float | None = None, expect: int = 201) -> dict:
+        params = None if wait is None else {"wait_seconds": str(wait)}
+        return self.call("POST", f"/v1/tasks/{task_id}/actions", action, expect, params=params)
+
+    def actions(self, task_id: str, expect: int = 200) -> list[dict] | dict:
+        data = self.call("GET", f"/v1/tasks/{task_id}/actions", expect=expect)
+        return data["actions"] if expect == 200 else data
+
+    def action(self, task_id: str, action_id: str, wait: float | None = None, expect: int = 200) -> dict:
+        params = None if wait is None else {"wait_seconds": str(wait)}
+        return self.call("GET", f"/v1/tasks/{task_id}/actions/{action_id}", expect=expect, params=params)
+
+    def end(self, task_id: str, expect: int = 200) -> dict:
+        return self.call("POST", f"/v1/tasks/{task_id}/end", expect=expect)
+
+    def poll(self, task_id: str, attempt: int, lease_id: str, wait: float = 0, expect: int = 200) -> dict:
+        body = {"lease_id": lease_id, "wait_seconds": wait}
+        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/actions/next", body, expect)
+
+    def report_action(
+        self, task_id: str, attempt: int, lease_id: str, action_id: str, status: str, expect: int = 200, **extra
+    ) -> dict:
+        body = {"lease_id": lease_id, "status": status, **extra}
+        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/actions/{action_id}", body, expect)
+
     def advance(self, seconds: float, expect: int = 200) -> dict:
         return self.call("POST", "/v1/admin/clock", {"advance_seconds": seconds}, expect)
 

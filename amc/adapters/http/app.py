@@ -42,7 +42,7 @@ from amc.adapters.http.auth import Authenticator, Principal
 from amc.adapters.http.console import Console
 from amc.adapters.http.eventstream import EventStream, EventStreamResponse
 from amc.adapters.http.liveness import HostLiveness, Progress, ProgressBoard
-from amc.adapters.http.longpoll import ClaimWaits, WorkSignal
+from amc.adapters.http.longpoll import ClaimWaits, TaskSignals, WorkSignal
 from amc.adapters.http.metrics import CONTENT_TYPE, Metrics
 from amc.adapters.http.problems import (
     EXCEPTION_HANDLERS,
@@ -62,31 +62,39 @@ from amc.core.commands import (
     CancelTask,
     ClaimTask,
     Command,
+    EndSession,
     ExpireLeases,
+    PollAction,
+    PostAction,
     PostMessage,
     RegisterHost,
     ReleaseAttempt,
     RenewLease,
+    ReportAction,
     ReportResult,
     StartAttempt,
     SubmitTask,
 )
 from amc.core.decisions import (
     AcknowledgementRecorded,
+    ActionAccepted,
+    ActionRecorded,
     Assignment,
     CancelAccepted,
     Decision,
     HostUpdated,
     LeaseGranted,
     MessageAccepted,
+    PollAnswer,
     ReleaseRecorded,
     ResultRecorded,
+    SessionEndAccepted,
     Submitted,
 )
 from amc.core.errors import InvalidRequest
-from amc.core.events import TaskAssigned
+from amc.core.events import ActionEnded, TaskAssigned
 from amc.core.lifecycle import MessageState, TaskStatus
-from amc.core.records import Boundary, DeviceSpec, Host, Message, Requirements, Task
+from amc.core.records import Action, Boundary, DeviceSpec, Host, Message, Requirements, Task
 from amc.core.times import to_rfc3339
 from amc.core.waiting import Waiting, waiting
 from amc.service import BlobStore, MemoryBlobStore, Service, StorageUnavailable
@@ -145,6 +153,7 @@ class Api:
         self.metrics = metrics
         self.signal = WorkSignal()
         self.claim_waits = ClaimWaits(settings.max_waiting_claims, settings.max_waiting_claims_per_host)
+        self.task_signals = TaskSignals()  # Part D: polls and waits on one task
         self.timer = ExpiryTimer(service, self.run)
         self.liveness = HostLiveness(service.clock, round(settings.host_timeout_seconds * 1000))
         self.progress = ProgressBoard()
@@ -161,9 +170,11 @@ class Api:
         self.metrics.command(type(command), outcome, time.perf_counter() - started)
         if decision.events:
             self.signal.notify_if_waking(decision.events)
+            self.task_signals.notify(decision.events)
             # Only a new lease can make the earliest expiry earlier: a start or a renewal
             # moves its lease later, and an expiry or a report removes one.
-            if any(isinstance(event, TaskAssigned) for event in decision.events):
+            # A session's idle deadline likewise only comes nearer by a claim or an action's end.
+            if any(isinstance(event, (TaskAssigned, ActionEnded)) for event in decision.events):
                 self.timer.poke()
         return decision
 
@@ -202,8 +213,9 @@ class Api:
                 log.warning("due lease expiries could not be stored before a read: %s", error)
 
     def drain(self) -> None:
-        """The server is stopping: let every waiting claim answer now, and end every event stream."""
+        """The server is stopping: let every waiting claim and poll answer now, and end every event stream."""
         self.signal.close()
+        self.task_signals.close()
         self.events.close()
 
     # -- the first checks of every request -------------------------------------------------
@@ -302,6 +314,7 @@ class Api:
         principal, raw = await self.begin(request)
         access.require_role(principal, "client", "admin")
         body, plan = bodies.decode_submit(raw, self.settings.limits, may_name_tenant=principal.role == "admin")
+        idle_ms = bodies.session_idle_ms(body)
         tenant = principal.tenant if principal.role == "client" else (body.tenant or "default")
         assert tenant is not None  # a client token always names its tenant
         command = SubmitTask(
@@ -314,6 +327,7 @@ class Api:
             max_attempts=body.max_attempts,
             labels=body.labels,
             idempotency_key=body.idempotency_key,
+            idle_ms=idle_ms,
         )
         reply = await self.decide(command, Submitted)
         task = self._task(reply.task_id)
@@ -458,7 +472,7 @@ class Api:
         devices = None if body.devices is None else tuple(body.devices)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + body.wait_seconds
-        kind = (host_id, devices)  # claims of one kind find the same work (see longpoll)
+        kind = (host_id, devices, body.sessions)  # claims of one kind find the same work (see longpoll)
         reply, _ = await self._claim_once(kind, lease_ms)
         if reply is not None:
             return reply
@@ -491,14 +505,19 @@ class Api:
         finally:
             self.claim_waits.leave(host_id)
 
-    async def _claim_once(self, kind: tuple[str, tuple[str, ...] | None], lease_ms: int) -> tuple[Response | None, int]:
-        """One claim of `kind` (host, devices): the assignment's response, or None; and the
-        generation read before it (see longpoll). A kind known to find nothing is not asked."""
+    async def _claim_once(
+        self, kind: tuple[str, tuple[str, ...] | None, bool], lease_ms: int
+    ) -> tuple[Response | None, int]:
+        """One claim of `kind` (host, devices, whether it takes sessions): the assignment's
+        response, or None; and the generation read before it (see longpoll). A kind known to
+        find nothing is not asked."""
         generation = self.signal.generation
         if self.signal.known_empty(kind):
             return None, generation
-        host_id, devices = kind
-        command = ClaimTask(now=0, host_id=host_id, lease_id=new_lease_id(), lease_ms=lease_ms, devices=devices)
+        host_id, devices, sessions = kind
+        command = ClaimTask(
+            now=0, host_id=host_id, lease_id=new_lease_id(), lease_ms=lease_ms, devices=devices, sessions=sessions
+        )
         reply = await self.decide(command, object)  # an Assignment or a NoAssignment
         if isinstance(reply, Assignment):
             return json_response(wire.assignment_view(reply)), generation
@@ -617,6 +636,109 @@ class Api:
         await self.decide(command, AcknowledgementRecorded)
         return json_response(wire.message_view(_message_of(self._task(task_id), message_id)))
 
+    # -- sessions (Part D) ------------------------------------------------------------------
+
+    async def post_action(self, request: Request) -> Response:
+        principal, raw = await self.begin(request)
+        access.require_role(principal, "client", "admin")
+        task_id = request.path_params["task_id"]
+        access.visible_task(principal, self.service.task(task_id), task_id)
+        wait = bodies.decode_wait(request.query_params, self.settings.limits)
+        step = bodies.decode_action(raw, self.settings.limits)
+        reply = await self.decide(PostAction(now=0, task_id=task_id, tenant=principal.scope, step=step), ActionAccepted)
+        action = await self._action_when_ended(task_id, reply.action_id, wait)
+        location = f"/v1/tasks/{task_id}/actions/{action.id}"
+        return json_response(wire.action_view(action), 201 if reply.created else 200, headers={"Location": location})
+
+    async def list_actions(self, request: Request) -> Response:
+        task = await self._session_task(request)
+        assert task.session is not None
+        return json_response({"actions": [wire.action_view(a) for a in task.session.actions]})
+
+    async def get_action(self, request: Request) -> Response:
+        task = await self._session_task(request)
+        action_id = request.path_params["action_id"]
+        _action_of(task, action_id)
+        wait = bodies.decode_wait(request.query_params, self.settings.limits)
+        return json_response(wire.action_view(await self._action_when_ended(task.id, action_id, wait)))
+
+    async def _session_task(self, request: Request) -> Task:
+        """A session whoever may read the task reads (a plan's task: 409 `not_a_session`)."""
+        principal, _ = await self.begin(request)
+        await self.catch_up()
+        task_id = request.path_params["task_id"]
+        task = access.visible_task(principal, self.service.task(task_id), task_id)
+        if task.session is None:
+            raise Problem("not_a_session", f"task {task_id!r} runs a plan; it has no actions")
+        return task
+
+    async def _action_when_ended(self, task_id: str, action_id: str, wait: float) -> Action:
+        """The action as it stands once it ended, or when `wait` seconds have passed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            event = self.task_signals.watch(task_id)  # before the read: see TaskSignals
+            await self.catch_up()
+            action = _action_of(self._task(task_id), action_id)
+            remaining = deadline - loop.time()
+            if action.final or remaining <= 0 or self.task_signals.closed:
+                return action
+            await self.task_signals.wait(event, min(remaining, self._next_deadline_in()))
+
+    def _next_deadline_in(self) -> float:
+        """Seconds until the next lease expiry or idle end (which the timer applies), at least 1 ms."""
+        due = self.service.next_expiry()
+        if due is None:
+            return 3600.0
+        return max((due - self.service.clock.now()) / 1000, 0.001)
+
+    async def end_session(self, request: Request) -> Response:
+        principal, raw = await self.begin(request)
+        access.require_role(principal, "client", "admin")
+        task_id = request.path_params["task_id"]
+        access.visible_task(principal, self.service.task(task_id), task_id)
+        bodies.decode_end(raw)
+        await self.decide(EndSession(now=0, task_id=task_id, tenant=principal.scope), SessionEndAccepted)
+        return json_response(self.task_view(self._task(task_id)))
+
+    async def poll_action(self, request: Request) -> Response:
+        decode = functools.partial(bodies.decode_poll, limits=self.settings.limits)
+        principal, body, task_id, number = await self._lease_request(request, decode)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + body.wait_seconds
+        while True:
+            event = self.task_signals.watch(task_id)  # before deciding: see TaskSignals
+            command = PollAction(
+                now=0,
+                host_id=principal.host,
+                task_id=task_id,
+                attempt=number,
+                lease_id=body.lease_id,
+                running=body.running,
+            )
+            reply = await self.decide(command, PollAnswer)
+            remaining = deadline - loop.time()
+            nothing = reply.action_id is None and not reply.cancel_requested
+            if not nothing or remaining <= 0 or self.task_signals.closed:
+                return json_response(wire.poll_view(reply, self._task(task_id)))
+            await self.task_signals.wait(event, min(remaining, self._next_deadline_in()))
+            if await request.is_disconnected():
+                return json_response(wire.poll_view(reply, self._task(task_id)))
+
+    async def report_action(self, request: Request) -> Response:
+        principal, raw = await self.begin(request)
+        access.require_role(principal, "host")
+        task, task_id, number = self._attempt_target(request)
+        if task.session is None:
+            raise Problem("not_a_session", f"task {task_id!r} runs a plan; it has no actions")
+        action_id = _action_of(task, request.path_params["action_id"]).id
+        body, outcome = bodies.decode_action_report(raw, self.settings.limits, action_id)
+        command = ReportAction(
+            now=0, host_id=principal.host, task_id=task_id, attempt=number, lease_id=body.lease_id, outcome=outcome
+        )
+        await self.decide(command, ActionRecorded)
+        return json_response(wire.action_view(_action_of(self._task(task_id), action_id)))
+
     # -- admin ----------------------------------------------------------------------------
 
     async def advance_clock(self, request: Request) -> Response:
@@ -641,6 +763,12 @@ class Api:
             Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/renew", self.renew, methods=["POST"]),
             Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/start", self.start, methods=["POST"]),
             Route("/v1/hosts/{host_id}/claim", self.claim, methods=["POST"]),
+            Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/actions/next", self.poll_action, methods=["POST"]),
+            Route(
+                "/v1/tasks/{task_id}/attempts/{attempt:attempt}/actions/{action_id}",
+                self.report_action,
+                methods=["POST"],
+            ),
             Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/result", self.result, methods=["POST"]),
             Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/release", self.release, methods=["POST"]),
             Route(
@@ -663,6 +791,10 @@ class Api:
             Route("/v1/tasks/{task_id}/messages", self.post_message, methods=["POST"]),
             Route("/v1/tasks/{task_id}/messages", self.list_messages, methods=["GET"]),
             Route("/v1/tasks/{task_id}/messages/{message_id}", self.get_message, methods=["GET"]),
+            Route("/v1/tasks/{task_id}/actions", self.post_action, methods=["POST"]),
+            Route("/v1/tasks/{task_id}/actions", self.list_actions, methods=["GET"]),
+            Route("/v1/tasks/{task_id}/actions/{action_id}", self.get_action, methods=["GET"]),
+            Route("/v1/tasks/{task_id}/end", self.end_session, methods=["POST"]),
             Route("/v1/hosts", self.list_hosts, methods=["GET"]),
             Route("/v1/hosts/{host_id}", self.get_host, methods=["GET"]),
             Route("/v1/hosts/{host_id}", self.put_host, methods=["PUT"]),
@@ -679,6 +811,13 @@ class Api:
 
 def _no_manual_clock() -> Problem:
     return not_found("this server does not run a manual clock")
+
+
+def _action_of(task: Task, action_id: str) -> Action:
+    action = None if task.session is None else task.session.action(action_id)
+    if action is None:
+        raise not_found(f"task {task.id!r} has no action {action_id!r}")
+    return action
 
 
 def _message_of(task: Task, message_id: str) -> Message:

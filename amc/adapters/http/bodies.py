@@ -27,7 +27,7 @@ from cattrs.cols import is_sequence, list_structure_factory
 from cattrs.preconf.orjson import make_converter
 from starlette.datastructures import QueryParams
 
-from amc.adapters.http.plan import check_steps, parse_plan
+from amc.adapters.http.plan import check_steps, parse_plan, parse_step
 from amc.adapters.http.settings import Limits, Settings
 from amc.core import steering
 from amc.core.errors import InvalidRequest
@@ -140,9 +140,18 @@ class RequirementsBody:
     attributes: dict[str, str] = attrs.field(factory=dict)
 
 
+MAX_IDLE_SECONDS = 86_400  # a session's idle timeout, at most a day
+
+
+@attrs.frozen(kw_only=True)
+class SessionBody:
+    idle_timeout_seconds: float = 300.0
+
+
 @attrs.frozen(kw_only=True)
 class SubmitBody:
-    plan: Any
+    plan: Any = None
+    session: SessionBody | None = None  # Part D: exactly one of plan and session
     requirements: RequirementsBody = attrs.field(factory=RequirementsBody)
     priority: int = 0
     max_attempts: int = 3
@@ -167,6 +176,7 @@ class ClaimBody:
     devices: list[str] | None = None
     lease_seconds: float | None = None
     wait_seconds: float = 0.0
+    sessions: bool = False  # Part D
 
 
 @attrs.frozen(kw_only=True)
@@ -264,11 +274,15 @@ def _check_id(field: str, value: str, limits: Limits) -> None:
 
 
 def decode_submit(raw: bytes, limits: Limits, may_name_tenant: bool) -> tuple[SubmitBody, Plan]:
+    """The submission and its plan (empty for a session: `session_idle_ms` says which)."""
     data = parse_json(raw)
     if isinstance(data, dict) and "tenant" in data and not may_name_tenant:
         raise InvalidRequest("tenant: only an admin may name the tenant of a task")
     submit = structure(data, SubmitBody)
-    plan = parse_plan(submit.plan)
+    has_plan = isinstance(data, dict) and "plan" in data
+    if has_plan == (submit.session is not None):
+        raise InvalidRequest("plan: a task has exactly one of plan and session")
+    plan = parse_plan(submit.plan) if has_plan else Plan(steps=())
     if not -1000 <= submit.priority <= 1000:
         raise InvalidRequest("priority: must be an integer in -1000..1000")
     if not 1 <= submit.max_attempts <= 100:
@@ -282,6 +296,94 @@ def decode_submit(raw: bytes, limits: Limits, may_name_tenant: bool) -> tuple[Su
     if submit.tenant is not None:
         _check_id("tenant", submit.tenant, limits)
     return submit, plan
+
+
+def session_idle_ms(submit: SubmitBody) -> int | None:
+    """Part D: the idle timeout of a submitted session in ms, or None for a plan."""
+    if submit.session is None:
+        return None
+    seconds = submit.session.idle_timeout_seconds
+    if not 0 < seconds <= MAX_IDLE_SECONDS:
+        raise InvalidRequest(f"session.idle_timeout_seconds: must lie within (0, {MAX_IDLE_SECONDS}]")
+    return max(1, seconds_to_ms(seconds))
+
+
+@attrs.frozen(kw_only=True)
+class PollBody:
+    lease_id: str
+    wait_seconds: float = 0.0
+    running: str | None = None  # the action the host runs now: wait for a cancel instead
+
+
+@attrs.frozen(kw_only=True)
+class ActionReportBody:
+    lease_id: str
+    status: str
+    reason: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    output: str | None = None
+    artifacts: list[str] | None = None
+
+
+def decode_action(raw: bytes, limits: Limits) -> Step:
+    """Part D: an action is a step object, checked as a plan's step is."""
+    data = parse_json(raw)
+    step = parse_step(data, "action")
+    _check_id("id", step.id, limits)
+    return step
+
+
+def decode_wait(params: QueryParams, limits: Limits) -> float:
+    """Part D: the `wait_seconds` query parameter (0..30, default 0); no other parameter."""
+    extra = sorted(set(params.keys()) - {"wait_seconds"})
+    if extra:
+        raise InvalidRequest(f"{extra[0]}: unknown query parameter")
+    values = params.getlist("wait_seconds")
+    if not values:
+        return 0.0
+    if len(values) > 1:
+        raise InvalidRequest("wait_seconds: given twice")
+    try:
+        wait = float(values[0])
+    except ValueError:
+        raise InvalidRequest("wait_seconds: must be a number of seconds") from None
+    if not 0 <= wait <= limits.max_wait_seconds:  # also refuses nan
+        raise InvalidRequest(f"wait_seconds: must lie within 0..{limits.max_wait_seconds:g}")
+    return wait
+
+
+def decode_end(raw: bytes) -> None:
+    """An end's body: none, or `{}`."""
+    structure(parse_json(raw, optional=True), EndBody)
+
+
+@attrs.frozen(kw_only=True)
+class EndBody:
+    pass
+
+
+def decode_poll(raw: bytes, limits: Limits) -> PollBody:
+    body: PollBody = structure(parse_json(raw), PollBody)
+    if not 0 <= body.wait_seconds <= limits.max_wait_seconds:
+        raise InvalidRequest(f"wait_seconds: must lie within 0..{limits.max_wait_seconds:g}")
+    return body
+
+
+def decode_action_report(raw: bytes, limits: Limits, action_id: str) -> tuple[ActionReportBody, StepOutcome]:
+    body: ActionReportBody = structure(parse_json(raw), ActionReportBody)
+    as_step = StepOutcomeBody(
+        id=action_id,
+        status=body.status,
+        reason=body.reason,
+        started_at=body.started_at,
+        ended_at=body.ended_at,
+        output=body.output,
+        artifacts=body.artifacts,
+    )
+    outcomes = _step_outcomes([as_step], limits)
+    assert outcomes is not None
+    return body, outcomes[0]
 
 
 def decode_inventory(raw: bytes, limits: Limits) -> InventoryBody:

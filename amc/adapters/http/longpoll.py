@@ -156,3 +156,52 @@ class ClaimWaits:
         self._waiting[host_id] -= 1
         if self._waiting[host_id] <= 0:
             del self._waiting[host_id]
+
+
+class TaskSignals:
+    """Part D: waking whoever waits on one task (a host polling for its session's next
+    action, a caller waiting for an action's outcome) when any event of that task happens.
+
+    A waiter takes the task's event with `watch` *before* it reads the state, then waits on
+    it: a change that lands between the read and the wait has already set the event, so it
+    is never missed. `notify` sets and forgets the events of the tasks an event touched; a
+    waiter that times out leaves its event behind until the task's next event.
+    """
+
+    def __init__(self) -> None:
+        self._events: dict[str, asyncio.Event] = {}
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def watch(self, task_id: str) -> asyncio.Event:
+        event = self._events.get(task_id)
+        if event is None:
+            event = self._events[task_id] = asyncio.Event()
+        return event
+
+    def notify(self, events: tuple[Event, ...]) -> None:
+        if not self._events:
+            return
+        for event in events:
+            task_id = getattr(event, "task_id", None)
+            waiting = self._events.pop(task_id, None) if task_id is not None else None
+            if waiting is not None:
+                waiting.set()
+
+    async def wait(self, event: asyncio.Event, timeout: float) -> None:
+        if self._closed or timeout <= 0:
+            return
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    def close(self) -> None:
+        """Release every waiter: the server is shutting down."""
+        self._closed = True
+        for event in self._events.values():
+            event.set()
+        self._events.clear()

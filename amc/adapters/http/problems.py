@@ -51,6 +51,9 @@ CODES: dict[str, tuple[int, str]] = {
     "artifact_conflict": (409, "An artifact of this name holds other bytes"),
     "not_leader": (503, "This server is a standby"),
     "storage_unavailable": (503, "Storage unavailable"),
+    "not_a_session": (409, "The task runs a plan, not a session"),
+    "session_ended": (409, "The session's end was requested; it takes no new action"),
+    "action_conflict": (409, "The action does not fit: its id was sent with another body, or it was not delivered"),
 }
 
 # Seconds a client is asked to wait before it retries a write the store could not take. Space

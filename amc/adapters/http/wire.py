@@ -15,9 +15,22 @@ from typing import Any
 
 from amc.adapters.http.liveness import Progress
 from amc.adapters.http.plan import plan_to_json
-from amc.core.kernel import Assignment, LeaseGranted
+from amc.core.kernel import Assignment, LeaseGranted, PollAnswer
 from amc.core.lifecycle import ACTIVE_STATUSES
-from amc.core.records import Artifact, Attempt, Cancellation, Device, FollowUp, Host, Message, Result, StepOutcome, Task
+from amc.core.records import (
+    Action,
+    Artifact,
+    Attempt,
+    Cancellation,
+    Device,
+    FollowUp,
+    Host,
+    Message,
+    Result,
+    Session,
+    StepOutcome,
+    Task,
+)
 from amc.core.times import to_rfc3339
 from amc.core.waiting import Waiting
 from amc.service import HistoryEntry
@@ -72,6 +85,11 @@ NOT_SHOWN: dict[type, dict[str, str]] = {
         "lease_ms": "the lease shows as lease_expires_at",
         "release_reason": "the history's released entry shows it; the attempt keeps it to recognise a repeat",
     },
+    Session: {
+        "idle_ms": "shown in seconds, as idle_timeout_seconds",
+        "idle_since": "shown as idle_expires_at, the deadline it gives",
+    },
+    Action: {"step": "shown as its action and args (its id is the action's)"},
 }
 
 
@@ -86,7 +104,9 @@ def task_view(task: Task, *, progress: ProgressOf = _no_progress, waiting: Waiti
         "max_attempts": task.max_attempts,
         "labels": task.labels,
         "requirements": {"serial": task.requirements.serial, "attributes": task.requirements.attributes},
-        "plan": plan_to_json(task.plan),
+        # A session's plan is empty inside: on the wire it has none (Part D).
+        "plan": plan_to_json(task.plan) if task.session is None else None,
+        "session": None if task.session is None else session_view(task),
         "created_at": rfc3339(task.created_at),
         "updated_at": rfc3339(task.updated_at),
         "attempt": task.attempts[-1].number if task.attempts else None,
@@ -103,6 +123,44 @@ def task_view(task: Task, *, progress: ProgressOf = _no_progress, waiting: Waiti
         "waiting": None
         if waiting is None
         else {"reason": waiting.reason, "matching_devices": waiting.matching_devices},
+    }
+
+
+def session_view(task: Task) -> dict[str, Any]:
+    session = task.session
+    assert session is not None
+    return {
+        "idle_timeout_seconds": seconds(session.idle_ms),
+        "end_requested_at": _time(session.end_requested_at),
+        "idle_expires_at": _time(task.idle_expires_at),
+        "actions": [action_view(a) for a in session.actions],
+    }
+
+
+def action_view(action: Action) -> dict[str, Any]:
+    return {
+        "id": action.id,
+        "seq": action.seq,
+        "action": action.step.action,
+        "args": action.step.args,
+        "status": action.status,
+        "reason": action.reason,
+        "attempt": action.attempt,
+        "posted_at": rfc3339(action.posted_at),
+        "delivered_at": _time(action.delivered_at),
+        "started_at": _time(action.started_at),
+        "ended_at": _time(action.ended_at),
+        "output": action.output,
+        "artifacts": list(action.artifacts),
+    }
+
+
+def poll_view(reply: PollAnswer, task: Task) -> dict[str, Any]:
+    action = None if reply.action_id is None or task.session is None else task.session.action(reply.action_id)
+    return {
+        "action": None if action is None else action_view(action),
+        "cancel_requested": reply.cancel_requested,
+        "paused": reply.paused,
     }
 
 
@@ -211,16 +269,19 @@ def device_view(device: Device, host_online: bool = True) -> dict[str, Any]:
 
 
 def assignment_view(assignment: Assignment) -> dict[str, Any]:
-    return {
+    view = {
         "task_id": assignment.task_id,
         "attempt": assignment.attempt,
         "lease_id": assignment.lease_id,
         "lease_expires_at": rfc3339(assignment.lease_expires_at),
         "lease_seconds": seconds(assignment.lease_ms),
         "device": assignment.device,
-        "plan": plan_to_json(assignment.plan),
+        "plan": plan_to_json(assignment.plan) if assignment.idle_ms is None else None,
         "cancel_requested": assignment.cancel_requested,
     }
+    if assignment.idle_ms is not None:  # Part D: only a session's assignment says so
+        view["session"] = {"idle_timeout_seconds": seconds(assignment.idle_ms)}
+    return view
 
 
 def lease_view(granted: LeaseGranted) -> dict[str, Any]:

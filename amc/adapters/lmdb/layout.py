@@ -58,7 +58,8 @@ from amc.adapters.codec import encode_task as encode_task
 from amc.core.errors import InvalidRequest
 from amc.core.records import Task
 
-SCHEMA_VERSION = 5  # 3: attempts' steps (release); 4: tasks' artifacts; 5: step outcomes' artifacts; see upgrade.py
+SCHEMA_VERSION = 6  # 3: attempts' steps (release); 4: tasks' artifacts; 5: step outcomes' artifacts; 6: sessions
+# (see upgrade.py)
 FORMAT = b"amc-store"
 
 DATA_FILE = "data.mdb"  # LMDB's own file names (subdir=True)

@@ -153,9 +153,13 @@ class LmdbService:
             return reads.hosts(self._store, txn)
 
     def next_expiry(self) -> int | None:
-        """When the earliest active lease expires (committed leases only)."""
+        """When the earliest active lease expires (committed leases only) or a session's idle
+        timeout ends it (Part D: from the writer's state; an idle deadline made stale since
+        only wakes the timer early, to find nothing due)."""
         with self._store.read() as txn:
-            return reads.next_expiry(self._store, txn)
+            lease = reads.next_expiry(self._store, txn)
+        idle = self._writer.state.idle.next_expiry_or_none()
+        return lease if idle is None else idle if lease is None else min(lease, idle)
 
     def watch(self, listener: ChangeListener) -> Callable[[], None]:
         """Call `listener` on the writer thread after each commit (see `Service.watch`)."""

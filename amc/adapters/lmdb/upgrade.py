@@ -22,6 +22,11 @@ Schema 4 to 5: a step outcome gains `artifacts` (the ids of its step's artifacts
 outcome written without it reads as listing none, in a record or in a logged event, so,
 as from 3 to 4, only the schema version changes.
 
+Schema 5 to 6: a task record gains `session` (specs/protocol.md Part D: a session's actions
+and idle timeout), and events the session tags; a submit event gains `idle_ms`. A record or
+event written without them reads as a plan's task, so, as from 3 to 4, only the schema
+version changes.
+
 Only the writer upgrades (it holds the writer lock); a read-only open of an old store
 (`amc store verify`) is refused with a message that says how to upgrade it.
 """
@@ -39,7 +44,7 @@ from amc.adapters.lmdb.errors import NotAStore
 
 log = logging.getLogger("amc.store")
 
-UPGRADABLE = (b"1", b"2", b"3", b"4")
+UPGRADABLE = (b"1", b"2", b"3", b"4", b"5")
 
 # The fields of the records a store keeps (a task and a host, and the records inside them)
 # at `layout.SCHEMA_VERSION`. A field added to or removed from a record changes the stored
@@ -111,6 +116,22 @@ STORED_FIELDS: dict[str, tuple[str, ...]] = {
         "follow_up_of",
         "collected",
         "artifacts",
+        "session",
+    ),
+    "Session": ("idle_ms", "end_requested_at", "actions", "idle_since"),
+    "Action": (
+        "id",
+        "seq",
+        "step",
+        "status",
+        "posted_at",
+        "reason",
+        "attempt",
+        "delivered_at",
+        "started_at",
+        "ended_at",
+        "output",
+        "artifacts",
     ),
     "Artifact": ("id", "attempt", "step", "name", "content_type", "size", "sha256", "created_at"),
 }
@@ -144,7 +165,7 @@ def _upgrade(path: Path, env: lmdb.Environment, meta) -> int:
             _from_schema_1(path, env, txn, tasks)
         if schema in (b"1", b"2"):
             count = _from_schema_2(path, txn, tasks)
-        # 3 to 4 and 4 to 5: nothing to rewrite (see the module docstring).
+        # 3 to 4, 4 to 5 and 5 to 6: nothing to rewrite (see the module docstring).
         txn.put(layout.META_SCHEMA, str(layout.SCHEMA_VERSION).encode(), db=meta)
     return count
 

@@ -41,7 +41,7 @@ from amc.adapters.postgres.errors import NotAStore, SchemaMismatch
 
 FORMAT = "amc-store"
 SCHEMA_VERSION = 1  # the table layout below
-RECORD_SCHEMA = 5  # the records' JSON: the codec's version, as LMDB's layout.SCHEMA_VERSION
+RECORD_SCHEMA = 6  # the records' JSON: the codec's version, as LMDB's layout.SCHEMA_VERSION
 # Only one server creates or upgrades the tables; the others wait for it on this lock.
 SETUP_LOCK = 0x616D_6300_0001  # "amc\0" 1: a transaction-level advisory lock
 
@@ -90,7 +90,7 @@ UPGRADES: dict[int, tuple[str, ...]] = {
 }
 
 # Record schema n -> how to bring the stored records of schema n forward. The PostgreSQL
-# store started at record schema 4; schema 5 (step outcomes' artifacts) needs no rewrite,
+# store started at record schema 4; schemas 5 (step outcomes' artifacts) and 6 (sessions) need no rewrite,
 # since the codec reads a missing member as its default. A record field added later gets
 # its step here and in the LMDB store's upgrade.py.
 RECORD_UPGRADES: dict[int, tuple[str, ...]] = {}

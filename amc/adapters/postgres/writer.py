@@ -202,7 +202,7 @@ class Writer:
             self.state = store.load_state(self.conn)
             self.next_seq = store.last_seq(self.conn) + 1
             self.last_time = store.meta_int(self.conn, "last_time") or 0
-        self.next_expiry = self.state.leases.next_expiry()
+        self.next_expiry = self.state.next_deadline()
 
     def write_meta(self, items: list[tuple[str, str]]) -> None:
         """Store metadata (where a manual clock starts) under the epoch check."""
@@ -288,7 +288,7 @@ class Writer:
             if prepared.advanced:
                 assert isinstance(self.clock, ManualClock)
                 self.clock.advance(prepared.advanced)
-        self.next_expiry = self.state.leases.next_expiry()  # the state is what is committed now
+        self.next_expiry = self.state.next_deadline()  # the state is what is committed now
         outcomes.extend((work, reply, None) for work, reply in zip(batch, prepared.replies))
         _release(outcomes)
         if self.changes is not None and prepared.journal is not None and not prepared.empty:

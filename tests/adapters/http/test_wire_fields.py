@@ -72,6 +72,21 @@ TASK = rec.Task(
     collected=(FOLLOW_UP,),
     artifacts=(ARTIFACT,),
 )
+ACTION = rec.Action(
+    id="x1",
+    seq=1,
+    step=rec.Step(id="x1", action="tap", args={"x": 1, "y": 2}),
+    status="interrupted",
+    posted_at=1_000,
+    reason="r",
+    attempt=1,
+    delivered_at=1_100,
+    started_at=1_200,
+    ended_at=1_300,
+    output="o",
+    artifacts=("a_1",),
+)
+SESSION_TASK = attrs.evolve(TASK, session=rec.Session(idle_ms=5_000, end_requested_at=2_000, actions=(ACTION,)))
 HOST = rec.Host(
     id="h",
     updated_at=1_000,
@@ -101,6 +116,8 @@ VIEWS = {
     rec.Host: [wire.host_view(HOST)],
     rec.Device: [wire.device_view(HOST.devices[0])],
     rec.Reservation: [wire.device_view(HOST.devices[0])["reservation"]],
+    rec.Session: [wire.task_view(SESSION_TASK)["session"]],
+    rec.Action: [wire.action_view(ACTION)],
 }
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from amc.adapters import codec
 from amc.adapters.lmdb import layout
 from amc.core import records
-from amc.core.lifecycle import AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
+from amc.core.lifecycle import ActionState, AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
 
 text = st.text(max_size=8)
 opt_int = st.none() | st.integers(min_value=0, max_value=2**53)
@@ -136,6 +136,31 @@ tasks = st.builds(
     follow_up_of=opt_text,
     collected=st.lists(follow_ups, max_size=2).map(tuple),
     artifacts=st.lists(artifacts, max_size=2).map(tuple),
+    session=st.none()
+    | st.builds(
+        records.Session,
+        idle_ms=st.integers(1, 2**40),
+        end_requested_at=opt_int,
+        idle_since=opt_int,
+        actions=st.lists(
+            st.builds(
+                records.Action,
+                id=text,
+                seq=st.integers(1, 100),
+                step=st.builds(records.Step, id=text, action=text, args=json_dict),
+                status=st.sampled_from(ActionState),
+                posted_at=st.integers(0, 2**53),
+                reason=opt_text,
+                attempt=opt_int,
+                delivered_at=opt_int,
+                started_at=opt_int,
+                ended_at=opt_int,
+                output=opt_text,
+                artifacts=st.lists(text, max_size=2).map(tuple),
+            ),
+            max_size=2,
+        ).map(tuple),
+    ),
 )
 
 
@@ -262,6 +287,7 @@ event_strategies = {
         idempotency_key=opt_text,
         follow_up_of=opt_text,
         collected=st.lists(follow_ups, max_size=2).map(tuple),
+        idle_ms=opt_int,
     ),
     events.TaskEnded: st.builds(
         events.TaskEnded,
@@ -297,6 +323,8 @@ _FLAT = {
     tuple[str, ...]: st.lists(text, max_size=3).map(tuple),
     records.Boundary | None: boundaries,
     MessageState: st.sampled_from(MessageState),
+    ActionState: st.sampled_from(ActionState),
+    records.Step: st.builds(records.Step, id=text, action=text, args=json_dict),
     tuple[records.StepOutcome, ...] | None: st.none() | st.lists(outcomes, max_size=3).map(tuple),
 }
 

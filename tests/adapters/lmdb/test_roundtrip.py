@@ -13,7 +13,7 @@ from amc.adapters.lmdb import layout, reads
 from amc.adapters.lmdb.store import Store
 from amc.core import events as ev
 from amc.core import records as rec
-from amc.core.lifecycle import AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
+from amc.core.lifecycle import ActionState, AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
 
 text = st.text(max_size=8)
 ids = st.text(min_size=1, max_size=12)
@@ -112,6 +112,28 @@ messages = st.builds(
 )
 follow_ups = st.builds(rec.FollowUp, message_id=ids, text=maybe(text), data=maybe(json_objects))
 message_ids = st.lists(ids, min_size=1, max_size=3).map(tuple)
+actions = st.builds(
+    rec.Action,
+    id=ids,
+    seq=st.integers(1, 100),
+    step=steps,
+    status=st.sampled_from(list(ActionState)),
+    posted_at=times,
+    reason=maybe(text),
+    attempt=maybe(st.integers(1, 9)),
+    delivered_at=maybe(times),
+    started_at=maybe(times),
+    ended_at=maybe(times),
+    output=maybe(text),
+    artifacts=st.lists(ids, max_size=2).map(tuple),
+)
+sessions = st.builds(
+    rec.Session,
+    idle_ms=st.integers(1, 2**40),
+    end_requested_at=maybe(times),
+    actions=st.lists(actions, max_size=3).map(tuple),
+    idle_since=maybe(times),
+)
 tasks = st.builds(
     rec.Task,
     id=ids,
@@ -134,6 +156,7 @@ tasks = st.builds(
     admissions=st.lists(ids, max_size=2).map(tuple),
     follow_up_of=maybe(ids),
     collected=st.lists(follow_ups, max_size=2).map(tuple),
+    session=maybe(sessions),
 )
 devices = st.builds(
     rec.Device,
@@ -243,6 +266,22 @@ EVENTS = {
     ev.FollowUpsCollected: st.builds(
         ev.FollowUpsCollected, at=times, task_id=ids, successor_id=ids, message_ids=message_ids
     ),
+    ev.ActionPosted: st.builds(ev.ActionPosted, at=times, task_id=ids, step=steps),
+    ev.ActionDelivered: st.builds(ev.ActionDelivered, at=times, task_id=ids, attempt=st.integers(1, 9), action_id=ids),
+    ev.ActionEnded: st.builds(
+        ev.ActionEnded,
+        at=times,
+        task_id=ids,
+        attempt=maybe(st.integers(1, 9)),
+        action_id=ids,
+        status=st.sampled_from(list(ActionState)),
+        reason=maybe(text),
+        started_at=maybe(times),
+        ended_at=maybe(times),
+        output=maybe(text),
+        artifacts=st.lists(ids, max_size=2).map(tuple),
+    ),
+    ev.SessionEndRequested: st.builds(ev.SessionEndRequested, at=times, task_id=ids),
     ev.ArtifactStored: st.builds(ev.ArtifactStored, at=times, task_id=ids, artifact=ARTIFACTS),
     ev.ArtifactsPurged: st.builds(
         ev.ArtifactsPurged, at=times, task_id=ids, artifacts=st.lists(ARTIFACTS, max_size=3).map(tuple)

@@ -15,7 +15,15 @@ import pytest
 
 from amc.adapters import codec
 from amc.adapters.lmdb import LmdbService, SchemaMismatch, layout, upgrade, verify
-from amc.core.commands import ReleaseAttempt, StoreArtifact
+from amc.core.commands import (
+    EndSession,
+    PollAction,
+    PostAction,
+    ReleaseAttempt,
+    ReportAction,
+    StoreArtifact,
+    SubmitTask,
+)
 from tests.adapters.lmdb.helpers import writer_state
 from tests.adapters.lmdb.workload import Workload
 
@@ -73,7 +81,7 @@ def test_a_read_only_open_of_a_schema_1_store_says_how_to_upgrade_it(schema1_dir
 
 
 # The fields records gained after schema 1, with the value an older record reads as.
-ADDED_TASK_FIELDS = {"artifacts": []}  # schema 4
+ADDED_TASK_FIELDS = {"artifacts": [], "session": None}  # schema 4, schema 6
 
 
 ADDED_STEP_OUTCOME_FIELDS = {"artifacts": []}  # schema 5
@@ -158,6 +166,25 @@ def test_the_records_hold_the_fields_of_the_current_schema():
     )
 
 
+def _is_session_command(command) -> bool:
+    """A command no store before schema 6 could record (Part D)."""
+    return isinstance(command, (PostAction, EndSession, PollAction, ReportAction)) or (
+        isinstance(command, SubmitTask) and command.idle_ms is not None
+    )
+
+
+def test_a_schema_5_store_is_upgraded_without_rewriting_a_record(tmp_path):
+    """Schema 6 adds `Task.session`; a record written without it is a plan's task."""
+    path = tmp_path / "store"
+    state = write_workload_then_downgrade(path, b"5", (), lambda record: None)
+    before = stored_records(path)
+    with LmdbService.open(path, clock="manual") as service:
+        assert writer_state(service).tasks == state.tasks
+    assert schema_of(path) == b"6"
+    assert stored_records(path) == before
+    assert verify(path) == []
+
+
 def write_workload_then_downgrade(path, schema: bytes, skipped: tuple[type, ...], strip) -> object:
     """A store written by a random workload (without the commands of `skipped`, which its
     schema could not record), rewritten as `schema` wrote it: `strip` edits each record."""
@@ -165,7 +192,7 @@ def write_workload_then_downgrade(path, schema: bytes, skipped: tuple[type, ...]
         load = Workload(seed=3)
         for _ in range(60):
             command = load.next_command(writer_state(service))
-            if not isinstance(command, skipped):
+            if not isinstance(command, skipped) and not _is_session_command(command):
                 service.execute_sync(command)
         state = writer_state(service)
     with lmdb.open(str(path), max_dbs=16) as env:
@@ -173,6 +200,7 @@ def write_workload_then_downgrade(path, schema: bytes, skipped: tuple[type, ...]
         with env.begin(write=True) as txn:
             for key, raw in list(txn.cursor(db=tasks)):
                 record = orjson.loads(raw)
+                assert record.pop("session") is None  # schema 6 added it
                 strip(record)
                 txn.put(key, orjson.dumps(record), db=tasks)
             txn.put(layout.META_SCHEMA, schema, db=meta)
@@ -200,7 +228,7 @@ def test_a_schema_3_store_is_upgraded_without_rewriting_a_record(tmp_path):
         verify(path)  # a read-only open does not upgrade
     with LmdbService.open(path, clock="manual") as service:
         assert writer_state(service).tasks == state.tasks
-    assert schema_of(path) == str(layout.SCHEMA_VERSION).encode() == b"5"
+    assert schema_of(path) == str(layout.SCHEMA_VERSION).encode() == b"6"
     assert stored_records(path) == before
     assert verify(path) == []
 
@@ -221,7 +249,7 @@ def test_a_schema_4_store_is_upgraded_without_rewriting_a_record(tmp_path):
     assert any(b'"steps":[{' in raw for raw in before.values()), "the workload reported no step outcomes"
     with LmdbService.open(path, clock="manual") as service:
         assert writer_state(service).tasks == state.tasks
-    assert schema_of(path) == b"5"
+    assert schema_of(path) == b"6"
     assert stored_records(path) == before
     assert verify(path) == []
 
@@ -239,7 +267,7 @@ def test_a_schema_2_store_takes_the_release_step_and_then_the_artifacts_step(tmp
     state = write_workload_then_downgrade(path, b"2", (StoreArtifact, ReleaseAttempt), as_schema_2)
     with LmdbService.open(path, clock="manual") as service:
         assert writer_state(service).tasks == state.tasks
-    assert schema_of(path) == b"5"
+    assert schema_of(path) == b"6"
     records = [orjson.loads(raw) for raw in stored_records(path).values()]
     attempts = [a for record in records for a in record["attempts"]]
     assert attempts and all(a["steps"] is None and a["release_reason"] is None for a in attempts)

@@ -14,11 +14,15 @@ from amc.core.commands import (
     CancelTask,
     ClaimTask,
     Command,
+    EndSession,
+    PollAction,
+    PostAction,
     PostMessage,
     PurgeArtifacts,
     RegisterHost,
     ReleaseAttempt,
     RenewLease,
+    ReportAction,
     ReportResult,
     StartAttempt,
     StoreArtifact,
@@ -61,6 +65,8 @@ class Workload:
         # takes; with this one, seeds 1 and 2 of test_service still produce every event type.
         self.evidence = random.Random(seed + 2)
         self.purges = random.Random(seed + 3)
+        # Sessions (Part D) likewise; with this seed too, seeds 1 and 2 produce every event type.
+        self.session_rng = random.Random(seed + 8)
         self.counter = 0
 
     def fresh(self, prefix: str) -> str:
@@ -78,6 +84,8 @@ class Workload:
             if ended and self.purges.random() < 0.2:
                 return PurgeArtifacts(now=0, task_id=self.purges.choice(ended).id)
             return upload
+        if self.session_rng.random() < 0.2:
+            return self.session_command(state)
         roll = rng.random()
         if roll < 0.22 or not tasks:
             return self.submit()
@@ -124,6 +132,61 @@ class Workload:
             metadata={"exit": rng.randint(0, 2), "notes": ["a", {"b": None}]},
             steps=self.steps(task, number),
         )
+
+    def session_command(self, state: State) -> Command:
+        """Part D: submit a session, claim one, post, poll and report actions, end it; mostly
+        on sessions that exist, with a share of wrong leases and plans' tasks."""
+        rng = self.session_rng
+        sessions = [t for t in state.tasks.values() if t.session is not None]
+        roll = rng.random()
+        if roll < 0.1 or not sessions:
+            return SubmitTask(
+                now=0,
+                task_id=self.fresh("s"),
+                tenant=rng.choice(TENANTS),
+                plan=Plan(steps=()),
+                requirements=rng.choice(REQUIREMENTS),
+                max_attempts=rng.randint(1, 3),
+                priority=1000,  # ahead of the plans, so that claims that run sessions take them
+                idle_ms=rng.choice((1000, 5000)),
+            )
+        if roll < 0.25:
+            return ClaimTask(
+                now=0,
+                host_id=rng.choice(HOSTS),
+                lease_id=self.fresh("L"),
+                lease_ms=rng.choice((4000, 9000)),
+                sessions=True,
+            )
+        active = [t for t in sessions if t.active_attempt is not None]
+        task = rng.choice(active if active and rng.random() < 0.9 else sessions)
+        if roll < 0.5:
+            count = len(task.session.actions)
+            step_id = f"x{count if count and rng.random() < 0.2 else count + 1}"
+            step = Step(id=step_id, action="tap", args={"x": 1, "y": rng.randint(1, 2)})
+            return PostAction(now=0, task_id=task.id, tenant=rng.choice((task.tenant, None, "nobody")), step=step)
+        if roll < 0.56:
+            return EndSession(now=0, task_id=task.id, tenant=rng.choice((task.tenant, None)))
+        waiting = [t for t in active if any(a.status == "queued" for a in t.session.actions)]
+        if waiting and roll < 0.8:
+            task = rng.choice(waiting)
+        attempt = task.current
+        common = dict(
+            now=0,
+            host_id=attempt.host_id if attempt else rng.choice(HOSTS),
+            task_id=task.id,
+            attempt=attempt.number if attempt else 1,
+            lease_id=attempt.lease_id if attempt and rng.random() < 0.9 else "L-wrong",
+        )
+        if roll < 0.8:
+            return PollAction(**common)
+        given = [a for a in task.session.actions if attempt and a.attempt == attempt.number] or list(
+            task.session.actions
+        )
+        action_id = rng.choice(given).id if given else "x1"
+        status = rng.choice(("completed", "completed", "failed", "interrupted", "refused"))
+        outcome = StepOutcome(id=action_id, status=status, reason=None if status == "completed" else "because")
+        return ReportAction(**common, outcome=outcome)
 
     def steps(self, task: Task, number: int) -> tuple[StepOutcome, ...] | None:
         """Half the time none; else every step of the attempt's plan completed, but those a

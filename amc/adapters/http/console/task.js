@@ -11,6 +11,7 @@ const TEXT_LIMIT = 256 * 1024; // characters of a text artifact shown inline
 const TEXT_TYPES = /^(text\/|application\/(xml|json)|[^;]*\+xml)/;
 
 function planSteps(plan) {
+  if (!plan) return []; // a session (Part D): its steps are its actions
   if (plan.steps) return plan.steps;
   return (plan.stages || []).flatMap((stage) => stage.steps);
 }
@@ -142,7 +143,7 @@ export function taskPage(main, where) {
         ),
       );
       const skippable = notStarted(task);
-      if (skippable.length && task.plan.steps) {
+      if (skippable.length && task.plan && task.plan.steps) {
         const pick = el("select", { id: "skip-step" }, skippable.map((s) => el("option", { value: s }, s)));
         box.append(
           el(

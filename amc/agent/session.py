@@ -1,0 +1,254 @@
+"""One session attempt (specs/protocol.md Part D): actions as the caller sends them.
+
+    start (as for a plan) -> the renewer, in the background
+      -> loop: long-poll `actions/next`; run the action the server hands out; store its
+         evidence (step = the action id); report its outcome at once, until a definite answer
+      -> a cancel: the running action is interrupted (`interrupted`), then the result `cancelled`
+      -> lease loss (a 409 on a poll, a renewal or a report): stop, report nothing more; this
+         is also how the server's end of the session (`session_ended`, `session_idle`) arrives
+      -> the host stopping or the device gone: release the attempt
+
+While an action runs, a second poll names it as `running`: the server answers it only with
+a cancel, so a cancel reaches the device at once, not at the next renewal. The `Execution`
+of the plan runner keeps this attempt's lease and stop state (its plan is empty): the
+renewer, the evidence uploads and the host's stop all speak to it as for a plan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import random
+from typing import Any
+
+import orjson
+
+from amc.adapters.adb.errors import ActionRefused, DeviceUnavailable, Interrupted, StepFailed
+from amc.adapters.adb.executor import ActionResult
+from amc.core.execution import RELEASE_REASONS, StopReason
+from amc.core.records import Step
+from amc.core.times import to_rfc3339
+
+from .client import Rejected, Uncertain
+from .renewer import LEASE_REFUSALS, Renewer
+from .runner import INTERRUPT_RETRY_SECONDS
+from .wire import INLINE_OUTPUT_CHARS
+from .worker import AttemptRecord, AttemptRun
+
+log = logging.getLogger("amc.agent.session")
+
+POLL_SECONDS = 20.0  # one long poll's wait; well under a host timeout
+WATCH_AFTER_SECONDS = 0.2  # an action running longer than this is watched for a cancel by a poll
+
+
+def _forget(call: asyncio.Future) -> None:
+    if not call.cancelled():
+        call.exception()
+
+
+class SessionRun(AttemptRun):
+    """Runs one session attempt; see the module docstring."""
+
+    async def run(self) -> AttemptRecord:
+        a = self.assignment
+        log.info("%s: session assigned (lease %.3g s)", self.label, a.lease_ms / 1000)
+        record = AttemptRecord(task_id=a.task_id, attempt=a.attempt, device=a.device, body={})
+        self.outcomes: dict[str, bytes] = {}  # action id -> the outcome body reported (a redelivery is not rerun)
+        started = await self._start()
+        renewer = None
+        background: list[asyncio.Task[Any]] = []
+        if started is not None:
+            renewer = Renewer(self.server, a, self.execution, self.clock, self.changed, last_grant=started)
+            background.append(asyncio.create_task(renewer.run(), name=f"renew {self.label}"))
+        try:
+            if started is not None:
+                await self._serve()
+            await self._conclude(record)
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            self.evidence.close()
+        record.renewals = renewer.renewals if renewer is not None else 0
+        record.uploads = self.evidence.uploads
+        return record
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def _serve(self) -> None:
+        """Poll and run actions until a stop (cancel, lease loss, the host stopping)."""
+        while self.execution.stop is None:
+            answer = await self._poll(running=None)
+            if answer is None:
+                continue
+            if answer.get("cancel_requested"):
+                self.execution.request_stop(StopReason.cancelled, "a cancellation was requested")
+                self.changed()
+            action = answer.get("action")
+            if action is None:
+                continue
+            step = Step(id=action["id"], action=action["action"], args=action.get("args") or {})
+            if step.id in self.outcomes:  # our report's answer was lost: send it again, never rerun
+                await self._report_action(step.id, self.outcomes[step.id])
+            elif self.execution.stop is None:
+                await self._run_action(step)
+            else:  # delivered as a stop arrived: it never started
+                await self._report_action(step.id, self._outcome_body("not_started", reason=self._stop_words()))
+
+    async def _poll(self, running: str | None) -> dict | None:
+        """One long poll, given up when a stop arrives; None when it had no answer."""
+        a = self.assignment
+        call = asyncio.ensure_future(
+            self.server.poll_action(a.task_id, a.attempt, a.lease_id, POLL_SECONDS, running=running)
+        )
+        stopped = asyncio.ensure_future(self.stop_signal.wait())
+        try:
+            await asyncio.wait([call, stopped], return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the action it watched ended: this poll is not wanted
+            call.add_done_callback(_forget)
+            call.cancel()
+            raise
+        finally:
+            stopped.cancel()
+        if not call.done():
+            call.add_done_callback(_forget)  # its answer, if it still comes, is no longer wanted
+            call.cancel()
+            return None
+        try:
+            return call.result()
+        except Rejected as error:
+            if error.status in LEASE_REFUSALS:
+                log.info("%s: the session's attempt is over (%s)", self.label, error)
+                self.execution.lease_refused(error.code)
+                self.changed()
+            else:
+                log.error("%s: poll refused (%s)", self.label, error)
+                await asyncio.sleep(self.backoff[0])
+        except Uncertain as error:
+            log.warning("%s: poll got no answer (%s)", self.label, error)
+            await asyncio.sleep(self.backoff[0] * random.uniform(0.8, 1.2))
+        return None
+
+    async def _run_action(self, step: Step) -> None:
+        loop = asyncio.get_running_loop()
+        started_at = self.clock.now()
+        call = functools.partial(self.executor.run, step.action, step.args, step_id=step.id)
+        future = loop.run_in_executor(self.pool, call)
+        watcher = asyncio.ensure_future(self._watch(step.id, future))
+        try:
+            await asyncio.wait([future])
+        except asyncio.CancelledError:
+            self.executor.interrupt()  # a forced shutdown: leave nothing running on the device
+            raise
+        finally:
+            watcher.cancel()
+        ended_at = self.clock.now()
+        times: dict[str, Any] = {"started_at": to_rfc3339(started_at), "ended_at": to_rfc3339(ended_at)}
+        try:
+            result: ActionResult = future.result()
+        except ActionRefused as error:  # the action policy's refusal, never passed off as anything else
+            body = self._outcome_body("refused", reason=error.reason)
+        except Interrupted:
+            body = self._outcome_body("interrupted", reason=f"stopped while running: {self._stop_words()}", **times)
+        except DeviceUnavailable as error:
+            self.execution.request_stop(StopReason.device_lost, error.reason)
+            self.changed()
+            body = self._outcome_body("interrupted", reason=f"the device went away: {error.reason}", **times)
+        except StepFailed as error:
+            stored = await self.evidence.store(step, output=error.output)
+            reason = "; ".join(filter(None, (error.reason, stored.missing)))
+            body = self._outcome_body("failed", reason=reason, output=error.output, artifacts=stored.artifacts, **times)
+        except Exception as error:  # a bug of ours: the action's effect is unknown
+            log.exception("%s: action %s raised unexpectedly", self.label, step.id)
+            body = self._outcome_body("interrupted", reason=f"agent error: {type(error).__name__}: {error}", **times)
+        else:
+            stored = await self.evidence.store(step, result.artifact, result.content_type, result.output)
+            body = self._outcome_body(
+                "completed", reason=stored.missing, output=result.output, artifacts=stored.artifacts, **times
+            )
+        self.outcomes[step.id] = body
+        log.info("%s: action %s (%s) %s", self.label, step.id, step.action, orjson.loads(body)["status"])
+        await self._report_action(step.id, body)
+
+    async def _watch(self, action_id: str, future: asyncio.Future) -> None:
+        """While `action_id` runs: learn of a cancel (a poll naming it `running`, or a renewal)
+        and interrupt it, again until it returns."""
+        # Most actions (a tap, a dump) end within a few ms: a second poll for them would only
+        # double the requests and be cut off; a cancel arriving meanwhile waits for the action.
+        await asyncio.wait([future], timeout=WATCH_AFTER_SECONDS)
+        while not future.done():
+            if self.execution.stop is not None and self.execution.stop is not StopReason.drain_timed_out:
+                self.executor.interrupt()
+                await asyncio.sleep(INTERRUPT_RETRY_SECONDS)
+                continue
+            answer = await self._poll(running=action_id)
+            if answer is not None and answer.get("cancel_requested"):
+                self.execution.request_stop(StopReason.cancelled, "a cancellation was requested")
+                self.changed()
+
+    def _stop_words(self) -> str:
+        stop = self.execution.stop
+        if stop is StopReason.cancelled:
+            return "cancelled"
+        return f"{stop.value if stop else 'stopped'}: {self.execution.stop_detail or ''}".rstrip(": ")
+
+    def _outcome_body(
+        self,
+        status: str,
+        *,
+        reason: str | None = None,
+        output: str | None = None,
+        artifacts: tuple[str, ...] = (),
+        started_at: str | None = None,
+        ended_at: str | None = None,
+    ) -> bytes:
+        body: dict[str, Any] = {"lease_id": self.assignment.lease_id, "status": status}
+        for name, value in (("reason", reason), ("started_at", started_at), ("ended_at", ended_at)):
+            if value is not None:
+                body[name] = value
+        if output:
+            body["output"] = output[-INLINE_OUTPUT_CHARS:]  # the whole of a longer one is an artifact
+        if artifacts:
+            body["artifacts"] = list(artifacts)
+        return orjson.dumps(body)
+
+    async def _report_action(self, action_id: str, body: bytes) -> None:
+        """Send an action's outcome until a definite answer (the identical bytes each time)."""
+        a = self.assignment
+        delay = self.backoff[0]
+        while True:
+            try:
+                await self.server.report_action(a.task_id, a.attempt, action_id, body)
+                return
+            except Rejected as error:
+                if error.status in LEASE_REFUSALS:
+                    log.warning("%s: outcome of %s refused (%s): the attempt is over", self.label, action_id, error)
+                    self.execution.lease_refused(error.code)
+                    self.changed()
+                else:
+                    log.error("%s: outcome of %s refused (%s)", self.label, action_id, error)
+                return
+            except Uncertain as error:
+                log.warning("%s: outcome of %s got no answer (%s); retrying", self.label, action_id, error)
+            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+            delay = min(delay * 2, self.backoff[1])
+
+    # -- the end ----------------------------------------------------------------------------
+
+    async def _conclude(self, record: AttemptRecord) -> None:
+        """The report a stop calls for: `cancelled` for a cancel, a release when the host stops
+        or lost the device, nothing after lease loss (the attempt is no longer this host's)."""
+        stop = self.execution.stop
+        lease_id = self.assignment.lease_id
+        if stop is StopReason.cancelled:
+            body = orjson.dumps({"lease_id": lease_id, "status": "cancelled"})
+            release = False
+        elif stop in RELEASE_REASONS:
+            body = orjson.dumps({"lease_id": lease_id, "reason": RELEASE_REASONS[stop]})
+            release = True
+        else:
+            log.info("%s: session over (%s)", self.label, self.execution.stop_detail)
+            return
+        record.body = orjson.loads(body)
+        await self._report(body, record, release=release)
