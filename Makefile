@@ -12,7 +12,7 @@ CRASH_KILLS ?= 20
 CRASH_CLIENTS ?= 30
 DISK_FULL_CYCLES ?= 10
 
-.PHONY: test lint demo bench check mutation fuzz crash clean
+.PHONY: test lint demo bench bench-mcp check mutation fuzz crash clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,10 @@ crash: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/kernel.py
+
+# The action round trip of a session through `amc mcp` and directly (bench/RESULTS-mcp.md; ~1-2 minutes).
+bench-mcp: $(STAMP)
+	$(BIN)/python bench/mcp.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

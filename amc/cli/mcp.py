@@ -61,7 +61,8 @@ class ClientTransport(ApiClient):
     default="stdio",
     show_default=True,
     help="stdio: the MCP client starts this command and talks on its stdin/stdout. "
-    "http: serve streamable HTTP at http://HOST:PORT/mcp for clients that connect.",
+    "http: serve streamable HTTP at http://HOST:PORT/mcp for clients that connect; it has no authentication of "
+    "its own (whoever reaches the port acts with the token), so keep HOST a local address.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="With --transport http: the address to listen on.")
 @click.option(
