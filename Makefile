@@ -60,7 +60,7 @@ crash: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/kernel.py
 
-# The action round trip of a session through `amc mcp` and directly (bench/RESULTS-mcp.md; ~1-2 minutes).
+# The action round trip of a session through `amc mcp` and directly (~1-2 minutes).
 bench-mcp: $(STAMP)
 	$(BIN)/python bench/mcp.py
 
