@@ -42,7 +42,7 @@ def register(server: MCPServer, api: Api) -> None:
         steps: Steps,
         serial: Annotated[str | None, Field(description="Run on this phone only (a serial from list_devices).")] = None,
         model: Annotated[str | None, Field(description="Run on a phone of this model, e.g. 'Pixel 7'.")] = None,
-        priority: Annotated[int, Field(description="Higher runs first among waiting tasks.")] = 0,
+        priority: Annotated[int, Field(ge=-1000, le=1000, description="Higher runs first among waiting tasks.")] = 0,
         max_attempts: Annotated[int, Field(ge=1, le=100, description="How many phones may try it in turn.")] = 3,
     ) -> str:
         """Submit a fixed plan of steps that a phone of the fleet runs from start to end without you, e.g. a smoke
