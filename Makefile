@@ -12,7 +12,7 @@ CRASH_KILLS ?= 20
 CRASH_CLIENTS ?= 30
 DISK_FULL_CYCLES ?= 10
 
-.PHONY: test lint demo bench bench-mcp check mutation fuzz crash clean
+.PHONY: test lint demo bench bench-artifacts bench-console console-pictures bench-mcp check mutation fuzz crash failover bench-postgres conformance-postgres clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,36 @@ crash: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/kernel.py
+
+# Artifact uploads over HTTP against a real amc serve: MB/s and p50/p99 for 200 KiB and 2 MiB
+# from 1 and 8 hosts, the ratio to raw durable files, renewals/s quiet and during uploads.
+# About 1-2 minutes; figures in bench/RESULTS-artifacts.md.
+bench-artifacts: $(STAMP)
+	$(BIN)/python bench/artifacts_upload.py
+
+# The web console's load times in headless Chromium: 1,000 devices on 100 hosts, 100,000
+# tasks (bench/RESULTS-console.md). About 2 minutes; needs /usr/bin/chromium.
+bench-console: $(STAMP)
+	$(BIN)/python bench/console.py
+
+# Retake the console's pictures in docs/ that the README shows (runs the browser tests).
+console-pictures: $(STAMP)
+	AMC_CONSOLE_PICTURES=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/browser
+
+# The PostgreSQL store (each starts a throwaway cluster of Debian's PostgreSQL; see tests/support/postgres.py).
+# failover: two amc serve on one database under load, the leader SIGKILLed KILLS times; prints kill-to-lead and
+# kill-to-first-renewal times and the acknowledged commands checked / lost (exits 1 on any loss). About 2 minutes.
+KILLS ?= 10
+failover: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -P bench/failover.py --kills $(KILLS)
+
+# The whole conformance suite against amc serve --store postgresql://... (restarts included); about 2 minutes.
+conformance-postgres: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -P -c "import sys; from tests.adapters.postgres.test_conformance import main; sys.exit(main())"
+
+# Durable commands/s with 1, 8 and 64 callers: amc on PostgreSQL, amc on LMDB and a SKIP LOCKED job-queue peer.
+bench-postgres: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -P bench/postgres.py
 
 # The action round trip of a session through `amc mcp` and directly (~1-2 minutes).
 bench-mcp: $(STAMP)

@@ -16,7 +16,7 @@ import hashlib
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, Iterator, Sequence
 from typing import Protocol
 
 import attrs
@@ -83,6 +83,17 @@ class Page:
     next: str | None  # an opaque cursor for the next page, or None at the end
 
 
+# A listing filtered by a label has no index to answer from: it reads the tasks of its scope
+# in order and keeps those with the label. It examines at most this many per page, and a
+# page that reaches the bound ends early, with a cursor where it stopped, so one request
+# never reads the whole store however rare the label (specs/protocol.md, Listing tasks).
+LABEL_SCAN_LIMIT = 5000
+
+
+def has_label(task: Task, label: tuple[str, str] | None) -> bool:
+    return label is None or task.labels.get(label[0]) == label[1]
+
+
 class Service(Protocol):
     """What the edges need from a store."""
 
@@ -99,10 +110,21 @@ class Service(Protocol):
 
     def task(self, task_id: str) -> Task | None: ...
 
-    def tasks(self, tenant: str | None, status: str | None, after: str | None, limit: int) -> Page:
-        """A page of tasks, oldest first; `tenant` None means every tenant.
+    def tasks(
+        self,
+        tenant: str | None,
+        status: str | None,
+        after: str | None,
+        limit: int,
+        *,
+        newest_first: bool = False,
+        label: tuple[str, str] | None = None,
+    ) -> Page:
+        """A page of tasks, oldest first (or newest first); `tenant` None means every tenant;
+        `label` (key, value) keeps only the tasks with that label, examining at most
+        `LABEL_SCAN_LIMIT` tasks per page.
 
-        `after` is the `next` of an earlier page; anything else raises `InvalidRequest`.
+        `after` is the `next` of an earlier page in the same order; anything else raises `InvalidRequest`.
         """
 
     def status_counts(self) -> dict[str, int]:
@@ -116,6 +138,22 @@ class Service(Protocol):
 
     def next_expiry(self) -> int | None:
         """When the earliest active lease expires, for a timer that expires leases."""
+
+
+class NotLeader(Exception):
+    """This server is a standby of a shared store (or stopped leading while the command
+    waited): nothing of the command was applied by it. The edge answers 503 `not_leader`
+    (specs/protocol.md, High availability); the caller retries on the leader."""
+
+
+class Leading(Protocol):
+    """What a store shared by several servers tells the edge: whether this server leads.
+
+    A `Service` that may be a standby has a `leading` property too; one that has not (the
+    memory and LMDB stores) always leads. `amc.adapters.http` reads it with `getattr`."""
+
+    @property
+    def leading(self) -> bool: ...
 
 
 def stamp(command: Command, now: int) -> Command:
@@ -170,16 +208,36 @@ class MemoryService:
     def task(self, task_id: str) -> Task | None:
         return self.state.tasks.get(task_id)
 
-    def tasks(self, tenant: str | None, status: str | None, after: str | None, limit: int) -> Page:
+    def tasks(
+        self,
+        tenant: str | None,
+        status: str | None,
+        after: str | None,
+        limit: int,
+        *,
+        newest_first: bool = False,
+        label: tuple[str, str] | None = None,
+    ) -> Page:
         if after is not None and not (after.isdecimal() and int(after) < len(self._order)):
             raise InvalidRequest("after: not a cursor from this server")
-        start = 0 if after is None else int(after) + 1  # a task's seq is its place in _order
+        # A task's seq is its place in _order.
+        if newest_first:
+            seqs: Iterable[int] = range(len(self._order) - 1 if after is None else int(after) - 1, -1, -1)
+        else:
+            seqs = range(0 if after is None else int(after) + 1, len(self._order))
         found: list[Task] = []
-        for task_id in self._order[start:]:
-            task = self.state.tasks[task_id]
+        examined = 0
+        for seq in seqs:
+            task = self.state.tasks[self._order[seq]]
             if (tenant is None or task.tenant == tenant) and (status is None or task.status == status):
                 if len(found) == limit:
                     return Page(found, str(found[-1].seq))
+                if label is not None:
+                    if examined == LABEL_SCAN_LIMIT:
+                        return Page(found, str(seq + 1 if newest_first else seq - 1))
+                    examined += 1
+                    if not has_label(task, label):
+                        continue
                 found.append(task)
         return Page(found, None)
 

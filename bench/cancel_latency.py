@@ -115,8 +115,6 @@ def start_agent(url: str, adb_port: int, lease: float, tmp: Path) -> subprocess.
             "5",
             "--scan-seconds",
             "1",
-            "--artifacts",
-            str(tmp / "artifacts"),
             "--log-level",
             "warning",
         ],

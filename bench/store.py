@@ -27,7 +27,7 @@ Every figure is the median of --repeat runs (start-up: of 3 opens).
 
 compares, in one process and alternating run by run, the store with every record and
 event through a plain cattrs converter's generic hooks, and with the codec's hooks
-generated from the record declarations (`amc.adapters.lmdb.codec`): CPU per durable
+generated from the record declarations (`amc.adapters.codec`): CPU per durable
 command, commands/s, and start-up of the two backlogs (built once each, opened
 alternately). The stored bytes are the same either way.
 """
@@ -46,6 +46,7 @@ from pathlib import Path
 import lmdb
 import orjson
 
+from amc.adapters import codec
 from amc.adapters.lmdb import LmdbService, layout
 from amc.core.commands import ClaimTask, RegisterHost, RenewLease, ReportResult, StartAttempt, SubmitTask
 from amc.core.kernel import Assignment
@@ -347,7 +348,7 @@ def _plain_converter_codec() -> tuple[dict, object, object]:
 
     plain = make_converter(forbid_extra_keys=True)
     encoders = {}
-    for cls, tag in layout._TAGS.items():
+    for cls, tag in codec._TAGS.items():
         hook = plain.get_unstructure_hook(cls)
 
         def encode(value, hook=hook, tag=tag):
@@ -372,7 +373,7 @@ def _plain_converter_codec() -> tuple[dict, object, object]:
 
 
 _CODECS = {
-    "generated": (dict(layout._ENCODERS), layout.decode_task, layout.decode_host),
+    "generated": (dict(codec._ENCODERS), layout.decode_task, layout.decode_host),
 }
 _LOADER = layout.TaskLoader
 
@@ -383,8 +384,8 @@ def use_codec(name: str) -> None:
     if name not in _CODECS:
         _CODECS[name] = _plain_converter_codec()
     encoders, decode_task, decode_host = _CODECS[name]
-    layout._ENCODERS.clear()
-    layout._ENCODERS.update(encoders)
+    codec._ENCODERS.clear()
+    codec._ENCODERS.update(encoders)  # `layout.encode` (events) looks them up there
     layout.encode_task = encoders[Task]  # the writer calls these directly
     layout.encode_host = encoders[Host]
     layout.decode_task, layout.decode_host = decode_task, decode_host

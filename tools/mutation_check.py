@@ -226,6 +226,22 @@ MUTANTS: dict[str, list[Edit]] = {
             """if True:""",
         )
     ],
+    "artifacts-purged-from-a-running-task": [
+        Edit(
+            "amc.core.artifacts",
+            "purge",
+            """if task.status not in TERMINAL_STATUSES:""",
+            """if False:""",
+        )
+    ],
+    "step-lists-another-steps-artifact": [
+        Edit(
+            "amc.core.artifacts",
+            "listing_problem",
+            """if step != outcome.id:""",
+            """if step is None:""",
+        )
+    ],
     "agent-fails-a-task-its-host-stopped": [
         Edit(
             "amc.core.execution",

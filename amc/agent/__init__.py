@@ -15,6 +15,8 @@ pure `amc.core.execution.Execution`; the modules here only observe and act:
   interrupting a running step;
 - `acks.Acknowledger`: sends the message acknowledgements the Execution decides, in order,
   all of them before the result;
+- `evidence.Evidence`: uploads each step's evidence (screenshots, UI dumps, logs, long
+  outputs) as artifacts before the next step, for the step's outcome to list;
 - `clock.ServerClock`: the server's time estimated from lease answers and a monotonic clock;
 - `client.ControlPlane`, `wire`: the HTTP calls and their JSON.
 - `endpoints.Endpoints`: given several server URLs, which one leads (the CLI follows the

@@ -1,5 +1,6 @@
 """The Host Agent's side of the wire: register, claim, start, renew, acknowledge messages,
-report and release (specs/protocol.md Parts A and B, and "Release: a host gives an attempt back").
+upload artifacts, report and release (specs/protocol.md Parts A, B and C, and "Release: a
+host gives an attempt back").
 
 Every call ends in exactly one of three ways, because the agent's rules depend on which:
 
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -38,6 +41,10 @@ from amc.core.execution import RunProgress
 
 # Statuses that say "try again later" rather than "no".
 _RETRYABLE_4XX = (408, 429)
+# An upload's deadline grows with its size: the call's timeout plus the time to send the
+# bytes at this rate, far below any link a host and its control plane share.
+MIN_UPLOAD_BYTES_PER_SECOND = 1 << 20
+UPLOAD_CHUNK_BYTES = 1 << 16
 
 
 class Uncertain(Exception):
@@ -143,11 +150,47 @@ class ControlPlane:
         sent byte for byte (a retry must be identical)."""
         return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/release", body)
 
+    async def upload(
+        self, task_id: str, attempt: int, lease_id: str, step: str, name: str, path: Path, content_type: str
+    ) -> tuple[int, dict]:
+        """Store the file at `path` as artifact `name` of `step` (PUT .../artifacts/{name}):
+        the status (201 stored, 200 stored before) and the artifact. The bytes are streamed
+        from the file, so a retry sends the same bytes."""
+        size = path.stat().st_size
+        headers = {"Amc-Lease-Id": lease_id, "Content-Type": content_type, "Content-Length": str(size)}
+        response = await self._send(
+            "PUT",
+            f"/v1/tasks/{task_id}/attempts/{attempt}/artifacts/{name}",
+            lambda: _chunks(path),  # a stream is read once: a fresh one for each server tried
+            params={"step": step},
+            headers=headers,
+            deadline=self.timeout + size / MIN_UPLOAD_BYTES_PER_SECOND,
+        )
+        return response.status_code, response.json()
+
     # -- plumbing ---------------------------------------------------------------------------
 
     async def _call(
         self, method: str, path: str, content: bytes | None = None, *, deadline: float | None = None
     ) -> Any:
+        """The decoded JSON of the leader's 2xx answer (None for 204), or `Rejected` / `Uncertain`."""
+        response = await self._send(method, path, lambda: content, deadline=deadline)
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        content: Callable[[], bytes | AsyncIterator[bytes] | None],
+        *,
+        deadline: float | None = None,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """The leader's 2xx answer, or `Rejected` / `Uncertain`; `content()` makes the body
+        for each server tried."""
         sending: str | None = None  # the URL a request is out to, while it is
         try:
             async with asyncio.timeout(self.timeout if deadline is None else max(deadline, 0.001)):
@@ -157,7 +200,9 @@ class ControlPlane:
                 for url in self.endpoints.round():
                     sending = url
                     try:
-                        response = await self._http.request(method, url + path, content=content)
+                        response = await self._http.request(
+                            method, url + path, content=content(), params=params, headers=headers
+                        )
                     except httpx.HTTPError as error:
                         if not never_sent(error):
                             raise  # perhaps delivered: below
@@ -172,7 +217,7 @@ class ControlPlane:
                         pause_asked = max(pause_asked or 0.0, retry_after(response.headers.get("Retry-After")) or 0.0)
                         continue
                     self.endpoints.answered(url)
-                    return _outcome(method, path, response)
+                    return _checked(method, path, response)
                 self.endpoints.no_leader(pause_asked)
                 raise Uncertain(f"{method} {path}: no server answered as the leader ({'; '.join(passed)})")
         except TimeoutError:
@@ -185,17 +230,22 @@ class ControlPlane:
             raise Uncertain(f"{method} {path}: {type(error).__name__}: {error}") from None
 
 
-def _outcome(method: str, path: str, response: httpx.Response) -> Any:
-    """The decoded answer of the leader, or the exception that says what it was."""
+def _checked(method: str, path: str, response: httpx.Response) -> httpx.Response:
+    """The leader's answer if it is a 2xx, or the exception that says what it was."""
     status = response.status_code
     if status >= 500 or status in _RETRYABLE_4XX:
         raise Uncertain(f"{method} {path}: {status} {response.text[:200]}")
     if status >= 400:
         code, detail = _problem(response)
         raise Rejected(status, code, detail)
-    if status == 204 or not response.content:
-        return None
-    return response.json()
+    return response
+
+
+async def _chunks(path: Path) -> AsyncIterator[bytes]:
+    """The file's bytes, read in a thread chunk by chunk (the loop keeps renewing leases)."""
+    with open(path, "rb") as file:
+        while chunk := await asyncio.to_thread(file.read, UPLOAD_CHUNK_BYTES):
+            yield chunk
 
 
 def _problem(response: httpx.Response) -> tuple[str, str]:

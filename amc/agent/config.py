@@ -17,8 +17,9 @@ class AgentConfig:
         token: the host's bearer token (role `host`, bound to `host_id`). Never logged.
         host_id: the host this agent registers and claims as.
         adb_host, adb_port: the adb server that sees the devices.
-        artifacts_dir: where step artifacts (screenshots, UI dumps, logcat excerpts) go, one
-            directory per task and attempt.
+        keep_artifacts: where to keep a copy of each step's evidence (screenshots, UI dumps,
+            logcat excerpts, long outputs), one directory per task and attempt, once uploaded;
+            None keeps nothing (the files live in a temporary directory until uploaded).
         lease_seconds: the lease length to ask for in claims; None takes the server's default.
         claim_wait_seconds: how long one claim long-polls (the server allows 0..30).
         scan_seconds: how often adb is asked which devices are attached.
@@ -36,7 +37,7 @@ class AgentConfig:
     host_id: str
     adb_host: str = "127.0.0.1"
     adb_port: int = 5037
-    artifacts_dir: Path = Path("artifacts")
+    keep_artifacts: Path | None = None
     lease_seconds: float | None = None
     claim_wait_seconds: float = 20.0
     scan_seconds: float = 5.0

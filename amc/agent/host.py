@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -197,6 +198,11 @@ class HostAgent:
         return asyncio.get_running_loop().run_in_executor(self.pool, function)
 
     def executor_for(self, assignment: ClaimedAttempt) -> AdbExecutor:
-        """An executor for one attempt, writing its artifacts under artifacts/<task>/<attempt>."""
-        artifacts = Path(self.config.artifacts_dir).resolve() / assignment.task_id / str(assignment.attempt)
-        return AdbExecutor(self.adb, assignment.device, artifacts_dir=artifacts, policy=self.policy)
+        """An executor for one attempt, writing its files under <--keep-artifacts>/<task>/<attempt>,
+        or in a temporary directory of its own (removed when the attempt ends)."""
+        keep = self.config.keep_artifacts
+        if keep is not None:
+            files = Path(keep).resolve() / assignment.task_id / str(assignment.attempt)
+        else:
+            files = Path(tempfile.mkdtemp(prefix=f"amc-{assignment.task_id}-{assignment.attempt}-"))
+        return AdbExecutor(self.adb, assignment.device, artifacts_dir=files, policy=self.policy)

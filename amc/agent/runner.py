@@ -17,6 +17,10 @@ runner waits for `wake` (set whenever the Execution observed something: a resume
 and asks again. The renewer keeps the lease meanwhile; the wait is also bounded by the
 lease's expiry, so a paused run notices a lost lease even if nothing wakes it.
 
+A step that completed or failed then has its evidence stored (`evidence`): the file of an
+observation, an output too long to report inline. Its `now` is taken before, so the
+step's `ended_at` is when the device finished, not when the upload did.
+
 How an executor outcome maps onto the Execution (amc.adapters.adb.errors):
 `ActionRefused` -> `step_refused`; `Interrupted` -> `step_interrupted`; `DeviceUnavailable`
 (the device or its adb server went away mid-step) -> `device_lost`: the step's effect is
@@ -41,6 +45,7 @@ from amc.core.execution import Execution, Pause
 from amc.core.records import Plan, Step
 
 from .clock import ServerClock
+from .evidence import Evidence
 
 log = logging.getLogger("amc.agent.runner")
 
@@ -58,6 +63,7 @@ class TaskRunner:
         stop_signal: set when a stop may have been put on the Execution.
         wake: set whenever the Execution observed something (what a paused run waits for).
         on_boundary: called after each boundary, to send the acknowledgements decided there.
+        evidence: stores what each step produced, before the next step starts.
         label: names the attempt in logs.
     """
 
@@ -70,6 +76,7 @@ class TaskRunner:
         stop_signal: asyncio.Event,
         wake: asyncio.Event,
         on_boundary: Callable[[], None],
+        evidence: Evidence,
         label: str,
     ):
         self.execution = execution
@@ -79,8 +86,8 @@ class TaskRunner:
         self.stop_signal = stop_signal
         self.wake = wake
         self.on_boundary = on_boundary
+        self.evidence = evidence
         self.label = label
-        self.artifacts: dict[str, str] = {}  # step id -> its artifact file (screenshot, ui_dump, logcat)
         self._pause_logged: Pause | None = None
 
     async def run(self) -> None:
@@ -146,14 +153,17 @@ class TaskRunner:
         except DeviceUnavailable as error:
             execution.device_lost(now, error.reason)
         except StepFailed as error:
-            execution.step_failed(now, error.reason, output=error.output or None)
+            stored = await self.evidence.store(step, output=error.output)
+            reason = "; ".join(filter(None, (error.reason, stored.missing)))
+            execution.step_failed(now, reason, output=error.output or None, artifacts=stored.artifacts)
         except Exception as error:  # a bug of ours: the step's effect is unknown
             log.exception("%s: step %s raised unexpectedly", self.label, step.id)
             execution.step_lost(now, f"agent error: {type(error).__name__}: {error}")
         else:
-            if result.artifact is not None:
-                self.artifacts[step.id] = str(result.artifact)
-            execution.step_completed(now, output=result.output or None)
+            stored = await self.evidence.store(step, result.artifact, result.content_type, result.output)
+            execution.step_completed(
+                now, output=result.output or None, artifacts=stored.artifacts, reason=stored.missing
+            )
 
     async def _supervise(self, future: asyncio.Future) -> None:
         """Wait for the step; once a stop arrives, interrupt it as the Execution says."""

@@ -107,7 +107,13 @@ class DeviceSlot:
         host = self.host
         assert host.server is not None and host.pool is not None, "slots run only while the host runs"
         attempt = AttemptRun(
-            assignment, received, host.server, host.executor_for(assignment), host.pool, host.config.report_backoff
+            assignment,
+            received,
+            host.server,
+            host.executor_for(assignment),
+            host.pool,
+            host.config.report_backoff,
+            keep_artifacts=host.config.keep_artifacts is not None,
         )
         self.attempt = attempt
         if host.stopping:  # the claim was answered just as the host began to stop: give it back

@@ -8,8 +8,8 @@ and fails when it runs (a truthful `failed` outcome) instead of sinking the whol
 The result (or release) body is built once, as bytes, and those exact bytes are what every retry
 sends: specs/protocol.md answers an identical repeat with the recorded outcome and a different
 one with 409 `result_conflict`. It is also fitted to the server's limits (1 MiB body,
-64 KiB metadata, 64 Ki characters per output, 1 Ki per reason): outputs keep their tail,
-where errors usually are.
+64 Ki characters per output, 1 Ki per reason): outputs keep their tail, where errors usually
+are; an output longer than `INLINE_OUTPUT_CHARS` is also stored whole, as an artifact.
 """
 
 from __future__ import annotations
@@ -25,9 +25,11 @@ from amc.core.records import Message, Plan, Stage, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms, to_rfc3339
 
 MAX_BODY_BYTES = 960 * 1024  # under the server's 1 MiB, with room for the envelope
-MAX_METADATA_BYTES = 60 * 1024  # under the server's 64 KiB
 MAX_REASON = 1024
-OUTPUT_BUDGETS = (16_384, 1024, 0)  # characters kept per output, tried in order until it fits
+# A step's output is reported inline up to this many characters (its tail); a longer one is
+# also stored whole as an artifact (`evidence`).
+INLINE_OUTPUT_CHARS = 16_384
+OUTPUT_BUDGETS = (INLINE_OUTPUT_CHARS, 1024, 0)  # characters kept per output, tried in order until it fits
 TRUNCATED = "[...truncated...]\n"
 
 
@@ -144,20 +146,14 @@ def _steps(raw: list[dict[str, Any]]) -> tuple[Step, ...]:
 # -- the result --------------------------------------------------------------------------
 
 
-def result_body(lease_id: str, report: FinalReport, artifacts: dict[str, str]) -> bytes:
+def result_body(lease_id: str, report: FinalReport) -> bytes:
     """The terminal report's body, as the exact bytes to send (and resend)."""
-    metadata = dict(report.metadata)
-    if artifacts:
-        metadata["artifacts"] = dict(artifacts)
-        if len(orjson.dumps(metadata)) > MAX_METADATA_BYTES:
-            # A plan of hundreds of screenshots: the paths do not fit; say where they are.
-            metadata["artifacts"] = {"count": len(artifacts), "first": next(iter(artifacts.values()))}
     for budget in OUTPUT_BUDGETS:
         body = orjson.dumps(
             {
                 "lease_id": lease_id,
                 "status": report.status,
-                "metadata": metadata,
+                "metadata": report.metadata,
                 "steps": [step_view(step, budget) for step in report.steps],
             }
         )
@@ -191,4 +187,6 @@ def step_view(step: StepOutcome, output_budget: int = OUTPUT_BUDGETS[0]) -> dict
         if len(output) > output_budget:
             output = TRUNCATED + output[len(output) - output_budget :] if output_budget else TRUNCATED.strip()
         view["output"] = output
+    if step.artifacts:
+        view["artifacts"] = list(step.artifacts)
     return view

@@ -2,7 +2,8 @@
 
     start (retried until granted, refused, or the lease runs out)
       -> the renewer, in the background, every lease_seconds / 3
-      -> the runner: steps, as the Execution decides (paused: waiting for a resume or a stop)
+      -> the runner: steps, as the Execution decides (paused: waiting for a resume or a stop),
+         each step's evidence uploaded before the next starts (`evidence`)
       -> the report, computed once by the Execution: a result, or a release when the
          host stopped or lost the device (the task is then not this host's to judge)
       -> every message acknowledgement answered (`Acknowledger.flush`)
@@ -40,6 +41,7 @@ from amc.core.execution import Execution, FinalReport, StopReason
 from .acks import Acknowledger, Sent
 from .client import ControlPlane, Rejected, Uncertain
 from .clock import ServerClock
+from .evidence import Evidence, Upload
 from .renewer import LEASE_REFUSALS, Renewer
 from .runner import runner_for
 from .wire import ClaimedAttempt, parse_grant, release_body, result_body
@@ -60,6 +62,7 @@ class AttemptRecord:
     tries: int = 0  # how many times the report was sent
     renewals: int = 0
     acknowledgements: list[Sent] = attrs.Factory(list)  # in the order sent
+    uploads: list[Upload] = attrs.Factory(list)  # the artifacts, in the order sent
 
     @property
     def released(self) -> bool:
@@ -81,6 +84,8 @@ class AttemptRun:
         executor: the device's executor (its artifacts directory is this attempt's).
         pool: threads for the blocking device calls.
         backoff: first and longest pause between report retries, in seconds.
+        keep_artifacts: keep the attempt's files after they are uploaded (else the
+            executor's directory is temporary and removed when the attempt ends).
     """
 
     def __init__(
@@ -91,6 +96,7 @@ class AttemptRun:
         executor: AdbExecutor,
         pool: concurrent.futures.Executor,
         backoff: tuple[float, float] = (0.1, 5.0),
+        keep_artifacts: bool = False,
     ):
         self.assignment = assignment
         self.server = server
@@ -103,6 +109,17 @@ class AttemptRun:
         self.stop_signal = asyncio.Event()  # set once there is a stop to act on
         self.wake = asyncio.Event()  # set whenever the Execution observed something
         self.acks = Acknowledger(server, assignment, self.execution, self.changed, backoff, self.label)
+        self.evidence = Evidence(
+            server,
+            assignment,
+            self.execution,
+            self.changed,
+            self.acks.flush,
+            executor.artifacts_dir,
+            keep_artifacts,
+            backoff,
+            self.label,
+        )
 
     def changed(self) -> None:
         """The Execution observed something: wake a paused runner, and interrupt a step if
@@ -118,6 +135,12 @@ class AttemptRun:
         self.changed()
 
     async def run(self) -> AttemptRecord:
+        try:
+            return await self._run()
+        finally:
+            self.evidence.close()  # whatever happened, no temporary file outlives the attempt
+
+    async def _run(self) -> AttemptRecord:
         log.info(
             "%s: assigned (%d step(s), lease %.3g s)",
             self.label,
@@ -144,12 +167,13 @@ class AttemptRun:
                 self.stop_signal,
                 self.wake,
                 self.acks.collect,
+                self.evidence,
                 self.label,
             )
             await runner.run()
             conclusion = self.execution.conclusion()
             if isinstance(conclusion, FinalReport):
-                body = result_body(self.assignment.lease_id, conclusion, runner.artifacts)
+                body = result_body(self.assignment.lease_id, conclusion)
             else:
                 log.info("%s: releasing the attempt (%s: %s)", self.label, conclusion.reason, conclusion.detail)
                 body = release_body(self.assignment.lease_id, conclusion)
@@ -159,6 +183,7 @@ class AttemptRun:
                 device=self.assignment.device,
                 body=orjson.loads(body),
                 acknowledgements=self.acks.sent,
+                uploads=self.evidence.uploads,
             )
             if started is not None:
                 await self.acks.flush()

@@ -34,7 +34,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amc.agent.endpoints import Endpoints, is_standby, never_sent, retry_after
 
@@ -44,6 +44,13 @@ if TYPE_CHECKING:
 DEFAULT_URL = "http://127.0.0.1:8000"
 TOKENS_FILE = "tokens.json"  # inside the data directory, written by `amc serve` on its first start
 SERVER_FILE = "server.json"  # beside the tokens file while a server runs: its URL and process id
+DOWNLOAD_CHUNK_BYTES = 256 * 1024  # what a download holds in memory at a time
+
+
+class ByteSink(Protocol):
+    """Where a download's bytes go, chunk by chunk: a binary file, a hasher, a printer."""
+
+    def write(self, chunk: bytes, /) -> object: ...
 
 
 class ApiError(Exception):
@@ -155,6 +162,33 @@ class ApiClient:
     def messages(self, task_id: str) -> dict:
         """``{"messages": [...]}``: every message of the task, in posting order."""
         return self._call("GET", f"/v1/tasks/{_segment(task_id)}/messages")[1]
+
+    def artifacts(self, task_id: str) -> list[dict]:
+        """Every artifact of the task (specs/protocol.md Part C), every attempt's, in upload order."""
+        return self._call("GET", f"/v1/tasks/{_segment(task_id)}/artifacts")[1]["artifacts"]
+
+    def download(self, task_id: str, artifact_id: str, sink: ByteSink, on_chunk=None) -> int:
+        """Stream one artifact's bytes into `sink`, chunk by chunk (never the whole body in
+        memory), from the URL that last answered as the leader (a listing or a read of the
+        task comes first); the number of bytes written. `on_chunk(n)` is told each chunk's size."""
+        import httpx
+
+        url = self.url
+        path = f"/v1/tasks/{_segment(task_id)}/artifacts/{_segment(artifact_id)}"
+        written = 0
+        try:
+            with self._http.stream("GET", url + path) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _refusal(response)
+                for chunk in response.iter_bytes(DOWNLOAD_CHUNK_BYTES):
+                    sink.write(chunk)
+                    written += len(chunk)
+                    if on_chunk is not None:
+                        on_chunk(len(chunk))
+        except (httpx.HTTPError, httpx.InvalidURL) as error:
+            raise Unreachable(f"the download of {artifact_id} was cut: {_no_answer(url, error)}") from None
+        return written
 
     def hosts(self) -> dict:
         return self._call("GET", "/v1/hosts")[1]

@@ -55,13 +55,14 @@ host.add_command(list_hosts)
     help="Action policy file (JSON; see amc.adapters.adb.policy). Default: allow everything.",
 )
 @click.option(
-    "--artifacts",
+    "--keep-artifacts",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("artifacts"),
-    show_default=True,
-    envvar="AMC_ARTIFACTS",
+    default=None,
+    envvar="AMC_KEEP_ARTIFACTS",
     show_envvar=True,
-    help="Where screenshots are written, under TASK_ID/ATTEMPT/.",
+    help="Also keep a copy of each step's evidence (screenshots, UI dumps, logs, long outputs) here, under "
+    "TASK_ID/ATTEMPT/. Either way it is uploaded to the control plane; without this option the local "
+    "files are removed once uploaded.",
 )
 @click.option(
     "--lease-seconds",
@@ -101,7 +102,7 @@ def run(
     adb_host,
     adb_port,
     policy_file,
-    artifacts,
+    keep_artifacts,
     lease_seconds,
     claim_wait,
     scan_seconds,
@@ -143,7 +144,7 @@ def run(
         host_id=host_id,
         adb_host=adb_host,
         adb_port=adb_port,
-        artifacts_dir=artifacts,
+        keep_artifacts=keep_artifacts,
         lease_seconds=lease_seconds,
         claim_wait_seconds=claim_wait,
         scan_seconds=scan_seconds,

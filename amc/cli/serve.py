@@ -17,11 +17,26 @@ import click
 
 from amc.cli.options import data_option
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(store: str) -> bool:
+    return store.startswith(POSTGRES_SCHEMES)
+
 
 def _open_store(
     data: Path, clock: Literal["system", "manual"], on_commit, store: str, map_size: int, max_map_size: int
 ):
-    """The durable `LmdbService` when `amc.adapters.lmdb` provides it, else an in-memory service."""
+    """The service and whether it is durable: `PostgresService` for a postgresql:// URL, the
+    durable `LmdbService` when `amc.adapters.lmdb` provides it, else an in-memory service."""
+    if is_postgres_url(store):
+        from amc.adapters.postgres import PostgresService
+        from amc.adapters.postgres import StoreError as PostgresError
+
+        try:
+            return PostgresService.open(store, clock=clock, on_commit=on_commit), True
+        except PostgresError as error:
+            raise click.ClickException(str(error)) from None
     try:
         from amc.adapters.lmdb import LmdbService
     except ImportError:
@@ -46,9 +61,14 @@ def _open_store(
     return MemoryService(ManualClock(start) if clock == "manual" else SystemClock()), False
 
 
-def _open_blobs(data: Path, durable: bool):
-    """Where artifacts' bytes go: files in the data directory beside a durable store (opened
-    after it: the store decides whether the directory is one), else memory."""
+def _open_blobs(data: Path, durable: bool, store: str):
+    """Where artifacts' bytes go: the database beside a PostgreSQL store (every server reads
+    them); files in the data directory beside an LMDB store (opened after it: the store
+    decides whether the directory is one); else memory."""
+    if is_postgres_url(store):
+        from amc.adapters.postgres.blobs import PostgresBlobStore
+
+        return PostgresBlobStore(store)
     if durable:
         from amc.adapters.lmdb.blobs import FileBlobStore
 
@@ -56,6 +76,17 @@ def _open_blobs(data: Path, durable: bool):
     from amc.service import MemoryBlobStore
 
     return MemoryBlobStore()
+
+
+class StoreChoice(click.ParamType):
+    """`auto`, `lmdb`, `memory`, or the URL of a PostgreSQL database."""
+
+    name = "auto|lmdb|memory|postgresql://..."
+
+    def convert(self, value, param, ctx):
+        if value in ("auto", "lmdb", "memory") or is_postgres_url(value):
+            return value
+        self.fail(f"{value!r}: expected auto, lmdb, memory or a postgresql:// URL", param, ctx)
 
 
 def _tokens(data: Path, tokens_file: Path | None):
@@ -154,10 +185,13 @@ def _tokens(data: Path, tokens_file: Path | None):
 )
 @click.option(
     "--store",
-    type=click.Choice(["auto", "lmdb", "memory"]),
+    type=StoreChoice(),
     default="auto",
     show_default=True,
-    help="auto: the LMDB store in DATA; memory: nothing is durable (benchmarks, demos).",
+    envvar="AMC_STORE",
+    show_envvar=True,
+    help="auto: the LMDB store in DATA; memory: nothing is durable (benchmarks, demos); postgresql://...: "
+    "the database several servers share, one leading, the others standing by (DATA keeps the tokens).",
 )
 @click.option(
     "--map-size",
@@ -245,14 +279,17 @@ def serve(
             raise
     if not durable:
         click.echo("amc serve: serving from memory; nothing is durable", err=True)
-    blobs = _open_blobs(data, durable)
+    blobs = _open_blobs(data, durable, store)
     app = create_app(service, settings, tokens=tokens, metrics=metrics, close_service=True, blobs=blobs)
     shown = f"[{host}]" if ":" in host else host
     # Beside the tokens file, so the CLI that reads those tokens calls this server (any --port);
     # written before the "listening" line, so whoever waits for that line finds it.
     record = write_server_file(tokens_path.parent, f"http://{shown}:{port}")
     try:
-        click.echo(f"amc serve: tokens from {tokens_path}; {clock} clock; listening on http://{shown}:{port}")
+        role = ""
+        if is_postgres_url(store):
+            role = "; leading" if getattr(service, "leading", False) else "; standing by (another server leads)"
+        click.echo(f"amc serve: tokens from {tokens_path}; {clock} clock{role}; listening on http://{shown}:{port}")
         sys.stdout.flush()
         server = AmcServer(config(app, host, port, access_log=access_log, log_level=log_level), app)
         server.run(sockets=[listener])

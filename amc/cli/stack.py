@@ -245,7 +245,7 @@ class Stack:
         *,
         adb_port: int,
         adb_host: str = "127.0.0.1",
-        artifacts: Path,
+        keep_artifacts: Path | None = None,
         lease_seconds: float | None = None,
         claim_wait: float = 5.0,
         scan_seconds: float = 1.0,
@@ -265,8 +265,6 @@ class Stack:
             adb_host,
             "--adb-port",
             str(adb_port),
-            "--artifacts",
-            str(artifacts),
             "--claim-wait",
             f"{claim_wait:g}",
             "--scan-seconds",
@@ -278,6 +276,8 @@ class Stack:
         ]
         if lease_seconds is not None:
             args += ["--lease-seconds", f"{lease_seconds:g}"]
+        if keep_artifacts is not None:
+            args += ["--keep-artifacts", str(keep_artifacts)]
         agent = Child(host_id, args, env=child_env(AMC_HOST_TOKEN=token), sink=self.sink)
         self.agents[host_id] = agent
         self.drain_timeout = max(self.drain_timeout, drain_timeout)

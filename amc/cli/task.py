@@ -21,8 +21,9 @@ from amc.core.lifecycle import MessageState, TaskStatus
 
 @click.group(epilog=EXIT_HELP)
 def task() -> None:
-    """Submit tasks and follow them: submit, list, show, watch, history, cancel; talk to
-    them while they run: steer, pause, resume, follow-up, messages.
+    """Submit tasks and follow them: submit, list, show, watch, history, cancel; read their
+    evidence: artifacts, logs; talk to them while they run: steer, pause, resume, follow-up,
+    messages.
 
     Every command takes --url or --server (AMC_URL) and --token (AMC_TOKEN); without a
     token, the client token of .amc/tokens.json (what `amc up` writes) is used. Several
@@ -149,7 +150,8 @@ def submit(
 @click.argument("task_id", metavar="ID")
 @caller_command
 def show(app: Application, task_id: str) -> None:
-    """Show one task: its status, attempts, cancellation, messages and step outcomes.
+    """Show one task: its status, attempts, cancellation, messages and step outcomes, with
+    the artifacts each step stored (name, type, size) under it.
 
     With --json, prints the task resource alone (`amc task messages ID --json` has the messages).
     """
@@ -159,7 +161,20 @@ def show(app: Application, task_id: str) -> None:
     if app.as_json:
         app.display_json(found)
         return
-    app.display(task_detail(found, app.client.messages(task_id)["messages"]))
+    app.display(task_detail(found, app.client.messages(task_id)["messages"], _artifacts_if_served(app, task_id)))
+
+
+def _artifacts_if_served(app: Application, task_id: str) -> list[dict]:
+    """The task's artifacts; none from a server without Part C (a v1 server answers 404 to
+    the route while the task itself is there)."""
+    from amc.cli.client import Refused
+
+    try:
+        return app.client.artifacts(task_id)
+    except Refused as error:
+        if error.status == 404:
+            return []
+        raise
 
 
 @task.command(name="list")
@@ -200,6 +215,84 @@ def history(app: Application, task_id: str) -> None:
 
     events = app.client.history(task_id)
     app.display_result(events, lambda: history_table(events["events"]))
+
+
+# -- artifacts and logs ---------------------------------------------------------------------
+
+
+@task.command()
+@click.argument("task_id", metavar="ID")
+@click.option(
+    "--download",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Download every artifact into DIR/attempt-N/NAME (made if missing), checking each sha256.",
+)
+@click.option(
+    "--overwrite", is_flag=True, help="With --download: replace files in DIR that hold other bytes than the artifact."
+)
+@caller_command
+def artifacts(app: Application, task_id: str, directory: Path | None, overwrite: bool) -> None:
+    """List a task's artifacts (the evidence its steps stored: screenshots, UI dumps, logs,
+    long outputs), or download them.
+
+    The table shows each artifact's step, name, type, size and when it was stored (and the
+    attempt, when several stored some); --json prints the server's listing.
+
+    With --download DIR, each artifact is streamed to DIR/attempt-N/NAME and its sha256
+    checked as it arrives. A file already there with the same bytes is kept and not
+    downloaded again, so running the command twice is cheap. A file there with other bytes
+    is never replaced without --overwrite: the command then stops before it downloads
+    anything, naming those files (exit 1). An artifact whose bytes do not match its sha256
+    is not kept (no file is left of it); the others are still downloaded, and the command
+    ends with exit 1 naming every mismatch.
+    """
+    from amc.cli.artifacts import download_all
+
+    found = app.client.artifacts(task_id)
+    if directory is not None:
+        download_all(app, task_id, found, directory, overwrite)
+        return
+    if app.as_json:
+        app.display_json({"artifacts": found})
+        return
+    from amc.cli.views import artifacts_table, size_text, when
+
+    if not found:
+        purges = [e for e in app.client.history(task_id)["events"] if e["type"] == "artifacts_purged"]
+        if purges:
+            gone = sum(len(e["data"]["ids"]) for e in purges)
+            app.display(
+                f"{task_id} has no artifacts: {gone} were purged at {when(purges[-1]['at'], date=True)} "
+                "(amc store gc --older-than)."
+            )
+        else:
+            app.display(f"{task_id} has no artifacts.")
+        return
+
+    app.display(artifacts_table(found))
+    total = sum(artifact["size"] for artifact in found)
+    app.display_info(
+        f"{len(found)} artifact(s), {size_text(total)}; download them with: amc task artifacts {task_id} --download DIR"
+    )
+
+
+@task.command()
+@click.argument("task_id", metavar="ID")
+@caller_command
+def logs(app: Application, task_id: str) -> None:
+    """Print each step's output in full, step by step.
+
+    A step's output is its text artifacts (type text/plain: the full output of a shell step
+    whose output was longer than the result's inline limit, a logcat), else the output its
+    step outcome carries inline. Other artifacts (screenshots, UI dumps) are named, not
+    printed: `amc task artifacts ID --download DIR` fetches them. With --json, one document:
+    {"steps": [{"id", "status", "output", "artifacts"}]}.
+    """
+    from amc.cli.artifacts import print_logs
+
+    print_logs(app, task_id)
 
 
 # -- cancel -----------------------------------------------------------------------------------

@@ -43,11 +43,11 @@ from amc.cli.options import adb_options, data_option
 )
 @adb_options("Address of the adb server that sees real devices.", "Port of that adb server.")
 @click.option(
-    "--artifacts",
+    "--keep-artifacts",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("artifacts"),
-    show_default=True,
-    help="Where the Host Agent writes screenshots.",
+    default=None,
+    help="Also keep a copy of each step's evidence here (TASK_ID/ATTEMPT/); it is stored in the server either "
+    "way (`amc task artifacts ID`).",
 )
 @click.option(
     "--lease-seconds",
@@ -82,7 +82,7 @@ def up(
     sim_devices: int,
     adb_host: str,
     adb_port: int,
-    artifacts: Path,
+    keep_artifacts: Path | None,
     lease_seconds: float,
     host_timeout: float,
     drain_timeout: float,
@@ -162,7 +162,7 @@ def up(
                 host_entry["token"],
                 adb_host=agent_adb[0],
                 adb_port=agent_adb[1],
-                artifacts=artifacts,
+                keep_artifacts=keep_artifacts,
                 drain_timeout=drain_timeout,
                 log_level="info" if verbose else "warning",
             )
@@ -183,6 +183,7 @@ def up(
         click.echo(f"""
 amc is up.
   server      {url}   (store in {data}, leases of {lease_seconds:g} s)
+  console     {url}/ui   (sign in with the admin or client token of the tokens file)
   tokens      {tokens_path}   (admin, client, host '{host_id}'; keep it private)
   host agent  {host_id}, serving {kind}:
               {devices}

@@ -296,9 +296,10 @@ def tasks_table(tasks: list[dict]) -> Fitted:
     return made
 
 
-def task_detail(task: dict, messages: Sequence[dict] = ()) -> Group:
+def task_detail(task: dict, messages: Sequence[dict] = (), artifacts: Sequence[dict] = ()) -> Group:
     """Everything about one task: the summary, its attempts, its cancellation, its messages
-    in brief (`messages`, from the task's messages endpoint) and its result."""
+    in brief (`messages`, from the task's messages endpoint), its result, and under each
+    step the artifacts it stored (`artifacts`, from the task's artifacts endpoint)."""
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="bold")
     summary.add_column()
@@ -353,8 +354,23 @@ def task_detail(task: dict, messages: Sequence[dict] = ()) -> Group:
     if messages:
         parts.append(messages_brief(messages))
     if result and result.get("steps"):
-        parts.append(steps_table(result["steps"]))
+        # The outcomes are the last attempt's; so are the artifacts shown under them.
+        last = len(task.get("attempts") or [])
+        parts.append(steps_table(result["steps"], [a for a in artifacts if a["attempt"] == last]))
+    earlier = [a for a in artifacts if not (result and result.get("steps")) or a["attempt"] != len(task["attempts"])]
+    if earlier:
+        parts.append(
+            Text(
+                f"{len(earlier)} artifact(s) of {_attempt_words(earlier)} not shown above: amc task artifacts {task['id']}",
+                style="dim",
+            )
+        )
     return Group(*parts)
+
+
+def _attempt_words(artifacts: Sequence[dict]) -> str:
+    numbers = sorted({a["attempt"] for a in artifacts})
+    return ("attempt " if len(numbers) == 1 else "attempts ") + ", ".join(map(str, numbers))
 
 
 def plan_summary(plan: dict) -> str:
@@ -396,16 +412,56 @@ def attempts_table(attempts: list[dict]) -> Fitted:
     return made
 
 
-def steps_table(steps: list[dict]) -> Fitted:
-    made = table("STEP", "OUTCOME", "STARTED", "ENDED", "REASON", title="steps")
+def steps_table(steps: list[dict], artifacts: Sequence[dict] = ()) -> Fitted:
+    """The step outcomes; under each step's reason, the artifacts it stored (`artifacts`:
+    those of the attempt whose outcomes these are)."""
+    made = table("STEP", "OUTCOME", "STARTED", "ENDED", "REASON / ARTIFACTS" if artifacts else "REASON", title="steps")
     for step in steps:
+        note = Text(step.get("reason") or "")
+        for artifact in (a for a in artifacts if a["step"] == step["id"]):
+            note.append("\n" if note else "")
+            note.append(f"{artifact['name']} ({artifact['content_type']}, {size_text(artifact['size'])})", style="cyan")
         _row(
             made,
             step["id"],
             Text(step["status"], style=STEP_STYLE.get(step["status"], "")),
             when(step.get("started_at")),
             when(step.get("ended_at")),
-            step.get("reason") or "",
+            note,
+        )
+    return made
+
+
+# -- artifacts --------------------------------------------------------------------------------
+
+
+def size_text(size: int) -> str:
+    """Bytes for people, in binary units: ``812 B``, ``195.3 KiB``, ``2.0 MiB``."""
+    if size < 1024:
+        return f"{size} B"
+    value = size / 1024
+    for unit in ("KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def artifacts_table(artifacts: list[dict]) -> Fitted:
+    """Every artifact of a task: its step, type, size, when it was stored, and its name (the
+    right-most column, which wraps: a name may be long); the attempt (#) too when more than
+    one attempt stored some."""
+    several = len({artifact["attempt"] for artifact in artifacts}) > 1
+    made = table(*(("#",) if several else ()), "STEP", "TYPE", "SIZE", "STORED", "NAME", fold=("TYPE",))
+    for artifact in artifacts:
+        _row(
+            made,
+            *((str(artifact["attempt"]),) if several else ()),
+            artifact["step"],
+            artifact["content_type"],
+            size_text(artifact["size"]),
+            when(artifact["created_at"]),
+            artifact["name"],
         )
     return made
 

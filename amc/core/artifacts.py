@@ -13,16 +13,28 @@ kernel decides whether the attempt may add that evidence, and records it on the 
 
 A refusal after the bytes were stored leaves an unreferenced blob, which the store's gc
 removes; a record is only ever made for bytes that are already durable.
+
+An operator may drop the artifacts of a task that ended (`PurgeArtifacts`, sent by `amc
+store gc --older-than`): all of them at once, with an `artifacts_purged` event that keeps
+what they were. The task reads as if it had stored none (a read of one is 404), and their
+bytes, now unreferenced, go at the store's next gc. A task that has not ended keeps its
+evidence: its host may still add to it.
+
+A result's (or a release's) step outcomes list the ids of the artifacts each step
+produced; `listing_problem` holds them to the truth: each id is an artifact the same
+attempt stored for that same step, listed once (ARTIFACT/s9). The outcome need not list
+every artifact of its step (an upload whose answer never came may still be recorded).
 """
 
 from __future__ import annotations
 
 from amc.core import steering
-from amc.core.commands import StoreArtifact
+from amc.core.commands import PurgeArtifacts, StoreArtifact
 from amc.core.decisions import ArtifactRecorded, Decision, check_live, check_ownership, find_attempt, reject
 from amc.core.errors import Code
-from amc.core.events import ArtifactStored
-from amc.core.records import Artifact, Task, replace
+from amc.core.events import ArtifactsPurged, ArtifactStored
+from amc.core.lifecycle import TERMINAL_STATUSES
+from amc.core.records import Artifact, StepOutcome, Task, replace
 from amc.core.state import State
 
 
@@ -43,6 +55,24 @@ def by_id(task: Task, artifact_id: str) -> Artifact | None:
     for artifact in task.artifacts:
         if artifact.id == artifact_id:
             return artifact
+    return None
+
+
+def listing_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> str | None:
+    """Why the artifact ids in attempt `number`'s step outcomes are not that attempt's
+    evidence of those steps, or None."""
+    if not any(outcome.artifacts for outcome in steps):
+        return None
+    steps_of = {a.id: a.step for a in task.artifacts if a.attempt == number}
+    for i, outcome in enumerate(steps):
+        for artifact_id in outcome.artifacts:
+            step = steps_of.get(artifact_id)
+            if step is None:
+                return f"steps[{i}].artifacts: {artifact_id!r} is not an artifact of attempt {number}"
+            if step != outcome.id:
+                return f"steps[{i}].artifacts: {artifact_id!r} is an artifact of step {step!r}, not of {outcome.id!r}"
+        if len(set(outcome.artifacts)) != len(outcome.artifacts):
+            return f"steps[{i}].artifacts: step {outcome.id!r} lists an artifact twice"
     return None
 
 
@@ -100,6 +130,18 @@ def refusal(task: Task, c: StoreArtifact) -> Decision | None:
     return check_ownership(task, attempt, c) or check_live(attempt, c.now)
 
 
+def purge(state: State, c: PurgeArtifacts) -> Decision:
+    """Drop every artifact of an ended task; nothing to do when it has none."""
+    task = state.tasks.get(c.task_id)
+    if task is None:
+        return reject(Code.not_found, f"no task {c.task_id!r}")
+    if task.status not in TERMINAL_STATUSES:
+        return reject(Code.invalid_request, f"task {task.id!r} is {task.status}: only an ended task's artifacts go")
+    if not task.artifacts:
+        return Decision()
+    return Decision(events=(ArtifactsPurged(at=c.now, task_id=task.id, artifacts=task.artifacts),))
+
+
 # ---------------------------------------------------------------------------------------
 # apply
 
@@ -107,3 +149,7 @@ def refusal(task: Task, c: StoreArtifact) -> Decision | None:
 def apply_stored(state: State, e: ArtifactStored) -> None:
     task = state.tasks[e.task_id]
     state.put_task(replace(task, artifacts=task.artifacts + (e.artifact,), updated_at=e.at))
+
+
+def apply_purged(state: State, e: ArtifactsPurged) -> None:
+    state.put_task(replace(state.tasks[e.task_id], artifacts=(), updated_at=e.at))

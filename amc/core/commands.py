@@ -150,6 +150,16 @@ class StoreArtifact:
     max_task_bytes: int  # the task's artifacts together may not pass this
 
 
+@attrs.frozen(kw_only=True)
+class PurgeArtifacts:
+    """An operator drops the artifacts of a task that ended (`amc store gc --older-than`,
+    specs/protocol.md Part C): their records go, so their bytes are unreferenced and the
+    blob store's gc removes them. Sent by the store tooling, never by a caller over HTTP."""
+
+    now: int
+    task_id: str
+
+
 Command = Union[
     SubmitTask,
     CancelTask,
@@ -163,6 +173,7 @@ Command = Union[
     AcknowledgeMessage,
     ExpireLeases,
     StoreArtifact,
+    PurgeArtifacts,
 ]
 LeaseCommand = Union[StartAttempt, RenewLease, ReportResult, ReleaseAttempt, AcknowledgeMessage, StoreArtifact]
 
@@ -181,4 +192,5 @@ NAMES: dict[str, type[Command]] = {
     "expire_leases": ExpireLeases,
     "release_attempt": ReleaseAttempt,
     "store_artifact": StoreArtifact,
+    "purge_artifacts": PurgeArtifacts,
 }

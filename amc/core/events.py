@@ -199,6 +199,15 @@ class ArtifactStored:
     artifact: Artifact
 
 
+@attrs.frozen(kw_only=True)
+class ArtifactsPurged:
+    """The artifacts of an ended task were dropped; the event keeps what they were."""
+
+    at: int
+    task_id: str
+    artifacts: tuple[Artifact, ...]
+
+
 Event = Union[
     TaskSubmitted,
     HostRegistered,
@@ -219,4 +228,5 @@ Event = Union[
     MessagesNotAdmitted,
     FollowUpsCollected,
     ArtifactStored,
+    ArtifactsPurged,
 ]

@@ -346,11 +346,15 @@ class Execution:
 
     # -- steps ------------------------------------------------------------------------------
 
-    def step_completed(self, now: int, output: str | None = None) -> None:
-        self._end_step(StepStatus.completed, now, output=output)
+    def step_completed(
+        self, now: int, output: str | None = None, artifacts: tuple[str, ...] = (), reason: str | None = None
+    ) -> None:
+        """The running step succeeded; `artifacts` are the ids of its stored evidence, and
+        `reason` may say what evidence could not be stored."""
+        self._end_step(StepStatus.completed, now, reason=reason, output=output, artifacts=artifacts)
 
-    def step_failed(self, now: int, reason: str, output: str | None = None) -> None:
-        self._end_step(StepStatus.failed, now, reason=reason, output=output)
+    def step_failed(self, now: int, reason: str, output: str | None = None, artifacts: tuple[str, ...] = ()) -> None:
+        self._end_step(StepStatus.failed, now, reason=reason, output=output, artifacts=artifacts)
         self.request_stop(StopReason.step_failed, reason)
 
     def step_refused(self, now: int, reason: str) -> None:
@@ -373,11 +377,24 @@ class Execution:
         """The running step was stopped, or its outcome is unknown."""
         self._end_step(StepStatus.interrupted, now, reason=reason or NOT_STARTED_BECAUSE.get(self.stop, "unknown"))
 
-    def _end_step(self, status: StepStatus, now: int, reason: str | None = None, output: str | None = None) -> None:
+    def _end_step(
+        self,
+        status: StepStatus,
+        now: int,
+        reason: str | None = None,
+        output: str | None = None,
+        artifacts: tuple[str, ...] = (),
+    ) -> None:
         step = self.running
         assert step is not None, "no step is running"
         self.outcomes[step.id] = StepOutcome(
-            id=step.id, status=status, reason=reason, started_at=self._started_at, ended_at=now, output=output
+            id=step.id,
+            status=status,
+            reason=reason,
+            started_at=self._started_at,
+            ended_at=now,
+            output=output,
+            artifacts=artifacts,
         )
         self.running = None
         self._checkpoint(step)

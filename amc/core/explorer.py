@@ -9,7 +9,9 @@ attempt was given in every way (admitted before each step or after the last, com
 rejected); results then report the steps the attempt's edited plan has. With `artifacts`
 on, every attempt (live or stale), and a foreign host on its behalf, stores evidence: two
 names, two contents, a step of the plan and one that is not, up to `artifacts` per task,
-against a per-task limit that the last one passes. After each
+against a per-task limit that the last one passes; each attempt reports `done` with its
+steps listing every artifact of the task (refused when one is another attempt's); and every
+task holding some has them purged (refused until it ended). After each
 transition it checks the invariants (`amc.core.invariants`), and that a rejected command
 changed nothing. Breadth-first order makes the first violation found a shortest one.
 
@@ -36,6 +38,7 @@ from amc.core.commands import (
     Command,
     ExpireLeases,
     PostMessage,
+    PurgeArtifacts,
     RegisterHost,
     ReleaseAttempt,
     RenewLease,
@@ -45,7 +48,7 @@ from amc.core.commands import (
     SubmitTask,
 )
 from amc.core.lifecycle import MessageState, StepStatus, TaskStatus
-from amc.core.records import Boundary, DeviceSpec, Plan, Step, StepOutcome, Task
+from amc.core.records import Boundary, DeviceSpec, Plan, Step, StepOutcome, Task, replace
 from amc.core.state import State
 from amc.core.steering import STEERED, attempt_outline, planned_step_ids
 
@@ -148,11 +151,16 @@ def commands(state: State, now: int, scope: Scope) -> Iterator[tuple[str, Comman
             steps = _steps_of(task, attempt.number) if scope.messages else None
             for status in (TaskStatus.done, TaskStatus.failed, TaskStatus.cancelled):
                 yield f"report {status} {tag}", ReportResult(**lease, status=status, steps=steps)
+            if task.artifacts:  # the steps listing every artifact of the task: refused unless all are this attempt's
+                evidenced = _with_evidence(task, steps if steps is not None else _steps_of(task, attempt.number))
+                yield f"report done with evidence {tag}", ReportResult(**lease, status=TaskStatus.done, steps=evidenced)
             yield f"release {tag}", ReleaseAttempt(**lease, reason="host_stopping", steps=steps)
             if scope.messages:
                 yield from _acknowledgements(task, attempt.number, lease, tag)
             if len(task.artifacts) < scope.artifacts:
                 yield from _artifact_uploads(state, task, lease, tag, scope)
+        if scope.artifacts and task.artifacts:
+            yield f"purge {task.id}", PurgeArtifacts(now=now, task_id=task.id)
     yield "tick", ExpireLeases(now=now + scope.tick_ms)
 
 
@@ -164,6 +172,11 @@ def _steps_of(task: Task, number: int) -> tuple[StepOutcome, ...]:
         else StepOutcome(id=e.step.id, status=StepStatus.completed)
         for e in attempt_outline(task, number)
     )
+
+
+def _with_evidence(task: Task, steps: tuple[StepOutcome, ...]) -> tuple[StepOutcome, ...]:
+    """`steps`, each listing every artifact of the task stored for it, by any attempt."""
+    return tuple(replace(o, artifacts=tuple(a.id for a in task.artifacts if a.step == o.id)) for o in steps)
 
 
 def _acknowledgements(task: Task, number: int, lease: _Lease, tag: str) -> Iterator[tuple[str, Command]]:

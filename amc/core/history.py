@@ -8,6 +8,7 @@ and host registrations belong to no task.
 from __future__ import annotations
 
 from amc.core.events import (
+    ArtifactsPurged,
     ArtifactStored,
     AttemptReleased,
     AttemptStarted,
@@ -44,6 +45,7 @@ HISTORY_TYPES: dict[type, str] = {
     MessageApplied: "message_acknowledged",  # by the server itself: a queued task held or released
     FollowUpsCollected: "follow_ups_collected",
     ArtifactStored: "artifact_stored",
+    ArtifactsPurged: "artifacts_purged",
 }
 
 
@@ -92,4 +94,6 @@ def history_data(event: Event) -> dict[str, JSON]:
         case ArtifactStored():
             a = event.artifact
             return {"id": a.id, "step": a.step, "name": a.name, "size": a.size, "sha256": a.sha256}
+        case ArtifactsPurged():
+            return {"ids": [a.id for a in event.artifacts], "bytes": sum(a.size for a in event.artifacts)}
     raise TypeError(f"{type(event).__name__} is not shown in histories")

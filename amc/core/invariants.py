@@ -9,8 +9,9 @@ rebuilds the state) needs the log, so the model tests check it themselves.
 Part B adds 10 (messages: their states carry their times, only move forward, and none is
 left open on an ended task) and 11 (each collected follow-up is in exactly one successor).
 Part C adds 12 (artifacts: each belongs to an attempt that held the lease when it was
-stored, names a step of that attempt's plan, is unique by name within it, and is never
-changed or removed).
+stored, names a step of that attempt's plan, is unique by name within it, is never
+changed or removed but all at once by a purge of a task that had ended, and a recorded step
+outcome lists only its attempt's artifacts of its step, until a purge drops them).
 """
 
 from __future__ import annotations
@@ -151,6 +152,19 @@ def _artifact_violations(task: Task) -> list[str]:
             found.append(f"I12: artifact {task.id}/{a.id} was stored when attempt {a.attempt} did not hold the lease")
         if a.step not in planned_step_ids(task, a.attempt):
             found.append(f"I12: artifact {task.id}/{a.id} names step {a.step!r}, not in attempt {a.attempt}'s plan")
+    # A recorded step outcome (a result's, a release's) lists only its own attempt's artifacts of its step.
+    # A purge drops an ended task's artifacts and leaves its outcomes as reported (a result
+    # never names an artifact that was not stored, so an ended task with none was purged).
+    if not task.artifacts and task.status in TERMINAL_STATUSES:
+        return found
+    owner = {a.id: (a.attempt, a.step) for a in task.artifacts}
+    reported = [(task.result.attempt, task.result.steps)] if task.result is not None else []
+    reported += [(a.number, a.steps) for a in task.attempts]
+    for number, outcomes in reported:
+        for outcome in outcomes or ():
+            strays = [i for i in outcome.artifacts if owner.get(i) != (number, outcome.id)]
+            if strays:
+                found.append(f"I12: task {task.id} attempt {number} step {outcome.id!r} lists artifacts {strays}")
     return found
 
 
@@ -257,8 +271,10 @@ def _change_violations(before: Task, after: Task) -> list[str]:
         found.append(f"I6: the pending cancellation of task {before.id} was dropped")
     if before.cancellation is not None and after.cancellation is None:
         found.append(f"I6: the cancellation of task {before.id} disappeared")
-    # 12. artifacts are only ever added, by the current attempt while its lease is live
-    if after.artifacts[: len(before.artifacts)] != before.artifacts:
+    # 12. artifacts are only ever added, by the current attempt while its lease is live; or
+    # all dropped at once from a task that had ended (a purge)
+    purged = not after.artifacts and before.status in TERMINAL_STATUSES
+    if after.artifacts[: len(before.artifacts)] != before.artifacts and not purged:
         found.append(f"I12: artifacts of task {before.id} were changed or removed")
     for added in after.artifacts[len(before.artifacts) :]:
         current = before.active_attempt

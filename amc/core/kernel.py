@@ -35,6 +35,7 @@ from amc.core.commands import (
     Command,
     ExpireLeases,
     PostMessage,
+    PurgeArtifacts,
     RegisterHost,
     ReleaseAttempt,
     RenewLease,
@@ -68,6 +69,7 @@ from amc.core.decisions import (  # noqa: F401  (replies are part of this module
 )
 from amc.core.errors import Code
 from amc.core.events import (
+    ArtifactsPurged,
     ArtifactStored,
     AttemptReleased,
     AttemptStarted,
@@ -314,9 +316,9 @@ def _report(state: State, c: ReportResult) -> Decision:
 
 def _steps_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> str | None:
     """Why a result's step outcomes do not fit the attempt's plan, or None: one outcome per
-    planned step (of the plan as steered) in order, and ``not_started``/``steered`` exactly
+    planned step (of the plan as steered) in order, ``not_started``/``steered`` exactly
     for the steps an admitted correction removed (a step that ran is never passed off as
-    steered away)."""
+    steered away), and only the attempt's own artifacts of each step listed."""
     if task.admissions:
         outline = steering.attempt_outline(task, number)
         planned = [e.step.id for e in outline]
@@ -338,7 +340,7 @@ def _steps_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> s
                 else ("not removed", "its own outcome")
             )
             return f"steps[{i}]: step {outcome.id!r} was {was} by a correction; report {should}"
-    return None
+    return artifacts.listing_problem(task, number, steps)
 
 
 def _first_difference(planned: list[str], reported: list[str]) -> str:
@@ -597,6 +599,7 @@ _DECIDERS: dict[type, Callable[[State, Any], Decision]] = {
     AcknowledgeMessage: messages.acknowledge,
     ExpireLeases: lambda state, command: _expire(state, command.now),
     StoreArtifact: artifacts.store,
+    PurgeArtifacts: artifacts.purge,
 }
 
 _APPLIERS: dict[type, Callable[[State, Any], None]] = {
@@ -619,6 +622,7 @@ _APPLIERS: dict[type, Callable[[State, Any], None]] = {
     MessagesNotAdmitted: messages.apply_not_admitted,
     FollowUpsCollected: messages.apply_collected,
     ArtifactStored: artifacts.apply_stored,
+    ArtifactsPurged: artifacts.apply_purged,
 }
 
 

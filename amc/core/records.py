@@ -67,6 +67,7 @@ class StepOutcome:
     started_at: int | None = None
     ended_at: int | None = None
     output: str | None = None
+    artifacts: tuple[str, ...] = ()  # Part C: ids of the artifacts this step's attempt stored for it
 
 
 @attrs.frozen(kw_only=True)

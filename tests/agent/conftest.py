@@ -1,7 +1,7 @@
 """Fixtures for the Host Agent tests: a real server, simulated devices, agents, a real adb.
 
 - `make_server(...)`: the control plane (create_app + uvicorn on a real socket, in a
-  thread), with short leases; `server` is the default one. Given a `data` directory it
+  thread), with short leases (and, if asked, a small `--max-artifact-bytes`); `server` is the default one. Given a `data` directory it
   keeps its state in LMDB and can be restarted (`Server.restart()`, on a new port).
 - `make_sim(*serials)`: a device simulator with those devices.
 - `make_agent(sim, host_id, ...)`: a HostAgent on its own loop in a thread, stopped at
@@ -86,7 +86,11 @@ def make_server():
     servers: list[Server] = []
 
     def make(
-        lease_seconds: float = 3.0, manual_clock: bool = False, data: Path | None = None, host_timeout: float = 60.0
+        lease_seconds: float = 3.0,
+        manual_clock: bool = False,
+        data: Path | None = None,
+        host_timeout: float = 60.0,
+        max_artifact_bytes: int = 16 << 20,  # amc serve's default
     ) -> Server:
         tokens = TokenTable(
             [(CLIENT_TOKEN, Principal(role="client", tenant="acme")), (ADMIN_TOKEN, Principal(role="admin"))]
@@ -97,6 +101,7 @@ def make_server():
             min_lease_seconds=0.5,
             manual_clock=manual_clock,
             host_timeout_seconds=host_timeout,
+            max_artifact_bytes=max_artifact_bytes,
         )
 
         def app() -> Starlette:
@@ -160,7 +165,6 @@ def make_agent(tmp_path):
             token=HOST_TOKENS[host_id],
             host_id=host_id,
             adb_port=adb_port,
-            artifacts_dir=tmp_path / f"artifacts-{host_id}",
             lease_seconds=lease_seconds,
             **options,
         )

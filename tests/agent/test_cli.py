@@ -24,7 +24,7 @@ def host_run(server_url: str, adb_port: int, tmp_path: Path, token: str, *extra:
         "h1",
         "--adb-port",
         str(adb_port),
-        "--artifacts",
+        "--keep-artifacts",
         str(tmp_path / "artifacts"),
         "--lease-seconds",
         "1.5",

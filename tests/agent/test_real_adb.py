@@ -38,7 +38,8 @@ def test_a_plan_runs_through_the_real_adb_server(real_adb, connected, server, ma
     assert task["status"] == "done", task
     assert task["attempts"][0]["device"] == serial
     assert task["result"]["steps"][1]["output"] == "real\n"
-    assert "c" in task["result"]["metadata"]["artifacts"]
+    (shot,) = task["result"]["steps"][2]["artifacts"]
+    assert server.api.download(task_id, shot).content.startswith(b"\x89PNG\r\n\x1a\n")
     assert [c for c, _ in device_commands(sim, "amc-sim-01")] == [
         "input tap 5 6",
         "echo real",

@@ -53,5 +53,7 @@ def test_a_carried_message_keeps_every_field_the_agent_does_not_list_as_unread()
 
 
 def test_a_step_outcome_on_the_wire_has_every_field_of_the_record():
-    outcome = rec.StepOutcome(id="s1", status="failed", reason="r", started_at=1_000, ended_at=2_000, output="o")
+    outcome = rec.StepOutcome(
+        id="s1", status="failed", reason="r", started_at=1_000, ended_at=2_000, output="o", artifacts=("a_1",)
+    )
     assert set(wire.step_view(outcome)) == {f.name for f in attrs.fields(rec.StepOutcome)}

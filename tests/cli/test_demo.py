@@ -17,7 +17,14 @@ from amc.cli.demo import workload
 
 @pytest.mark.slow
 @pytest.mark.req(
-    "CANCEL-QUEUED/s1", "CANCEL-OUTCOME/s1", "ATTEMPTS/s1", "STEER/s1", "PAUSE/s1", "FOLLOWUP/s1", "AGENT-DRAIN/s2"
+    "CANCEL-QUEUED/s1",
+    "CANCEL-OUTCOME/s1",
+    "ATTEMPTS/s1",
+    "STEER/s1",
+    "PAUSE/s1",
+    "FOLLOWUP/s1",
+    "AGENT-DRAIN/s2",
+    "AGENT-EVIDENCE/s1",
 )
 def test_demo_runs_its_workload_and_exits_0(tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith("AMC_")}
@@ -43,6 +50,10 @@ def test_demo_runs_its_workload_and_exits_0(tmp_path):
     assert re.search(r"long-sync\s+│ running\s+│ \d+ ms\s+│ \d+ ms\s+│ \d+ ms", out), out
     assert "Lease loss: checkout's attempt 1 on h2/amc-sim-04 lost its host" in out
     assert "dispatched (paused)" in out  # the narration showed the pause while it lasted
+    smoke = next(job for job in json.loads(result.stdout)["jobs"] if job["name"] == "settings-smoke")
+    assert f"amc task artifacts {smoke['task']['id']}" in out  # where to look at the evidence
+    assert re.search(r"Evidence: the Host Agents stored \d+ screenshots and UI dumps", out), out
+    assert re.search(r"console http://127\.0\.0\.1:\d+/ui", out), out  # where to watch it in a browser
     assert "The store and the logs of this run are in" not in out  # a passing run leaves nothing behind
     assert list(tmp_path.iterdir()) == []  # nor anything in the directory it ran in
 
@@ -240,6 +251,10 @@ def good(name):
             ended("done", "reported"),
         ]
         seen = {"host_exit": 0}
+    observed = workload.observation_step_ids(job, plan)
+    for n, outcome in enumerate((task["result"] or {}).get("steps") or ()):
+        if outcome["id"] in observed and outcome["status"] == "completed":
+            outcome["artifacts"] = [f"a_{n}"]
     return job, task, events, messages, seen
 
 
@@ -288,6 +303,14 @@ def test_the_verdict_catches_a_stopped_host_that_failed_its_task_or_misreported_
     assert broken("app-update", lambda t, e: e.pop(0))  # no released event
     job, task, events, messages, _ = copy.deepcopy(good("app-update"))
     assert workload.check(job, task, events, messages, {"host_exit": 1})  # the stopped agent did not exit 0
+
+
+def test_the_verdict_catches_a_screenshot_or_ui_dump_without_its_artifact():
+    assert broken("settings-smoke", lambda t, e: t["result"]["steps"][2].pop("artifacts")) == [
+        "the observation steps capture completed without listing their artifact"
+    ]
+    assert broken("settings-smoke", lambda t, e: t["result"]["steps"][3].update(artifacts=[]))
+    assert broken("onboarding", lambda t, e: t["result"]["steps"][-1].update(artifacts=["a_1", "a_2"]))
 
 
 def test_the_verdict_catches_an_unfinished_task_and_missing_steps():

@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from amc.cli.views import (
+    artifacts_table,
     attempts_table,
     history_table,
     hosts_table,
@@ -99,13 +100,28 @@ HOSTS = [
         ],
     }
 ]
+ARTIFACTS = [
+    {
+        "id": f"a_{n:020x}",
+        "task_id": RUNNING_ID,
+        "attempt": n,
+        "step": "a_step_with_a_long_name",
+        "name": "a-screenshot-of-the-settings-screen-after-the-launch.png",
+        "content_type": "application/vnd.android.ui-hierarchy+xml",
+        "size": 2_345_678,
+        "sha256": "0" * 64,
+        "created_at": LONG_AGO,
+    }
+    for n in (1, 2)
+]
 EVENTS = [{"seq": 1, "at": LONG_AGO, "type": "submitted", "data": {"tenant": "acme", "priority": 5}}]
 
 TABLES = {
     "tasks": lambda: tasks_table([QUEUED, RUNNING]),
     "task": lambda: task_detail(RUNNING, MESSAGES),
     "messages": lambda: messages_table(MESSAGES),
-    "steps": lambda: steps_table(STEPS),
+    "steps": lambda: steps_table(STEPS, [{**ARTIFACTS[0], "step": "b"}]),
+    "artifacts": lambda: artifacts_table(ARTIFACTS),
     "attempts": lambda: attempts_table(RUNNING["attempts"]),
     "hosts": lambda: hosts_table(HOSTS),
     "history": lambda: history_table(EVENTS),
@@ -116,6 +132,7 @@ WHOLE = {
     "task": [RUNNING_ID, MESSAGE_ID, "not_admitted", "released", "lab-1/amc-sim-01"],
     "messages": [MESSAGE_ID, "not_admitted"],
     "steps": ["completed", "interrupted", "not_started"],
+    "artifacts": ["a_step_with_a_long_name", "2.2 MiB"],
     "attempts": ["released", "active", "lab-1/amc-sim-01"],
     "hosts": ["lab-1", "emulator-5554", f"{RUNNING_ID} #2"],
     "history": ["submitted"],

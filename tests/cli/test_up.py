@@ -67,6 +67,8 @@ def test_up_runs_a_local_stack_that_the_cli_finds_and_stops_cleanly_on_ctrl_c(tm
         url = re.search(r"server\s+(http://\S+)", banner).group(1)
         assert f"2 simulated device(s) (no adb server is running at 127.0.0.1:{adb_port})" in banner
         assert "amc-sim-01 (Pixel 7), amc-sim-02 (SM-G991B)" in banner
+        assert f"console     {url}/ui" in banner  # the web console, served by the same server
+        assert httpx.get(f"{url}/ui", timeout=10).status_code == 200
         tokens = tmp_path / ".amc" / "tokens.json"
         assert ".amc/tokens.json" in banner and stat.S_IMODE(tokens.stat().st_mode) == 0o600
 

@@ -48,8 +48,8 @@ HTTP_MUTANTS: dict[str, list[Edit]] = {
         Edit(
             "amc.adapters.http.bodies",
             "decode_list_query",
-            """return status, int(text), after""",
-            """return status, min(int(text), 100), after""",
+            """return ListQuery(status, int(text), after""",
+            """return ListQuery(status, min(int(text), 100), after""",
         )
     ],
     "wrong-method-answered-404": [

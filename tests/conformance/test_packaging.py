@@ -94,7 +94,8 @@ def wheel(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_the_wheel_holds_the_suite_and_keeps_pytest_in_the_extras(wheel):
-    """The scenarios, their conftest and the catalogue are in the wheel; pytest and Hypothesis only in extras."""
+    """The scenarios, their conftest, the catalogue and the console's files are in the wheel;
+    pytest and Hypothesis only in extras."""
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
@@ -106,6 +107,11 @@ def test_the_wheel_holds_the_suite_and_keeps_pytest_in_the_extras(wheel):
     for name in ("conftest.py", "test_submit.py", "test_differential.py"):
         assert f"amc/conformance/scenarios/{name}" in names
     assert {"amc/conformance/requirements.txt", "amc/conformance/pytest.ini"} <= names
+    # The web console's static files (amc serve serves them at /ui; nothing is built or fetched).
+    console = {
+        f"amc/adapters/http/console/{name}" for name in ("index.html", "app.js", "app.css", "task.js", "live.js")
+    }
+    assert console <= names, f"missing from the wheel: {sorted(console - names)}"
 
     def project(requirement: str) -> str:
         return requirement.split(";")[0].split(">")[0].split("=")[0].split("[")[0].strip().lower()

@@ -13,7 +13,8 @@ from attrs import evolve
 
 from amc.core.errors import Code
 from amc.core.history import history_data, history_type
-from amc.core.records import Plan, Step
+from amc.core.lifecycle import StepStatus, TaskStatus
+from amc.core.records import Plan, Step, StepOutcome
 from tests.model.world import LEASE_MS, World, code
 
 req = pytest.mark.req
@@ -130,3 +131,69 @@ def test_an_unknown_task_or_attempt_is_not_found():
     _, a = running(w)
     assert code(w.store(evolve(a, task_id="nope"), host="h1")) == Code.not_found
     assert code(w.store(evolve(a, attempt=2), host="h1")) == Code.not_found
+
+
+# -- retention: purging the artifacts of an ended task ---------------------------------------
+
+
+@req("ARTIFACT-RETAIN/s2")
+def test_a_purge_drops_every_artifact_of_an_ended_task_and_the_history_keeps_what_they_were():
+    from amc.core.commands import PurgeArtifacts
+
+    w = World()
+    task_id, a = running(w)
+    shot = w.store(a, name="shot.png", size=100).reply.artifact
+    log = w.store(a, name="log.txt", sha256="c" * 64, size=20).reply.artifact
+    refused = w.run(PurgeArtifacts(now=w.now, task_id=task_id))
+    assert code(refused) == Code.invalid_request and "only an ended task" in refused.rejection.detail
+    assert w.report(a, "done").accepted
+    purged = w.run(PurgeArtifacts(now=w.now, task_id=task_id))
+    assert purged.accepted and w.task(task_id).artifacts == ()
+    assert history_type(w.log[-1]) == "artifacts_purged"
+    assert history_data(w.log[-1]) == {"ids": [shot.id, log.id], "bytes": 120}
+    again = w.run(PurgeArtifacts(now=w.now, task_id=task_id))
+    assert again.accepted and not again.events  # nothing left to drop
+    assert code(w.run(PurgeArtifacts(now=w.now, task_id="t_nope"))) == Code.not_found
+    w.restart()
+    assert w.task(task_id).artifacts == ()
+
+
+def outcomes(open_ids: tuple[str, ...] = (), look_ids: tuple[str, ...] = ()) -> tuple[StepOutcome, ...]:
+    """Both steps of `PLAN` completed, listing these artifacts."""
+    return (
+        StepOutcome(id="open", status=StepStatus.completed, artifacts=open_ids),
+        StepOutcome(id="look", status=StepStatus.completed, artifacts=look_ids),
+    )
+
+
+@req("ARTIFACT/s9")
+@pytest.mark.parametrize("release", [False, True], ids=["result", "release"])
+def test_a_step_outcome_lists_only_its_own_attempts_artifacts_of_that_step(release):
+    w = World()
+    w.register("h2", "d2")
+    task_id, first = running(w)
+    mine = w.store(first, name="open.png", step="open").reply.artifact
+    w.advance(LEASE_MS)  # expired: attempt 2 goes to h2
+    second = w.claim("h2")
+    assert second is not None and w.start(second).accepted
+    other = w.store(second, name="open.png", step="open").reply.artifact
+    looked = w.store(second, name="look.png", step="look").reply.artifact
+
+    def send(steps):
+        return w.release(second, steps=steps) if release else w.report(second, "done", steps=steps)
+
+    for steps, named in (
+        (outcomes(open_ids=(mine.id,)), mine.id),  # attempt 1's
+        (outcomes(open_ids=(looked.id,)), looked.id),  # another step's
+        (outcomes(look_ids=("a_nowhere",)), "a_nowhere"),  # no artifact at all
+        (outcomes(open_ids=(other.id, other.id)), "twice"),
+    ):
+        refused = send(steps)
+        assert code(refused) == Code.invalid_request and named in refused.rejection.detail, steps
+    task = w.task(task_id)
+    assert task.status == TaskStatus.dispatched and task.attempts[1].active
+    assert send(outcomes(open_ids=(other.id,), look_ids=(looked.id,))).accepted
+    recorded = w.task(task_id).attempts[1].steps if release else w.task(task_id).result.steps
+    assert [o.artifacts for o in recorded] == [(other.id,), (looked.id,)]
+    w.restart()
+    assert (w.task(task_id).attempts[1].steps if release else w.task(task_id).result.steps) == recorded

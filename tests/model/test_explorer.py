@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from amc.cli.model import model
@@ -92,3 +93,30 @@ def test_a_planted_part_c_bug_is_found_with_a_shortest_trace(monkeypatch):
     assert result.violation and all(v.startswith("I12") for v in result.violation)
     assert result.violation == ["I12: artifact t1/t1a1 was added by attempt 1 without a live lease"]
     assert result.trace == ["submit t1", "h1 registers d1", "claim h1", "report done t1#1", "store x=a t1#1"]
+
+
+def test_a_planted_purge_of_a_running_task_is_found(monkeypatch):
+    from amc.core import kernel
+    from amc.core.commands import PurgeArtifacts
+    from amc.core.decisions import Decision
+    from amc.core.events import ArtifactsPurged
+
+    def purge_whatever_the_status(state, c):  # the evidence of a running task vanishes
+        task = state.tasks[c.task_id]
+        return Decision(events=(ArtifactsPurged(at=c.now, task_id=task.id, artifacts=task.artifacts),))
+
+    monkeypatch.setitem(kernel._DECIDERS, PurgeArtifacts, purge_whatever_the_status)
+    result = explore(Scope(hosts=1, tasks=1, max_attempts=1, artifacts=2))
+    assert result.violation == ["I12: artifacts of task t1 were changed or removed"]
+    assert result.trace[-1] == "purge t1"
+
+
+@pytest.mark.req("ARTIFACT/s9")
+def test_a_step_outcome_listing_another_attempts_artifact_is_found(monkeypatch):
+    from amc.core import artifacts
+
+    monkeypatch.setattr(artifacts, "listing_problem", lambda task, number, steps: None)  # any id may be listed
+    result = explore(Scope(hosts=1, tasks=1, max_attempts=2, artifacts=2))
+    assert result.violation and all(v.startswith("I12") for v in result.violation)
+    assert "lists artifacts" in result.violation[0]
+    assert result.trace[-1].startswith("report done with evidence t1#2")

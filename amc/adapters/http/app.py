@@ -30,6 +30,7 @@ import orjson
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
@@ -37,6 +38,7 @@ from starlette.routing import Match, Route
 from amc.adapters.http import access, bodies, wire
 from amc.adapters.http.artifacts import ArtifactRoutes
 from amc.adapters.http.auth import Authenticator, Principal
+from amc.adapters.http.console import Console
 from amc.adapters.http.liveness import HostLiveness, Progress, ProgressBoard
 from amc.adapters.http.longpoll import WorkSignal
 from amc.adapters.http.metrics import CONTENT_TYPE, Metrics
@@ -51,6 +53,7 @@ from amc.adapters.http.problems import (
     unauthorized,
 )
 from amc.adapters.http.settings import Settings
+from amc.adapters.http.standby import StandbyGate
 from amc.adapters.http.timer import ExpiryTimer
 from amc.core.commands import (
     AcknowledgeMessage,
@@ -83,7 +86,7 @@ from amc.core.events import TaskAssigned
 from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.records import Boundary, DeviceSpec, Host, Message, Requirements, Task
 from amc.core.times import to_rfc3339
-from amc.core.waiting import waiting
+from amc.core.waiting import Waiting, waiting
 from amc.service import BlobStore, MemoryBlobStore, Service, StorageUnavailable
 
 log = logging.getLogger("amc.http")
@@ -255,12 +258,25 @@ class Api:
 
     # -- views with what the server knows of the moment -------------------------------------
 
-    def task_view(self, task: Task, hosts: list[Host] | None = None) -> dict[str, Any]:
+    def task_view(
+        self, task: Task, hosts: list[Host] | None = None, reasons: dict[tuple, Waiting | None] | None = None
+    ) -> dict[str, Any]:
         """A task with its attempts' progress and, when queued, why it waits (`hosts`: the
-        registered hosts, when the caller already read them)."""
+        registered hosts, when the caller already read them; `reasons`: the answers already
+        worked out for this read, by what they depend on)."""
         why = None
         if task.status == TaskStatus.queued:
-            why = waiting(task, self.service.hosts() if hosts is None else hosts, self.liveness.online)
+            # Why a task waits depends only on its requirements and whether it is held, and
+            # working it out passes over every device: a page of tasks that share their
+            # requirements (the usual case) pays for one pass, not one per task.
+            requirements = task.requirements
+            key = (requirements.serial, tuple(sorted(requirements.attributes.items())), task.held)
+            if reasons is not None and key in reasons:
+                why = reasons[key]
+            else:
+                why = waiting(task, self.service.hosts() if hosts is None else hosts, self.liveness.online)
+                if reasons is not None:
+                    reasons[key] = why
         return wire.task_view(task, progress=self.progress.of, waiting=why)
 
     def host_view(self, host: Host) -> dict[str, Any]:
@@ -309,15 +325,23 @@ class Api:
     async def list_tasks(self, request: Request) -> Response:
         principal, _ = await self.begin(request)
         access.require_role(principal, "client", "admin")
-        status, limit, after = bodies.decode_list_query(request.query_params, self.settings.limits)
+        query = bodies.decode_list_query(request.query_params, self.settings.limits)
         await self.catch_up()
         try:
-            page = self.service.tasks(principal.scope, status, after, limit)
+            page = self.service.tasks(
+                principal.scope,
+                query.status,
+                query.after,
+                query.limit,
+                newest_first=query.newest_first,
+                label=query.label,
+            )
         except (ValueError, TypeError, KeyError):
             raise invalid("after: not a cursor from this server") from None
         # Read the hosts once for the page, if any of its tasks is queued.
         hosts = self.service.hosts() if any(t.status == TaskStatus.queued for t in page.tasks) else []
-        return json_response({"tasks": [self.task_view(t, hosts) for t in page.tasks], "next": page.next})
+        reasons: dict[tuple, Waiting | None] = {}
+        return json_response({"tasks": [self.task_view(t, hosts, reasons) for t in page.tasks], "next": page.next})
 
     async def history(self, request: Request) -> Response:
         principal, _ = await self.begin(request)
@@ -599,6 +623,8 @@ class Api:
             Route("/metrics", self.metrics_text, methods=["GET"]),
             # Always routed: a non-admin is refused (403) before anyone learns the clock's kind.
             Route("/v1/admin/clock", self.advance_clock, methods=["POST"]),
+            # The web console's static files, last: no request of the API is matched against them.
+            *Console().routes(),
         ]
         return routes
 
@@ -661,7 +687,9 @@ def create_app(
                 await _close(service)
 
     handlers: dict[Any, Any] = {**EXCEPTION_HANDLERS, HTTPException: api.unrouted}
-    app = Starlette(routes=api.routes(), exception_handlers=handlers, lifespan=lifespan)
+    # A service shared with other servers may be a standby: then every request is 503 (standby.py).
+    middleware = [Middleware(StandbyGate, service=service)] if hasattr(service, "leading") else []
+    app = Starlette(routes=api.routes(), exception_handlers=handlers, lifespan=lifespan, middleware=middleware)
     app.state.api = api
     app.state.redact = tokens.redact  # problems.py keeps tokens out of error details with it
     return app

@@ -189,6 +189,7 @@ class StepOutcomeBody:
     started_at: str | None = None
     ended_at: str | None = None
     output: str | None = None
+    artifacts: list[str] | None = None  # Part C: ids of the step's artifacts
 
 
 @attrs.frozen(kw_only=True)
@@ -362,6 +363,8 @@ def _step_outcomes(steps: list[StepOutcomeBody] | None, limits: Limits) -> tuple
             raise InvalidRequest(f"{where}.reason: at most {limits.max_reason_length} characters")
         if step.output is not None and len(step.output) > limits.max_string_length:
             raise InvalidRequest(f"{where}.output: at most {limits.max_string_length} characters")
+        if any(len(artifact_id) > limits.max_id_length for artifact_id in step.artifacts or ()):
+            raise InvalidRequest(f"{where}.artifacts: an artifact id has at most {limits.max_id_length} characters")
         outcomes.append(
             StepOutcome(
                 id=step.id,
@@ -370,6 +373,7 @@ def _step_outcomes(steps: list[StepOutcomeBody] | None, limits: Limits) -> tuple
                 started_at=_time(f"{where}.started_at", step.started_at),
                 ended_at=_time(f"{where}.ended_at", step.ended_at),
                 output=step.output,
+                artifacts=tuple(step.artifacts or ()),
             )
         )
     return tuple(outcomes)
@@ -458,12 +462,26 @@ def decode_clock(raw: bytes, limits: Limits) -> int:
     return seconds_to_ms(clock.advance_seconds)
 
 
-def decode_list_query(params: QueryParams, limits: Limits) -> tuple[str | None, int, str | None]:
-    """``status``, ``limit`` and ``after`` of a task listing."""
-    unknown = set(params.keys()) - {"status", "limit", "after"}
+@attrs.frozen
+class ListQuery:
+    """A task listing's query: which tasks, how many, from where, in which order."""
+
+    status: str | None
+    limit: int
+    after: str | None
+    newest_first: bool
+    label: tuple[str, str] | None
+
+
+LIST_PARAMETERS = ("status", "limit", "after", "order", "label")
+
+
+def decode_list_query(params: QueryParams, limits: Limits) -> ListQuery:
+    """``status``, ``limit``, ``after``, ``order`` and ``label`` of a task listing."""
+    unknown = set(params.keys()) - set(LIST_PARAMETERS)
     if unknown:
         raise InvalidRequest(f"query: unknown parameter(s) {', '.join(sorted(unknown))}")
-    for name in ("status", "limit", "after"):
+    for name in LIST_PARAMETERS:
         if len(params.getlist(name)) > 1:
             raise InvalidRequest(f"{name}: given more than once")
     status = params.get("status")
@@ -475,4 +493,18 @@ def decode_list_query(params: QueryParams, limits: Limits) -> tuple[str | None, 
     after = params.get("after")
     if after is not None and (not after or len(after) > 256):
         raise InvalidRequest("after: not a cursor from this server")
-    return status, int(text), after
+    order = params.get("order", "oldest")
+    if order not in ("oldest", "newest"):
+        raise InvalidRequest("order: must be oldest or newest")
+    label = None
+    if "label" in params:
+        key, equals, value = params["label"].partition("=")
+        if (
+            not equals
+            or not key
+            or len(key) > limits.max_map_string_length
+            or len(value) > limits.max_map_string_length
+        ):
+            raise InvalidRequest("label: must be key=value, as the task's labels hold them")
+        label = (key, value)
+    return ListQuery(status, int(text), after, order == "newest", label)

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from amc.core.errors import InvalidRequest
-from amc.service import StorageUnavailable
+from amc.service import NotLeader, StorageUnavailable
 
 log = logging.getLogger("amc.http")
 
@@ -49,6 +49,7 @@ CODES: dict[str, tuple[int, str]] = {
     "no_cancellation_requested": (409, "No cancellation was requested"),
     "message_conflict": (409, "Message state conflict"),
     "artifact_conflict": (409, "An artifact of this name holds other bytes"),
+    "not_leader": (503, "This server is a standby"),
     "storage_unavailable": (503, "Storage unavailable"),
 }
 
@@ -133,6 +134,20 @@ async def on_http(request: Request, exc: HTTPException) -> Response:
     return problem_response(code, _shown(request, str(exc.detail)), exc.status_code)
 
 
+# How long a caller of a standby waits before it tries again (`Retry-After`, seconds): a
+# takeover takes about a second (specs/design.md, PostgreSQL).
+STANDBY_RETRY_AFTER_S = 1
+
+
+def not_leader_response(detail: str) -> Response:
+    return problem_response("not_leader", detail, headers={"Retry-After": str(STANDBY_RETRY_AFTER_S)})
+
+
+async def _on_not_leader(request: Request, exc: NotLeader) -> Response:
+    # The server stopped leading while the command waited: the caller tries the leader.
+    return not_leader_response(str(exc) or "this server is not the leader")
+
+
 async def _on_storage_unavailable(request: Request, exc: StorageUnavailable) -> Response:
     # The reason (a path, an errno) is for the operator's log, where the store wrote it.
     log.warning("%s %s: storage unavailable: %s", request.method, _shown(request, request.url.path), exc)
@@ -154,6 +169,7 @@ async def _on_bug(request: Request, exc: Exception) -> Response:
 EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Any], Awaitable[Response]]] = {
     Problem: on_problem,
     InvalidRequest: _on_invalid,
+    NotLeader: _on_not_leader,
     HTTPException: on_http,
     StorageUnavailable: _on_storage_unavailable,
     Exception: _on_bug,

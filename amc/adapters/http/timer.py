@@ -24,6 +24,9 @@ from amc.service import Service
 log = logging.getLogger("amc.http.timer")
 
 SLACK_SECONDS = 0.002  # sleep a little past the expiry: loop timers may fire early
+# With no lease active the timer still looks again this often: a server that has just taken
+# over a shared store (specs/design.md, PostgreSQL) has leases that no command of its own poked.
+IDLE_RECHECK_SECONDS = 1.0
 
 
 class ExpiryTimer:
@@ -66,7 +69,10 @@ class ExpiryTimer:
         self._wake.clear()
         upcoming = self._armed = self._service.next_expiry()
         if upcoming is None:
-            await self._wake.wait()
+            try:
+                await asyncio.wait_for(self._wake.wait(), IDLE_RECHECK_SECONDS)
+            except TimeoutError:
+                pass
             return
         delay = (upcoming - self._service.clock.now()) / 1000
         if delay <= 0:

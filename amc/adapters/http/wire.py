@@ -158,6 +158,8 @@ def step_outcome_view(step: StepOutcome) -> dict[str, Any]:
         view["ended_at"] = rfc3339(step.ended_at)
     if step.output is not None:
         view["output"] = step.output
+    if step.artifacts:
+        view["artifacts"] = list(step.artifacts)
     return view
 
 

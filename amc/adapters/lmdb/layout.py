@@ -27,7 +27,7 @@ that took the commit from 18 to 10 µs of CPU per command and its fsync wait fro
 27 µs. A store of schema 1 is upgraded in place, in one transaction, the first time it is
 opened for writing (`upgrade.py`).
 
-Values are the JSON of `amc.adapters.lmdb.codec` (one cattrs converter, stable tags), so renaming a
+Values are the JSON of `amc.adapters.codec` (one cattrs converter, stable tags), so renaming a
 Python class never breaks a stored record; the hooks of the records are generated there
 from the `attrs` declarations. A field added to a record changes the stored JSON: bump
 `SCHEMA_VERSION` with it, add the step that brings older stores forward to `upgrade.py`
@@ -42,18 +42,23 @@ from __future__ import annotations
 import functools
 import re
 import struct
-from collections.abc import Callable
 from typing import Any
 
 import attrs
-import orjson
 
-from amc.adapters.lmdb import codec
+# The values' encoding is shared with every store (`amc.adapters.codec`); re-exported here,
+# where the LMDB code has always found it.
+from amc.adapters.codec import TaskLoader as TaskLoader
+from amc.adapters.codec import decode_event as decode_event
+from amc.adapters.codec import decode_host as decode_host
+from amc.adapters.codec import decode_task as decode_task
+from amc.adapters.codec import encode as encode
+from amc.adapters.codec import encode_host as encode_host
+from amc.adapters.codec import encode_task as encode_task
 from amc.core.errors import InvalidRequest
-from amc.core.events import Event
-from amc.core.records import Host, Plan, Requirements, Task
+from amc.core.records import Task
 
-SCHEMA_VERSION = 4  # 3: attempts' steps (release); 4: tasks' artifacts; see upgrade.py
+SCHEMA_VERSION = 5  # 3: attempts' steps (release); 4: tasks' artifacts; 5: step outcomes' artifacts; see upgrade.py
 FORMAT = b"amc-store"
 
 DATA_FILE = "data.mdb"  # LMDB's own file names (subdir=True)
@@ -196,108 +201,6 @@ def lease_of(task: Task) -> tuple[bytes, bytes] | None:
 
 def lease_expiry(key: bytes) -> int:
     return read_u64(key[:8])
-
-
-# --- values ------------------------------------------------------------------------------
-
-_TAGS = {cls: tag for table in (codec.EVENT_TAGS, codec.RECORD_TAGS) for tag, cls in table.items()}
-
-
-def _encoder(cls: type) -> Callable[[Any], bytes]:
-    tag, unstructure = _TAGS[cls], codec.converter.get_unstructure_hook(cls)
-
-    def encode(value: Any) -> bytes:
-        data = unstructure(value)
-        data["type"] = tag
-        return orjson.dumps(data)
-
-    return encode
-
-
-# The commit path encodes every changed record and every event: one encoder per class,
-# with the converter's hook looked up once instead of on every call.
-_ENCODERS: dict[type, Callable[[Any], bytes]] = {cls: _encoder(cls) for cls in _TAGS}
-
-
-def encode(value: Any) -> bytes:
-    """A record or an event as tagged JSON: exactly `codec.dumps(value)`."""
-    return _ENCODERS[type(value)](value)
-
-
-encode_task: Callable[[Task], bytes] = _ENCODERS[Task]
-encode_host: Callable[[Host], bytes] = _ENCODERS[Host]
-
-
-def _decoder(tag: str, cls: type) -> Callable[[bytes], Any]:
-    structure = codec.converter.get_structure_hook(cls)
-
-    def decode(raw: bytes) -> Any:
-        data = orjson.loads(raw)
-        found = data.pop("type", None)
-        if found != tag:
-            raise ValueError(f"expected a {tag!r} record, found {found!r}")
-        return structure(data, cls)
-
-    return decode
-
-
-decode_task: Callable[[bytes], Task] = _decoder("task", Task)
-decode_host: Callable[[bytes], Host] = _decoder("host", Host)
-
-
-class TaskLoader:
-    """Decodes the task records at start-up, structuring each distinct plan (and each
-    distinct set of requirements) once: `decode_task`, with those two fields shared.
-
-    A backlog is mostly many tasks of a few plans, and structuring a plan is the larger
-    part of decoding a task; records are immutable, so tasks decoded from the same plan
-    JSON can share one `Plan` (about a quarter less CPU at start-up, bench/RESULTS-records.md).
-    Keep a loader for one load: its caches grow with the distinct plans it saw.
-    """
-
-    def __init__(self) -> None:
-        structure = codec.converter.get_structure_hook
-        self._structure = codec.make_structure(
-            Task, plan=_shared(structure(Plan)), requirements=_shared(structure(Requirements))
-        )
-
-    def __call__(self, raw: bytes) -> Task:
-        data = orjson.loads(raw)
-        found = data.pop("type", None)
-        if found != "task":
-            raise ValueError(f"expected a 'task' record, found {found!r}")
-        return self._structure(data)
-
-
-def _shared(structure: Callable[..., Any]) -> Callable[[Any], Any]:
-    """`structure`, answering equal JSON with the same record."""
-    cache: dict[bytes, Any] = {}
-    seen = 0
-
-    def structure_shared(data: Any) -> Any:
-        nonlocal seen
-        if seen < 0:  # sharing did not pay: every record structures its own
-            return structure(data)
-        key = orjson.dumps(data)  # the same stored JSON gives the same record
-        found = cache.get(key)
-        if found is None:
-            found = cache[key] = structure(data)
-        seen += 1
-        # After a few thousand records, stop keying if almost all were distinct
-        # (every task its own plan): the key costs more than it saves.
-        if seen == 4096 and len(cache) > 4096 - 512:
-            cache.clear()
-            seen = -1
-        return found
-
-    return structure_shared
-
-
-def decode_event(raw: bytes) -> Event:
-    event = codec.loads(raw)
-    if type(event) not in codec.EVENT_TAGS.values():
-        raise ValueError(f"the log holds a {type(event).__name__}, not an event")
-    return event
 
 
 def fields_differing(a: Any, b: Any) -> list[str]:

@@ -8,14 +8,17 @@ an index; none scans the tasks.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import lmdb
 
+from amc import service as port
 from amc.adapters.lmdb import layout
 from amc.adapters.lmdb.store import Store, read_host, read_task, task_seq_key
 from amc.core.errors import InvalidRequest
 from amc.core.history import history_data, history_type
 from amc.core.records import Host, Task
-from amc.service import HistoryEntry, Page
+from amc.service import HistoryEntry, Page, has_label
 
 
 def _indexed(txn: lmdb.Transaction[bytes], key: bytes, db: lmdb._Database) -> bytes:
@@ -30,32 +33,73 @@ def task(store: Store, txn: lmdb.Transaction[bytes], task_id: str) -> Task | Non
 
 
 def tasks(
-    store: Store, txn: lmdb.Transaction[bytes], tenant: str | None, status: str | None, after: str | None, limit: int
+    store: Store,
+    txn: lmdb.Transaction[bytes],
+    tenant: str | None,
+    status: str | None,
+    after: str | None,
+    limit: int,
+    *,
+    newest_first: bool = False,
+    label: tuple[str, str] | None = None,
 ) -> Page:
-    """A page of tasks, oldest first (by `seq`), from the listing index of one scope."""
+    """A page of tasks by `seq`, oldest or newest first, from the listing index of one scope;
+    with a `label`, only the tasks that have it, examining at most `port.LABEL_SCAN_LIMIT` of them."""
     if limit < 1:
         raise InvalidRequest("limit: must be at least 1")
-    start_seq = layout.parse_cursor(after)
+    start_seq = layout.parse_cursor(after)  # oldest first: the first seq shown; newest first: one past the last
     too_long = (tenant is not None and len(tenant.encode()) > layout.MAX_ID_BYTES) or (
         status is not None and len(status.encode()) > 64
     )
     if too_long:
         return Page([], None)  # nothing that long was ever stored (nor could be keyed)
     prefix = layout.listing_prefix(tenant, status)
-    start = prefix + layout.u64(start_seq)
+    keys = (
+        _newest_first(txn, store, prefix, start_seq - 1 if after else None)
+        if newest_first
+        else _oldest_first(txn, store, prefix, start_seq)
+    )
+    found: list[Task] = []
+    examined = 0
+    for key in keys:
+        if len(found) == limit:  # one beyond the page exists: the page gets a cursor
+            return Page(found, layout.cursor_of(found[-1]))
+        seq_key = key[-8:]  # a listing key ends with the task's seq: its record's key
+        if label is None:
+            found.append(layout.decode_task(_indexed(txn, seq_key, store.tasks)))
+            continue
+        if examined == port.LABEL_SCAN_LIMIT:  # stop here; the next page starts with this task
+            seq = int.from_bytes(seq_key, "big")
+            return Page(found, str(seq + 1 if newest_first else seq - 1))
+        examined += 1
+        task = layout.decode_task(_indexed(txn, seq_key, store.tasks))
+        if has_label(task, label):
+            found.append(task)
+    return Page(found, None)
+
+
+def _oldest_first(txn: lmdb.Transaction[bytes], store: Store, prefix: bytes, start_seq: int) -> Iterator[bytes]:
+    """The listing keys of `prefix` from `start_seq` on, in ascending seq."""
     cursor = txn.cursor(db=store.listing)
-    seq_keys: list[bytes] = []
-    more = False
-    if cursor.set_range(start):
+    if cursor.set_range(prefix + layout.u64(start_seq)):
         for key in cursor.iternext(values=False):
             if not key.startswith(prefix):
-                break
-            if len(seq_keys) == limit:
-                more = True  # one beyond the page exists: the page gets a cursor
-                break
-            seq_keys.append(key[-8:])  # a listing key ends with the task's seq: its record's key
-    found = [layout.decode_task(_indexed(txn, key, store.tasks)) for key in seq_keys]
-    return Page(found, layout.cursor_of(found[-1]) if more else None)
+                return
+            yield key
+
+
+def _newest_first(txn: lmdb.Transaction[bytes], store: Store, prefix: bytes, below: int | None) -> Iterator[bytes]:
+    """The listing keys of `prefix` with a seq below `below` (None: all), in descending seq."""
+    cursor = txn.cursor(db=store.listing)
+    bound = prefix + (layout.u64(below) if below is not None else b"\xff" * 9)
+    # Stand on the first key at or past the bound, then step back: the last key below it.
+    positioned = cursor.prev() if cursor.set_range(bound) else cursor.last()
+    if not positioned:
+        return
+    for key in cursor.iterprev(values=False):
+        if not key.startswith(prefix):
+            return
+        yield key
 
 
 def history(store: Store, txn: lmdb.Transaction[bytes], task_id: str) -> list[HistoryEntry]:

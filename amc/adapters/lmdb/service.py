@@ -121,13 +121,23 @@ class LmdbService:
         with self._store.read() as txn:
             return reads.task(self._store, txn, task_id)
 
-    def tasks(self, tenant: str | None, status: str | None, after: str | None, limit: int) -> Page:
-        """A page of tasks, oldest first; `tenant` None means every tenant.
+    def tasks(
+        self,
+        tenant: str | None,
+        status: str | None,
+        after: str | None,
+        limit: int,
+        *,
+        newest_first: bool = False,
+        label: tuple[str, str] | None = None,
+    ) -> Page:
+        """A page of tasks, oldest first (or newest first); `tenant` None means every tenant;
+        `label` keeps only the tasks with that label.
 
         `after` is the `next` of the previous page; a malformed one raises `InvalidRequest`.
         """
         with self._store.read() as txn:
-            return reads.tasks(self._store, txn, tenant, status, after, limit)
+            return reads.tasks(self._store, txn, tenant, status, after, limit, newest_first=newest_first, label=label)
 
     def history(self, task_id: str) -> list[HistoryEntry]:
         with self._store.read() as txn:

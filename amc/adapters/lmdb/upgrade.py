@@ -18,6 +18,10 @@ record is rewritten; only the schema version changes (an older amc must not open
 whose records it would refuse). A store of schema 1 or 2 takes the steps before it first,
 all in the same transaction.
 
+Schema 4 to 5: a step outcome gains `artifacts` (the ids of its step's artifacts). An
+outcome written without it reads as listing none, in a record or in a logged event, so,
+as from 3 to 4, only the schema version changes.
+
 Only the writer upgrades (it holds the writer lock); a read-only open of an old store
 (`amc store verify`) is refused with a message that says how to upgrade it.
 """
@@ -35,7 +39,7 @@ from amc.adapters.lmdb.errors import NotAStore
 
 log = logging.getLogger("amc.store")
 
-UPGRADABLE = (b"1", b"2", b"3")
+UPGRADABLE = (b"1", b"2", b"3", b"4")
 
 # The fields of the records a store keeps (a task and a host, and the records inside them)
 # at `layout.SCHEMA_VERSION`. A field added to or removed from a record changes the stored
@@ -84,7 +88,7 @@ STORED_FIELDS: dict[str, tuple[str, ...]] = {
     "Result": ("status", "attempt", "reason", "metadata", "steps", "recorded_at"),
     "Stage": ("id", "steps"),
     "Step": ("id", "action", "args"),
-    "StepOutcome": ("id", "status", "reason", "started_at", "ended_at", "output"),
+    "StepOutcome": ("id", "status", "reason", "started_at", "ended_at", "output", "artifacts"),
     "Task": (
         "id",
         "tenant",
@@ -140,7 +144,7 @@ def _upgrade(path: Path, env: lmdb.Environment, meta) -> int:
             _from_schema_1(path, env, txn, tasks)
         if schema in (b"1", b"2"):
             count = _from_schema_2(path, txn, tasks)
-        # 3 to 4: nothing to rewrite (see the module docstring).
+        # 3 to 4 and 4 to 5: nothing to rewrite (see the module docstring).
         txn.put(layout.META_SCHEMA, str(layout.SCHEMA_VERSION).encode(), db=meta)
     return count
 

@@ -27,9 +27,10 @@ What happens, in order (about ten seconds):
    successor task (`scan-send`), which a host then runs.
 8. When every task has ended, the verdict (`workload.check`) compares each task resource,
    history and messages with what the protocol says, and the summary shows the tasks by
-   status, the messages and what became of them, and each cancellation's request-to-stop
+   status, the messages and what became of them, each cancellation's request-to-stop
    latency (to the delivery, to the last device command of the attempt from the
-   simulator's log, and to the recorded result).
+   simulator's log, and to the recorded result), and how many screenshots and UI dumps
+   the hosts stored, with the command that lists a task's (`amc task artifacts ID`).
 
 Exit 0 only when every task ended as it must. With --json the narration and tables go to
 stderr and stdout carries one JSON document: the verdict, and per job its task, messages
@@ -129,6 +130,7 @@ class DemoRun:
         self.console.print(
             f"[bold]amc demo[/bold]: a control plane, three Host Agents and five simulated phones, on a throwaway store.\n"
             f"  server  {url}  (store {workdir / 'store'}, leases of {LEASE_SECONDS:g} s)\n"
+            f"  console {url}/ui  (sign in with the client token in {workdir / 'tokens.json'})\n"
             f"  h1      {self._phones(specs[:3])}\n"
             f"  h2      {self._phones(specs[3:4])}: this host will die mid-task\n"
             f"  h3      {self._phones(specs[4:])}: this host will be stopped gracefully mid-task "
@@ -183,7 +185,6 @@ class DemoRun:
             host_id,
             tokens[host_id]["token"],
             adb_port=simulator.server_port,
-            artifacts=self.workdir / "artifacts",
             scan_seconds=0.5,
             claim_wait=5,
             drain_timeout=drain_timeout,
@@ -442,6 +443,7 @@ class DemoRun:
         self._latencies()
         self._lease_loss()
         self._messages()
+        self._evidence()
         for job in self.jobs:
             if job.name in self.tasks:
                 self.problems[job.name] = workload.check(
@@ -494,6 +496,21 @@ class DemoRun:
             steps = steps_table(steered)
             steps.title = "photo-share's steps after the steers:"
             self.console.print(steps)
+
+    def _evidence(self) -> None:
+        """How much evidence the hosts stored, and where to look at it."""
+        listed = [
+            artifact_id
+            for task in self.tasks.values()
+            for step in (task.get("result") or {}).get("steps") or ()
+            for artifact_id in step.get("artifacts") or ()
+        ]
+        example = self.ids.get("settings-smoke", "<ID>")
+        self.console.print(
+            f"\n[bold]Evidence:[/bold] the Host Agents stored {len(listed)} screenshots and UI dumps with their "
+            "tasks' steps. To list a task's (settings-smoke's here; on your own stack, `amc up`, any task's):"
+        )
+        self.console.print(f"  [bold]amc task artifacts {example}[/bold]", soft_wrap=True)
 
     def document(self, passed: bool) -> dict:
         """The run as one JSON document (`--json`): the verdict, and per job what the server holds."""

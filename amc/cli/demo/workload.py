@@ -99,13 +99,14 @@ def jobs() -> list[Job]:
         Job(
             "settings-smoke",
             PLAIN,
-            "open Settings and take a screenshot",
+            "open Settings, take a screenshot and a UI dump (stored with the task)",
             {
                 "plan": {
                     "steps": [
                         _step("open", "launch", package="com.android.settings"),
                         _step("settle", "wait", seconds=0.5),
                         _step("capture", "screenshot"),
+                        _step("layout", "ui_dump"),
                     ]
                 }
             },
@@ -276,6 +277,18 @@ def jobs() -> list[Job]:
 # -- the verdict ------------------------------------------------------------------------------
 
 
+# The actions whose evidence (a screenshot's PNG, a UI dump's XML) the Host Agent stores with
+# the task (specs/protocol.md Part C): each such step that completed lists its artifact.
+OBSERVATIONS = ("screenshot", "ui_dump")
+
+
+def observation_step_ids(job: Job, plan: dict) -> set[str]:
+    """The steps of `plan`, and those the job's steers insert, that take a screenshot or a UI dump."""
+    steps = [step for stage in plan["stages"] for step in stage["steps"]] if "stages" in plan else list(plan["steps"])
+    steps += [step for edit in job.steers for step in edit.get("steps", ())]
+    return {step["id"] for step in steps if step["action"] in OBSERVATIONS}
+
+
 def planned_step_ids(plan: dict) -> list[str]:
     if "stages" in plan:
         return [step["id"] for stage in plan["stages"] for step in stage["steps"]]
@@ -331,6 +344,13 @@ def check(
             [s["id"] for s in steps] == reported_step_ids(job, task["plan"]),
             "the reported steps are not one per planned step, in plan order",
         )
+        observed = observation_step_ids(job, task["plan"])
+        bare = [
+            s["id"]
+            for s in steps
+            if s["id"] in observed and s["status"] == StepStatus.completed and len(s.get("artifacts") or ()) != 1
+        ]
+        expect(not bare, f"the observation steps {', '.join(bare)} completed without listing their artifact")
 
     if job.kind in (PLAIN, STEERED, PAUSED, SUCCESSOR):
         skipped = skipped_step_ids(job)

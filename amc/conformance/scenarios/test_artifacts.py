@@ -115,3 +115,19 @@ def test_an_unknown_step_is_400_naming_it(scene):
     refused = upload_artifact(h1.caller, lease, "x.txt", b"x", step="nowhere", expect=(400, "invalid_request"))
     assert "nowhere" in refused["detail"]
     assert list_artifacts(scene.acme, task["id"]) == []
+
+
+@pytest.mark.req("ARTIFACT/s9")
+def test_a_step_outcome_lists_only_its_own_attempts_artifacts_of_that_step(scene):
+    h1 = scene.h1
+    task, lease = scene.running(h1, plan=plan_of("a", "b"))
+    shot = upload_artifact(h1.caller, lease, "a.png", b"png", step="a", content_type="image/png")
+    for listed in ({"b": [shot["id"]]}, {"a": ["a_not-an-artifact"]}):
+        steps = [{"id": s, "status": "completed", "artifacts": listed.get(s, [])} for s in ("a", "b")]
+        refused = h1.report(lease, "done", steps=steps, expect=(400, "invalid_request"))
+        assert next(iter(listed.values()))[0] in refused["detail"], "the detail names the id"
+    steps = [{"id": "a", "status": "completed", "artifacts": [shot["id"]]}, {"id": "b", "status": "completed"}]
+    done = h1.report(lease, "done", steps=steps)
+    assert done["result"]["steps"][0]["artifacts"] == [shot["id"]]
+    assert "artifacts" not in done["result"]["steps"][1], "a step with none lists none"
+    assert scene.acme.get_task(task["id"])["result"]["steps"] == done["result"]["steps"]

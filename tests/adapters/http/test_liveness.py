@@ -82,3 +82,31 @@ def test_serve_takes_a_host_timeout(tmp_path, tokens_file):  # noqa: F811  (the 
         eventually(lambda: client.host("h1")["online"] is False, timeout=3, what="h1 offline after 0.5 s")
     finally:
         served.stop()
+
+
+@req("WAITING/s4")
+def test_a_listed_page_says_why_each_queued_task_waits_by_its_own_requirements(make_amc):
+    """A listing works out `waiting` once per set of requirements (and held or not), and each
+    task still reads its own: the answer of one is never another's."""
+    amc = make_amc(clock="system")
+    amc.h1.register("h1", [{"serial": "d1", "attributes": {"model": "Pixel 7", "sdk": "34"}}])
+    specs = [
+        {"requirements": {"attributes": {"model": "Pixel 7", "sdk": "34"}}},
+        {"requirements": {"attributes": {"sdk": "34", "model": "Pixel 7"}}},  # the same, in another order
+        {"requirements": {"attributes": {"model": "Pixel 8"}}},
+        {"requirements": {"attributes": {"model": "Pixel 7", "sdk": "34"}}, "held": True},
+    ]
+    ids = []
+    for spec in specs:
+        task = amc.acme.submit(requirements=spec["requirements"])
+        if spec.get("held"):
+            amc.acme.post_message(task["id"], "pause")
+        ids.append(task["id"])
+    listed = {t["id"]: t["waiting"] for t in amc.acme.tasks()["tasks"]}
+    assert [listed[i] for i in ids] == [
+        {"reason": "ready", "matching_devices": 1},
+        {"reason": "ready", "matching_devices": 1},
+        {"reason": "no_device_matches", "matching_devices": 0},
+        {"reason": "held", "matching_devices": 1},
+    ]
+    assert [amc.acme.task(i)["waiting"] for i in ids] == [listed[i] for i in ids]

@@ -11,15 +11,20 @@ from openapi_spec_validator import validate
 
 from amc.adapters.http.app import create_app
 from amc.adapters.http.auth import TokenTable
+from amc.adapters.http.console import PREFIX
 from amc.adapters.http.settings import Settings
 from amc.service import MemoryService
 from tests.adapters.http.contract import CONTRACT, spec
 
 
 def routes() -> set[tuple[str, str]]:
+    """The API's routes: every route but the web console's static files (`/` and /ui), which
+    are a page for people, not part of the API (tests/adapters/http/test_console.py)."""
     app = create_app(MemoryService(), Settings(manual_clock=True), tokens=TokenTable())
     found = set()
     for route in app.routes:
+        if route.path == "/" or route.path == PREFIX or route.path.startswith(PREFIX + "/"):
+            continue
         path = re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path)
         found |= {(method.lower(), path) for method in route.methods if method != "HEAD"}
     return found

@@ -753,3 +753,49 @@ def test_listing_pages_oldest_first_with_a_cursor(amc):
         amc.acme.tasks(expect=400, **params)
         assert problem(amc.acme) == (400, "invalid_request")
         assert next(iter(params)) in amc.acme.last.json()["detail"]
+
+
+@pytest.mark.req("LISTING/s3")
+def test_listing_newest_first_and_by_label(amc_any_store):
+    amc = amc_any_store
+    ids = [amc.acme.submit(labels={"suite": "smoke"} if n in (1, 3) else {})["id"] for n in range(5)]
+    amc.beta.submit(labels={"suite": "smoke"})
+
+    seen, after = [], None
+    while True:
+        page = amc.acme.tasks(limit=2, order="newest", **({"after": after} if after else {}))
+        seen += [t["id"] for t in page["tasks"]]
+        after = page["next"]
+        if after is None:
+            break
+    assert seen == ids[::-1]
+    assert [t["id"] for t in amc.acme.tasks(label="suite=smoke")["tasks"]] == [ids[1], ids[3]]
+    assert [t["id"] for t in amc.acme.tasks(label="suite=smoke", order="newest")["tasks"]] == [ids[3], ids[1]]
+    assert amc.acme.tasks(label="suite=other")["tasks"] == []
+    assert amc.acme.tasks(label="suite=smoke", status="done")["tasks"] == []
+    assert len(amc.admin.tasks(label="suite=smoke")["tasks"]) == 3
+    for params in ({"order": "oldest-first"}, {"label": "suite"}, {"label": "=smoke"}):
+        amc.acme.tasks(expect=400, **params)
+        assert problem(amc.acme) == (400, "invalid_request")
+        assert next(iter(params)) in amc.acme.last.json()["detail"]
+
+
+@pytest.mark.req("LISTING/s3")
+def test_a_label_filter_examines_a_bounded_number_of_tasks_per_page(amc_any_store, monkeypatch):
+    """A rare label costs pages, not one unbounded scan: every page stops after the bound,
+    with a cursor, and following the cursors finds every labelled task once, in either order."""
+    amc = amc_any_store
+    monkeypatch.setattr("amc.service.LABEL_SCAN_LIMIT", 3)
+    ids = [amc.acme.submit(labels={"rare": "yes"} if n in (0, 6) else {})["id"] for n in range(8)]
+    for order, expected in (("oldest", [ids[0], ids[6]]), ("newest", [ids[6], ids[0]])):
+        seen, pages, after = [], 0, None
+        while True:
+            page = amc.acme.tasks(limit=10, order=order, label="rare=yes", **({"after": after} if after else {}))
+            pages += 1
+            assert len(page["tasks"]) <= 3
+            seen += [t["id"] for t in page["tasks"]]
+            after = page["next"]
+            if after is None:
+                break
+        assert seen == expected
+        assert pages == 3  # 8 tasks, 3 examined per page

@@ -100,7 +100,7 @@ def test_no_token_appears_in_the_logs_the_answers_or_the_metrics(tmp_path, simul
     url = eventually(lambda: next((m.group(1) for m in map(LISTENING.search, server.lines) if m), None), 20)
     env = {**os.environ, "AMC_HOST_TOKEN": HOST}
     agent_args = ["--server", url, "--host-id", "h1", "--adb-port", str(simulator.server_port)]
-    agent_args += ["--artifacts", str(tmp_path / "artifacts"), "--claim-wait", "1", "--scan-seconds", "0.2"]
+    agent_args += ["--keep-artifacts", str(tmp_path / "artifacts"), "--claim-wait", "1", "--scan-seconds", "0.2"]
     agent = Process(amc("host", "run", *agent_args, "--log-level", "debug"), env=env)
     wrong_agent = Process(
         amc("host", "run", *agent_args, "--log-level", "debug"), env={**env, "AMC_HOST_TOKEN": BAD[3]}

@@ -12,7 +12,9 @@ from amc.adapters.http.plan import plan_to_json
 from amc.core import records as rec
 
 STEP = rec.Step(id="s1", action="tap", args={"x": 1, "y": 2})
-OUTCOME = rec.StepOutcome(id="s1", status="failed", reason="r", started_at=1_000, ended_at=2_000, output="o")
+OUTCOME = rec.StepOutcome(
+    id="s1", status="failed", reason="r", started_at=1_000, ended_at=2_000, output="o", artifacts=("a_1",)
+)
 ATTEMPT = rec.Attempt(
     number=1,
     host_id="h",

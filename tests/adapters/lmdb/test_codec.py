@@ -1,4 +1,4 @@
-"""The records' hooks that `amc.adapters.lmdb.codec` generates from their declarations write and read
+"""The records' hooks that `amc.adapters.codec` generates from their declarations write and read
 exactly what a plain cattrs converter does: the same JSON bytes out, the same records back."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from cattrs.preconf.orjson import make_converter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amc.adapters.lmdb import codec, layout
+from amc.adapters import codec
+from amc.adapters.lmdb import layout
 from amc.core import records
 from amc.core.lifecycle import AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
 
@@ -64,6 +65,7 @@ outcomes = st.builds(
     started_at=opt_int,
     ended_at=opt_int,
     output=opt_text,
+    artifacts=st.lists(text, max_size=2).map(tuple),
 )
 boundaries = st.none() | st.builds(records.Boundary, before_step=opt_text)
 messages = st.builds(
@@ -272,6 +274,12 @@ event_strategies = {
         steps=st.none() | st.lists(outcomes, max_size=3).map(tuple),
     ),
     events.ArtifactStored: st.builds(events.ArtifactStored, at=st.integers(0, 2**53), task_id=text, artifact=artifacts),
+    events.ArtifactsPurged: st.builds(
+        events.ArtifactsPurged,
+        at=st.integers(0, 2**53),
+        task_id=text,
+        artifacts=st.lists(artifacts, max_size=3).map(tuple),
+    ),
     events.HostRegistered: st.builds(
         events.HostRegistered,
         at=st.integers(0, 2**53),

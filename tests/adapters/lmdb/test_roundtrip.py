@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amc.adapters.lmdb import codec, layout, reads
+from amc.adapters import codec
+from amc.adapters.lmdb import layout, reads
 from amc.adapters.lmdb.store import Store
 from amc.core import events as ev
 from amc.core import records as rec
@@ -144,6 +145,17 @@ devices = st.builds(
 hosts = st.builds(rec.Host, id=ids, updated_at=times, devices=st.lists(devices, max_size=3).map(tuple))
 specs = st.lists(st.builds(rec.DeviceSpec, serial=ids, attributes=str_maps), max_size=3).map(tuple)
 
+ARTIFACTS = st.builds(
+    rec.Artifact,
+    id=ids,
+    attempt=st.integers(1, 9),
+    step=ids,
+    name=ids,
+    content_type=text,
+    size=st.integers(0, 2**40),
+    sha256=st.sampled_from(["a" * 64, "0" * 64]),
+    created_at=times,
+)
 EVENTS = {
     ev.TaskSubmitted: st.builds(
         ev.TaskSubmitted,
@@ -231,21 +243,9 @@ EVENTS = {
     ev.FollowUpsCollected: st.builds(
         ev.FollowUpsCollected, at=times, task_id=ids, successor_id=ids, message_ids=message_ids
     ),
-    ev.ArtifactStored: st.builds(
-        ev.ArtifactStored,
-        at=times,
-        task_id=ids,
-        artifact=st.builds(
-            rec.Artifact,
-            id=ids,
-            attempt=st.integers(1, 9),
-            step=ids,
-            name=ids,
-            content_type=text,
-            size=st.integers(0, 2**40),
-            sha256=st.sampled_from(["a" * 64, "0" * 64]),
-            created_at=times,
-        ),
+    ev.ArtifactStored: st.builds(ev.ArtifactStored, at=times, task_id=ids, artifact=ARTIFACTS),
+    ev.ArtifactsPurged: st.builds(
+        ev.ArtifactsPurged, at=times, task_id=ids, artifacts=st.lists(ARTIFACTS, max_size=3).map(tuple)
     ),
 }
 

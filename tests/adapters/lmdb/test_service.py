@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from amc.adapters.lmdb import CommitFailed, LmdbService, StoreClosed, codec, verify
+from amc.adapters import codec
+from amc.adapters.lmdb import CommitFailed, LmdbService, StoreClosed, verify
 from amc.adapters.lmdb import writer as writer_module
 from amc.core import kernel
 from amc.core.commands import CancelTask, ClaimTask, ExpireLeases, RegisterHost, StartAttempt, SubmitTask

@@ -13,7 +13,8 @@ import lmdb
 import orjson
 import pytest
 
-from amc.adapters.lmdb import LmdbService, SchemaMismatch, codec, layout, upgrade, verify
+from amc.adapters import codec
+from amc.adapters.lmdb import LmdbService, SchemaMismatch, layout, upgrade, verify
 from amc.core.commands import ReleaseAttempt, StoreArtifact
 from tests.adapters.lmdb.helpers import writer_state
 from tests.adapters.lmdb.workload import Workload
@@ -75,9 +76,16 @@ def test_a_read_only_open_of_a_schema_1_store_says_how_to_upgrade_it(schema1_dir
 ADDED_TASK_FIELDS = {"artifacts": []}  # schema 4
 
 
+ADDED_STEP_OUTCOME_FIELDS = {"artifacts": []}  # schema 5
+
+
 def with_fields_added_since(answered: dict) -> dict:
     """What the reads recorded at schema 1 answer now: the same, plus the fields added since."""
     tasks = {t: {**task, **ADDED_TASK_FIELDS} for t, task in answered["tasks"].items()}
+    for task in tasks.values():
+        if task["result"] is not None and task["result"]["steps"] is not None:
+            steps = [{**step, **ADDED_STEP_OUTCOME_FIELDS} for step in task["result"]["steps"]]
+            task["result"] = {**task["result"], "steps": steps}
     return {**answered, "tasks": tasks}
 
 
@@ -192,7 +200,28 @@ def test_a_schema_3_store_is_upgraded_without_rewriting_a_record(tmp_path):
         verify(path)  # a read-only open does not upgrade
     with LmdbService.open(path, clock="manual") as service:
         assert writer_state(service).tasks == state.tasks
-    assert schema_of(path) == str(layout.SCHEMA_VERSION).encode() == b"4"
+    assert schema_of(path) == str(layout.SCHEMA_VERSION).encode() == b"5"
+    assert stored_records(path) == before
+    assert verify(path) == []
+
+
+def without_step_artifacts(record: dict) -> None:
+    """A task record as schema 4 wrote it: its step outcomes have no `artifacts`."""
+    outcomes = list((record["result"] or {}).get("steps") or ())
+    outcomes += [step for attempt in record["attempts"] for step in attempt["steps"] or ()]
+    for outcome in outcomes:
+        assert outcome.pop("artifacts") == []
+
+
+def test_a_schema_4_store_is_upgraded_without_rewriting_a_record(tmp_path):
+    """Schema 5 adds `StepOutcome.artifacts`; an outcome written without it lists none."""
+    path = tmp_path / "store"
+    state = write_workload_then_downgrade(path, b"4", (), without_step_artifacts)
+    before = stored_records(path)
+    assert any(b'"steps":[{' in raw for raw in before.values()), "the workload reported no step outcomes"
+    with LmdbService.open(path, clock="manual") as service:
+        assert writer_state(service).tasks == state.tasks
+    assert schema_of(path) == b"5"
     assert stored_records(path) == before
     assert verify(path) == []
 
@@ -210,7 +239,7 @@ def test_a_schema_2_store_takes_the_release_step_and_then_the_artifacts_step(tmp
     state = write_workload_then_downgrade(path, b"2", (StoreArtifact, ReleaseAttempt), as_schema_2)
     with LmdbService.open(path, clock="manual") as service:
         assert writer_state(service).tasks == state.tasks
-    assert schema_of(path) == b"4"
+    assert schema_of(path) == b"5"
     records = [orjson.loads(raw) for raw in stored_records(path).values()]
     attempts = [a for record in records for a in record["attempts"]]
     assert attempts and all(a["steps"] is None and a["release_reason"] is None for a in attempts)

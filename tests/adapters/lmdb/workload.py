@@ -15,6 +15,7 @@ from amc.core.commands import (
     ClaimTask,
     Command,
     PostMessage,
+    PurgeArtifacts,
     RegisterHost,
     ReleaseAttempt,
     RenewLease,
@@ -59,6 +60,7 @@ class Workload:
         # what they were before artifacts existed. Its seed decides which steps an upload
         # takes; with this one, seeds 1 and 2 of test_service still produce every event type.
         self.evidence = random.Random(seed + 2)
+        self.purges = random.Random(seed + 3)
         self.counter = 0
 
     def fresh(self, prefix: str) -> str:
@@ -69,7 +71,13 @@ class Workload:
         rng = self.rng
         tasks = list(state.tasks.values())
         if tasks and self.evidence.random() < 0.06:
-            return self.store_artifact(tasks)
+            upload = self.store_artifact(tasks)
+            # Now and then an operator's `amc store gc --older-than` instead, from a stream
+            # of its own: the other streams, and so the rest of the workload, stay as they were.
+            ended = [t for t in tasks if t.artifacts and t.result is not None]
+            if ended and self.purges.random() < 0.2:
+                return PurgeArtifacts(now=0, task_id=self.purges.choice(ended).id)
+            return upload
         roll = rng.random()
         if roll < 0.22 or not tasks:
             return self.submit()

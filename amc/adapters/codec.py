@@ -10,7 +10,8 @@ here, once, from the `attrs` declarations: straight-line code with no per-value 
 about three times as fast as cattrs' generic hooks both ways. They write and accept
 exactly cattrs' JSON (the same keys in the same order; `tests/adapters/lmdb/test_codec.py`
 proves it against a plain converter by property), so a field added to a record needs no
-change here; it needs a new `layout.SCHEMA_VERSION`, and its step and field list in `upgrade.py`.
+change here; it needs a new schema version in each store (the LMDB `layout.SCHEMA_VERSION` with its
+step and field list in `upgrade.py`, and the PostgreSQL `schema.RECORD_SCHEMA`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.preconf.orjson import make_converter
 
 from amc.core import commands, events, records
+from amc.core.events import Event
+from amc.core.records import Host, Plan, Requirements, Task
 
 converter = make_converter(forbid_extra_keys=True)
 
@@ -50,6 +53,7 @@ EVENT_TAGS: dict[str, type] = {
     "follow_ups_collected": events.FollowUpsCollected,
     "attempt_released": events.AttemptReleased,
     "artifact_stored": events.ArtifactStored,
+    "artifacts_purged": events.ArtifactsPurged,
 }
 
 COMMAND_TAGS: dict[str, type] = dict(commands.NAMES)  # declared with the commands: metrics use them too
@@ -110,7 +114,7 @@ def _shape(tp: Any) -> tuple:
         return ("tuple", _shape(args[0]))
     if tp in _PLAIN or origin is typing.Literal or (origin is dict and all(_shape(a) == ("plain",) for a in args)):
         return ("plain",)
-    raise TypeError(f"no generated hook for a field of type {tp!r}: give it one in amc.adapters.lmdb.codec")
+    raise TypeError(f"no generated hook for a field of type {tp!r}: give it one in amc.adapters.codec")
 
 
 def _unstructure_expr(shape: tuple, value: str, names: dict[str, Any], depth: int = 0) -> str:
@@ -245,3 +249,105 @@ def _completer(cls: type) -> Callable[[dict[str, Any]], dict[str, Any]]:
 
 for _cls in RECORD_TAGS.values():
     _generate(_cls)
+
+
+# --- values ------------------------------------------------------------------------------
+
+_TAGS = {cls: tag for table in (EVENT_TAGS, RECORD_TAGS) for tag, cls in table.items()}
+
+
+def _encoder(cls: type) -> Callable[[Any], bytes]:
+    tag, unstructure = _TAGS[cls], converter.get_unstructure_hook(cls)
+
+    def encode(value: Any) -> bytes:
+        data = unstructure(value)
+        data["type"] = tag
+        return orjson.dumps(data)
+
+    return encode
+
+
+# The commit path encodes every changed record and every event: one encoder per class,
+# with the converter's hook looked up once instead of on every call.
+_ENCODERS: dict[type, Callable[[Any], bytes]] = {cls: _encoder(cls) for cls in _TAGS}
+
+
+def encode(value: Any) -> bytes:
+    """A record or an event as tagged JSON: exactly `dumps(value)`."""
+    return _ENCODERS[type(value)](value)
+
+
+encode_task: Callable[[Task], bytes] = _ENCODERS[Task]
+encode_host: Callable[[Host], bytes] = _ENCODERS[Host]
+
+
+def _decoder(tag: str, cls: type) -> Callable[[bytes], Any]:
+    structure = converter.get_structure_hook(cls)
+
+    def decode(raw: bytes) -> Any:
+        data = orjson.loads(raw)
+        found = data.pop("type", None)
+        if found != tag:
+            raise ValueError(f"expected a {tag!r} record, found {found!r}")
+        return structure(data, cls)
+
+    return decode
+
+
+decode_task: Callable[[bytes], Task] = _decoder("task", Task)
+decode_host: Callable[[bytes], Host] = _decoder("host", Host)
+
+
+class TaskLoader:
+    """Decodes the task records at start-up, structuring each distinct plan (and each
+    distinct set of requirements) once: `decode_task`, with those two fields shared.
+
+    A backlog is mostly many tasks of a few plans, and structuring a plan is the larger
+    part of decoding a task; records are immutable, so tasks decoded from the same plan
+    JSON can share one `Plan` (about a quarter less CPU at start-up, bench/RESULTS-records.md).
+    Keep a loader for one load: its caches grow with the distinct plans it saw.
+    """
+
+    def __init__(self) -> None:
+        structure = converter.get_structure_hook
+        self._structure = make_structure(
+            Task, plan=_shared(structure(Plan)), requirements=_shared(structure(Requirements))
+        )
+
+    def __call__(self, raw: bytes) -> Task:
+        data = orjson.loads(raw)
+        found = data.pop("type", None)
+        if found != "task":
+            raise ValueError(f"expected a 'task' record, found {found!r}")
+        return self._structure(data)
+
+
+def _shared(structure: Callable[..., Any]) -> Callable[[Any], Any]:
+    """`structure`, answering equal JSON with the same record."""
+    cache: dict[bytes, Any] = {}
+    seen = 0
+
+    def structure_shared(data: Any) -> Any:
+        nonlocal seen
+        if seen < 0:  # sharing did not pay: every record structures its own
+            return structure(data)
+        key = orjson.dumps(data)  # the same stored JSON gives the same record
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = structure(data)
+        seen += 1
+        # After a few thousand records, stop keying if almost all were distinct
+        # (every task its own plan): the key costs more than it saves.
+        if seen == 4096 and len(cache) > 4096 - 512:
+            cache.clear()
+            seen = -1
+        return found
+
+    return structure_shared
+
+
+def decode_event(raw: bytes) -> Event:
+    event = loads(raw)
+    if type(event) not in EVENT_TAGS.values():
+        raise ValueError(f"the log holds a {type(event).__name__}, not an event")
+    return event

@@ -1,0 +1,40 @@
+"""The standby gate: a server that does not lead answers every request with 503.
+
+With a store shared by several servers (`amc serve --store postgresql://...`) exactly one
+of them leads; the others are standbys. A standby holds no state and must not answer from
+what it last saw, so this ASGI middleware answers before any route runs (specs/protocol.md,
+High availability): `GET /v1/health` is 503 `{"status": "standby"}`, so a load balancer
+that checks it sends traffic to the leader only, and every other request is 503
+`not_leader` with `Retry-After`. A service without a `leading` property always leads.
+"""
+
+from __future__ import annotations
+
+import orjson
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from amc.adapters.http.problems import not_leader_response
+from amc.service import Service
+
+HEALTH_PATH = "/v1/health"
+
+
+def leads(service: Service) -> bool:
+    return bool(getattr(service, "leading", True))
+
+
+class StandbyGate:
+    def __init__(self, app: ASGIApp, service: Service):
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or leads(self.service):
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
+            response = Response(orjson.dumps({"status": "standby"}), status_code=503, media_type="application/json")
+        else:
+            response = not_leader_response("this server is a standby; send the request to the leader")
+        await response(scope, receive, send)
