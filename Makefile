@@ -90,7 +90,7 @@ conformance-postgres: $(STAMP)
 bench-postgres: $(STAMP)
 	PYTHONPATH=. $(BIN)/python -P bench/postgres.py
 
-# The action round trip of a session through `amc mcp` and directly (~1-2 minutes).
+# The action round trip of a session through `amc mcp` and directly (~2 minutes; bench/RESULTS-mcp.md).
 bench-mcp: $(STAMP)
 	$(BIN)/python bench/mcp.py
 

@@ -13,6 +13,7 @@ script's output.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -28,7 +29,7 @@ def show(name: str, arguments: dict, result) -> None:
         if part.type == "text":
             print("\n".join("← " + line for line in part.text.splitlines()))
         else:
-            print(f"← [{part.type}: {part.mime_type}, {len(part.data) * 3 // 4} bytes]")
+            print(f"← [{part.type}: {part.mime_type}, {len(base64.b64decode(part.data))} bytes]")
     if result.is_error:
         print("← (isError: true)")
     print()

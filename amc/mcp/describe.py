@@ -152,4 +152,4 @@ def _duration(started: Any, ended: Any) -> str | None:
         seconds = (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds()
     except ValueError:
         return None
-    return f"{seconds:.2f} s"
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"

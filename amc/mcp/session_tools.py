@@ -323,7 +323,10 @@ def register(server: MCPServer, api: Api) -> None:
         x, y = element.centre
         action = await act(session_id, "tap", {"x": x, "y": y}, wait_seconds)
         result = outcome(action)
-        result.content.insert(0, TextContent(type="text", text=f"Tapped the centre ({x}, {y}) of {element.line()}"))
+        found_in = f"found in a fresh UI dump, action {dumped['id']}"
+        result.content.insert(
+            0, TextContent(type="text", text=f"Tapped the centre ({x}, {y}) of {element.line()} ({found_in})")
+        )
         return result
 
     @server.tool()

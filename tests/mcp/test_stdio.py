@@ -4,7 +4,11 @@ simulated phones and a Host Agent (`amc up`), and drives a phone the way an AI a
 from __future__ import annotations
 
 import base64
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import anyio
 import httpx
@@ -142,3 +146,25 @@ def test_an_agent_drives_a_phone_in_a_session_and_cancels_a_long_shell_action(st
     second_events = httpx.get(f"{stack.url}/v1/tasks/{second}/history", headers=headers).json()["events"]
     assert [e["data"]["status"] for e in second_events if e["type"] == "action_ended"] == ["interrupted"]
     assert second_events[-1]["type"] == "ended" and second_events[-1]["data"]["status"] == "cancelled"
+
+
+@pytest.mark.slow
+def test_the_readme_transcript_comes_from_the_example_agent_as_it_runs(stack):
+    if not serves_sessions(stack):
+        pytest.skip("needs Part D routes (interactive sessions) in amc serve")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "AMC_URL": stack.url, "AMC_TOKEN": stack.token}
+    run = subprocess.run(
+        [sys.executable, str(root / "examples" / "mcp_agent.py")], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    transcript = run.stdout
+    for line in (
+        '→ tap_element({"session_id": ',
+        '← Tapped the centre (540, 300) of [2] TextView "Network & internet" id=android:id/title',
+        "← [image: image/png, ",
+        "← Result: done, reason: session_ended",
+    ):
+        assert line in transcript
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert "examples/mcp_agent.py" in readme and "← Result: done, reason: session_ended" in readme
