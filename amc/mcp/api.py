@@ -76,9 +76,6 @@ class Api:
     async def task(self, task_id: str) -> dict:
         return (await self._json("GET", f"/v1/tasks/{_segment(task_id)}"))[1]
 
-    async def history(self, task_id: str) -> list[dict]:
-        return (await self._json("GET", f"/v1/tasks/{_segment(task_id)}/history"))[1]["events"]
-
     async def cancel(self, task_id: str, reason: str | None) -> dict:
         body = {} if reason is None else {"reason": reason}
         # A cancel is idempotent (CANCEL-IDEMPOTENT): safe to send again after a lost answer.
