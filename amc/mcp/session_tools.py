@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, ImageContent, TextContent
+from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import Field
 
 from . import describe, uitree
@@ -36,6 +36,9 @@ Wait = Annotated[
     ),
 ]
 DEFAULT_WAIT = 60.0
+# Tools that only look: they change nothing on the phone or in the control plane (a client may run
+# them without asking its user).
+LOOKS = ToolAnnotations(read_only_hint=True)
 ASSIGN_POLL_SECONDS = 0.25
 
 
@@ -73,7 +76,7 @@ def register(server: MCPServer, api: Api) -> None:
                 return content_type, data
         return None
 
-    @server.tool()
+    @server.tool(annotations=LOOKS)
     async def list_devices() -> str:
         """List the phones of the fleet: every host (a machine with phones attached), each phone's serial,
         its attributes (model, manufacturer, Android version...), whether it is online, and whether it is free
@@ -230,7 +233,7 @@ def register(server: MCPServer, api: Api) -> None:
             args["timeout_seconds"] = timeout_seconds
         return outcome(await act(session_id, "shell", args, wait_seconds))
 
-    @server.tool()
+    @server.tool(annotations=LOOKS)
     async def screenshot(session_id: SessionId, wait_seconds: Wait = DEFAULT_WAIT) -> CallToolResult:
         """Capture the phone's screen now and return it as a PNG image, with the action's outcome. Use it to see
         what is on the screen before you decide the next action; ui_tree gives the same screen as text with
@@ -266,7 +269,7 @@ def register(server: MCPServer, api: Api) -> None:
         except uitree.UiTreeError as error:
             raise ToolError(f"{describe.action_text(action)}\n{error}") from None
 
-    @server.tool()
+    @server.tool(annotations=LOOKS)
     async def ui_tree(session_id: SessionId, wait_seconds: Wait = DEFAULT_WAIT) -> CallToolResult:
         """Read what is on the phone's screen now as text: one line per element that has a text, a description,
         a resource-id or a click handler, with its class, its bounds [left,top][right,bottom] and the centre to
@@ -329,7 +332,7 @@ def register(server: MCPServer, api: Api) -> None:
         )
         return result
 
-    @server.tool()
+    @server.tool(annotations=LOOKS)
     async def action_status(
         session_id: SessionId,
         action_id: Annotated[str, Field(description="The action's id, as a tool result showed it.")],

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, ImageContent, TextContent
+from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import Field
 
 from . import describe
@@ -32,6 +32,7 @@ Steps = Annotated[
 ]
 TEXT_CHARS = 20000  # how much of a text artifact one call returns
 POLL_SECONDS = 0.25
+LOOKS = ToolAnnotations(read_only_hint=True)  # tools that only read
 
 
 def register(server: MCPServer, api: Api) -> None:
@@ -65,7 +66,7 @@ def register(server: MCPServer, api: Api) -> None:
             raise tool_error(failure, "submit the plan") from None
         return f"Submitted: task_id={task['id']}.\n{describe.task_text(task)}"
 
-    @server.tool()
+    @server.tool(annotations=LOOKS)
     async def task_status(task_id: TaskId) -> str:
         """Read a task or a session as the control plane has it: its status (queued, assigned, dispatched, then
         done, failed or cancelled), the phone it runs on, a pending cancel or pause, its result, and each
@@ -154,7 +155,7 @@ def register(server: MCPServer, api: Api) -> None:
             raise ToolError("Give steps or text for the follow-up.")
         return await post(task_id, "follow_up", text, None if steps is None else {"steps": steps})
 
-    @server.tool()
+    @server.tool(annotations=LOOKS)
     async def list_artifacts(task_id: TaskId) -> str:
         """List the evidence stored for a task or session: screenshots, UI dumps, logs and long outputs, each
         with its id, the step or action that made it, its type and size. get_artifact reads one."""
@@ -166,7 +167,7 @@ def register(server: MCPServer, api: Api) -> None:
             return f"Task {task_id} has no artifacts."
         return f"Artifacts of task {task_id} ({len(found)}):\n" + "\n".join(describe.artifact_line(a) for a in found)
 
-    @server.tool()
+    @server.tool(annotations=LOOKS)
     async def get_artifact(
         task_id: TaskId,
         artifact_id: Annotated[str, Field(description="The artifact's id, from list_artifacts or an action's result.")],

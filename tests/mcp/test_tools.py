@@ -73,6 +73,16 @@ def test_every_tool_is_listed_with_a_description_and_an_input_schema():
     for tool in tools.values():
         assert len(tool.description or "") > 80, tool.name
     assert tools["tap"].input_schema["required"] == ["session_id", "x", "y"]
+    looking = {name for name, tool in tools.items() if tool.annotations and tool.annotations.read_only_hint}
+    assert looking == {
+        "list_devices",
+        "screenshot",
+        "ui_tree",
+        "action_status",
+        "task_status",
+        "list_artifacts",
+        "get_artifact",
+    }
 
 
 @pytest.mark.parametrize(
