@@ -13,7 +13,7 @@ CRASH_CLIENTS ?= 30
 DISK_FULL_CYCLES ?= 10
 ABUSE_SECONDS ?= 30
 
-.PHONY: test lint demo bench bench-artifacts bench-console bench-sessions console-pictures check mutation fuzz crash abuse failover bench-postgres conformance-postgres bench-events clean
+.PHONY: test lint demo bench bench-artifacts bench-console bench-sessions bench-mcp console-pictures check mutation fuzz crash abuse failover bench-postgres conformance-postgres bench-events clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -108,6 +108,10 @@ bench-postgres: $(STAMP)
 # the figures are in bench/RESULTS-events.md).
 bench-events: $(STAMP)
 	$(BIN)/python bench/events.py
+
+# The action round trip of a session through `amc mcp` and directly (~2 minutes; bench/RESULTS-mcp.md).
+bench-mcp: $(STAMP)
+	$(BIN)/python bench/mcp.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

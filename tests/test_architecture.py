@@ -30,6 +30,7 @@ LAYERS: dict[str, set[str]] = {
     "amc.adapters.adb": {"amc.core"},
     "amc.agent": {"amc.core", "amc.adapters.adb"},
     "amc.conformance": {"amc.core"},
+    "amc.mcp": {"amc.core"},
     "amc.cli": {
         "amc.core",
         "amc.service",
@@ -41,6 +42,7 @@ LAYERS: dict[str, set[str]] = {
         "amc.agent",
         "amc.sim",
         "amc.conformance",
+        "amc.mcp",
     },
     "amc.__main__": {"amc.cli"},
     "amc": set(),

@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "up": "amc.cli.up:up",
     "demo": "amc.cli.demo.command:demo",
     "tokens": "amc.cli.tokens:tokens",
+    "mcp": "amc.cli.mcp:mcp",
 }
 
 

@@ -1,0 +1,170 @@
+"""`amc mcp` end to end: the MCP SDK's own client starts it on stdio, against a real server with
+simulated phones and a Host Agent (`amc up`), and drives a phone the way an AI agent would."""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from tests.mcp.stack import Stack
+
+SESSION_TOOLS = {"list_devices", "start_session", "tap", "tap_element", "ui_tree", "screenshot", "shell", "end_session"}
+PLAN_TOOLS = {"submit_plan", "task_status", "cancel_task", "pause_task", "resume_task", "steer_task", "follow_up"}
+
+
+def text_of(result) -> str:
+    return "\n".join(part.text for part in result.content if part.type == "text")
+
+
+def image_of(result) -> bytes:
+    (image,) = [part for part in result.content if part.type == "image"]
+    assert image.mime_type == "image/png"
+    return base64.b64decode(image.data)
+
+
+def serves_sessions(stack: Stack) -> bool:
+    """Whether the server takes a session (specs/protocol.md Part D); the probe asks for a phone
+    that does not exist, so it is never claimed, and is cancelled at once."""
+    headers = {"Authorization": f"Bearer {stack.token}"}
+    body = {"session": {}, "requirements": {"serial": "no-such-phone"}}
+    answer = httpx.post(f"{stack.url}/v1/tasks", json=body, headers=headers, timeout=10)
+    if answer.status_code == 201:
+        httpx.post(f"{stack.url}/v1/tasks/{answer.json()['id']}/cancel", json={}, headers=headers, timeout=10)
+        return True
+    return False
+
+
+@pytest.mark.slow
+def test_an_agent_runs_a_plan_through_the_plan_tools(stack):
+    async def run():
+        async with stack.mcp_client() as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert names >= SESSION_TOOLS | PLAN_TOOLS
+            devices = text_of(await client.call_tool("list_devices", {}))
+            assert "amc-sim-01 (" in devices and "amc-sim-02 (" in devices and "model=Pixel 7" in devices
+            steps = [{"id": "hello", "action": "shell", "args": {"command": "echo hello"}}]
+            submitted = text_of(await client.call_tool("submit_plan", {"steps": steps}))
+            task_id = re.search(r"task_id=(\S+?)\.", submitted).group(1)
+            status = ""
+            with anyio.fail_after(30):
+                while "Result:" not in status:
+                    status = text_of(await client.call_tool("task_status", {"task_id": task_id}))
+                    await anyio.sleep(0.2)
+            assert f"Task {task_id}: done." in status and "step hello: completed" in status
+            refused = await client.call_tool("submit_plan", {"steps": [{"id": "x", "action": "fly"}]})
+            assert refused.is_error and "Could not submit the plan" in text_of(refused) and "400" in text_of(refused)
+
+    anyio.run(run)
+
+
+@pytest.mark.slow
+def test_an_agent_drives_a_phone_in_a_session_and_cancels_a_long_shell_action(stack):
+    if not serves_sessions(stack):
+        pytest.skip("needs Part D routes (interactive sessions) in amc serve")
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    async def call(client, tool: str, arguments: dict, ok: bool = True):
+        result = await client.call_tool(tool, arguments, progress_callback=on_progress)
+        assert result.is_error is not ok, f"{tool} {arguments}: {text_of(result)}"
+        return result
+
+    async def run() -> tuple[str, str, str]:
+        async with stack.mcp_client() as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert names >= SESSION_TOOLS
+
+            started = text_of(await call(client, "start_session", {"model": "Pixel 7", "idle_timeout_seconds": 120}))
+            session = re.search(r"session_id=(\S+?),", started).group(1)
+            assert "on phone amc-sim-01" in started
+            assert progress and progress[-1][2] == "phone amc-sim-01 assigned"
+
+            launched = text_of(
+                await call(client, "launch_app", {"session_id": session, "package": "com.android.settings"})
+            )
+            assert ": completed" in launched
+            before = image_of(await call(client, "screenshot", {"session_id": session}))
+            tree = text_of(await call(client, "ui_tree", {"session_id": session}))
+            assert '"Network & internet" id=android:id/title' in tree and "centre=540,300" in tree
+
+            tapped = text_of(await call(client, "tap_element", {"session_id": session, "text": "Network & internet"}))
+            assert "Tapped the centre (540, 300)" in tapped and 'tap {"x": 540, "y": 300}' in tapped
+            assert ": completed" in tapped
+            after = image_of(await call(client, "screenshot", {"session_id": session}))
+            assert after != before and after.startswith(b"\x89PNG")
+            ambiguous = await call(
+                client, "tap_element", {"session_id": session, "resource_id": "no:id/such"}, ok=False
+            )
+            assert "Nothing tapped" in text_of(ambiguous)
+
+            ended = text_of(await call(client, "end_session", {"session_id": session}))
+            assert f"Session {session}: done." in ended and "reason: session_ended" in ended
+            late = await call(client, "tap", {"session_id": session, "x": 1, "y": 1}, ok=False)
+            assert "session_ended" in text_of(late) or "task_terminal" in text_of(late)
+
+            # A second session: a long shell action, cancelled while it runs.
+            started = text_of(await call(client, "start_session", {}))
+            second = re.search(r"session_id=(\S+?),", started).group(1)
+            running = text_of(
+                await call(client, "shell", {"session_id": second, "command": "sleep 60", "wait_seconds": 1})
+            )
+            assert "Not finished yet" in running
+            action_id = re.search(r"\(id (shell-\w+)\)", running).group(1)
+            cancelled = text_of(await call(client, "cancel_task", {"task_id": second}))
+            assert f"Session {second}: cancelled." in cancelled
+            assert re.search(
+                rf"shell {{\"command\": \"sleep 60\"}} \(id {action_id}\): interrupted, reason: ", cancelled
+            )
+            read = await call(client, "action_status", {"session_id": second, "action_id": action_id}, ok=False)
+            assert ": interrupted, reason:" in text_of(read)
+
+            listed = text_of(await call(client, "list_artifacts", {"task_id": session}))
+            return session, second, listed
+
+    session, second, listed = anyio.run(run)
+
+    # The task's history and artifacts show all of it.
+    headers = {"Authorization": f"Bearer {stack.token}"}
+    events = httpx.get(f"{stack.url}/v1/tasks/{session}/history", headers=headers).json()["events"]
+    ended = [e["data"] for e in events if e["type"] == "action_ended"]
+    assert [e["status"] for e in ended] == ["completed"] * 7  # launch, 2 screenshots, 2 dumps, tap, dump of the miss
+    assert events[-1]["type"] == "ended" and events[-1]["data"]["reason"] == "session_ended"
+    artifacts = httpx.get(f"{stack.url}/v1/tasks/{session}/artifacts", headers=headers).json()["artifacts"]
+    kinds = sorted(a["content_type"].split(";")[0] for a in artifacts)
+    assert kinds.count("image/png") == 2 and len([k for k in kinds if "xml" in k]) == 3
+    assert all(a["id"] in listed for a in artifacts)
+    second_events = httpx.get(f"{stack.url}/v1/tasks/{second}/history", headers=headers).json()["events"]
+    assert [e["data"]["status"] for e in second_events if e["type"] == "action_ended"] == ["interrupted"]
+    assert second_events[-1]["type"] == "ended" and second_events[-1]["data"]["status"] == "cancelled"
+
+
+@pytest.mark.slow
+def test_the_readme_transcript_comes_from_the_example_agent_as_it_runs(stack):
+    if not serves_sessions(stack):
+        pytest.skip("needs Part D routes (interactive sessions) in amc serve")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "AMC_URL": stack.url, "AMC_TOKEN": stack.token}
+    run = subprocess.run(
+        [sys.executable, str(root / "examples" / "mcp_agent.py")], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    transcript = run.stdout
+    for line in (
+        '→ tap_element({"session_id": ',
+        '← Tapped the centre (540, 300) of [2] TextView "Network & internet" id=android:id/title',
+        "← [image: image/png, ",
+        "← Result: done, reason: session_ended",
+    ):
+        assert line in transcript
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert "examples/mcp_agent.py" in readme and "← Result: done, reason: session_ended" in readme
