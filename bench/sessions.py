@@ -1,6 +1,6 @@
 """Session action round trip (specs/protocol.md Part D): what amc adds to an action.
 
-    python bench/sessions.py [--concurrency 1 50] [--actions 40] [--json]
+    python bench/sessions.py [--concurrency 1 50] [--actions 40] [--think-seconds S] [--json]
 
 Three real processes and a simulator: `amc serve` (in memory), `amc host run` and, in this
 process, the simulated devices (one per session). For each concurrency C, C sessions run at
@@ -15,6 +15,12 @@ The overhead is what the control plane and the Host Agent add: the post, the wak
 agent's waiting poll, delivery, the executor's adb round trips outside the device command,
 the outcome report, and the wake-up of the caller's wait. Target (issue 19): p50 < 20 ms,
 p99 < 50 ms.
+
+By default each caller sends its next action as soon as the last one ended (a saturating
+load: C actions always in flight). An AI agent looks at the answer and decides before it
+acts again; `--think-seconds S` makes each caller wait S seconds between actions (the first
+one after a random part of S, so the sessions do not act in lockstep), which is the load a
+fleet of such agents puts on the control plane.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 import argparse
 import json
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -64,14 +71,19 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
 
 
-def one_session(url: str, sim: Simulator, serial: str, actions: int, out: list[dict], barrier: threading.Barrier):
+def one_session(
+    url: str, sim: Simulator, serial: str, actions: int, think: float, out: list[dict], barrier: threading.Barrier
+):
     headers = {"Authorization": f"Bearer {TOKENS['client']}"}
     with httpx.Client(base_url=url, headers=headers, timeout=30) as api:
         body = {"session": {"idle_timeout_seconds": 600}, "requirements": {"serial": serial}}
         task_id = api.post("/v1/tasks", json=body).json()["id"]
         wait_until(lambda: api.get(f"/v1/tasks/{task_id}").json()["status"] == "dispatched", 60, f"{serial} dispatched")
         barrier.wait()
+        time.sleep(random.uniform(0, think))
         for n in range(actions):
+            if n:
+                time.sleep(think)
             seen = len(sim.log(serial))
             action = {"id": f"tap{n}", "action": "tap", "args": {"x": 100 + n, "y": 200}}
             sent = time.perf_counter()
@@ -97,14 +109,15 @@ def one_session(url: str, sim: Simulator, serial: str, actions: int, out: list[d
         api.post(f"/v1/tasks/{task_id}/end")
 
 
-def measure(url: str, sim: Simulator, concurrency: int, actions: int, pids: dict[str, int]) -> dict:
+def measure(url: str, sim: Simulator, concurrency: int, actions: int, think: float, pids: dict[str, int]) -> dict:
     cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     wall_before = time.perf_counter()
     serials = sorted(sim.devices)[:concurrency]
     results: list[dict] = []
     barrier = threading.Barrier(concurrency)
     threads = [
-        threading.Thread(target=one_session, args=(url, sim, serial, actions, results, barrier)) for serial in serials
+        threading.Thread(target=one_session, args=(url, sim, serial, actions, think, results, barrier))
+        for serial in serials
     ]
     for thread in threads:
         thread.start()
@@ -127,6 +140,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 50])
     parser.add_argument("--actions", type=int, default=40, help="actions per session")
+    parser.add_argument("--think-seconds", type=float, default=0.0, help="each caller's pause between actions")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     results = []
@@ -142,13 +156,14 @@ def main() -> None:
             )
             for concurrency in args.concurrency:
                 pids = {"server": server.pid, "agent": agent.pid, "bench+simulator": os.getpid()}
-                results.append(measure(url, sim, concurrency, args.actions, pids))
+                results.append(measure(url, sim, concurrency, args.actions, args.think_seconds, pids))
         finally:
             agent.send_signal(signal.SIGTERM)
             agent.wait(60)
             server.send_signal(signal.SIGTERM)
             server.wait(30)
-    print("session action round trip (tap, wait_seconds in the post), ms: p50 / p99 / max")
+    pace = f"{args.think_seconds:g} s between a caller's actions" if args.think_seconds else "no pause between actions"
+    print(f"session action round trip (tap, wait_seconds in the post; {pace}), ms: p50 / p99 / max")
     print(f"{'sessions':>8} {'actions':>7} | {'round trip':>22} | {'device':>22} | {'overhead':>22}")
     for r in results:
 
