@@ -48,7 +48,7 @@ mutation: $(STAMP)
 
 # The contract fuzzer at length: FUZZ_CASES generated requests per operation of specs/openapi.yaml
 # (over 10,000 in all) against a real amc serve; prints the figures of the README's "Reliability".
-# `make test` runs the same test with 60 per operation.
+# `make test` runs the same test with 200 per operation.
 fuzz: $(STAMP)
 	AMC_FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout 1800 tests/adapters/http/test_fuzz.py
 

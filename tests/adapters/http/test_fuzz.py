@@ -8,7 +8,7 @@ import pytest
 
 from tests.adapters.http.fuzzing import OPERATIONS, Counts, Served, cases_per_operation, fuzz, seed
 
-CASES = cases_per_operation(60)
+CASES = cases_per_operation(200)  # "a few hundred" per operation in make test; make fuzz: 600
 TOTAL = Counts()
 
 
