@@ -15,9 +15,10 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Literal
 
+from amc.adapters.batches import Work
 from amc.adapters.lmdb import layout, reads
 from amc.adapters.lmdb.store import DEFAULT_MAP_SIZE, DEFAULT_MAX_MAP_SIZE, Store
-from amc.adapters.lmdb.writer import Work, Writer
+from amc.adapters.lmdb.writer import Writer
 from amc.core import kernel
 from amc.core.commands import Command, RegisterHost, SubmitTask
 from amc.core.records import Host, Task

@@ -45,20 +45,19 @@ reading is stored in the same transaction as the expiries it caused.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
+from amc.adapters.batches import Outcome, Poison, Work, release
 from amc.adapters.lmdb import layout
 from amc.adapters.lmdb.errors import CommitFailed, StoreClosed, StoreError
 from amc.adapters.lmdb.store import Store
 from amc.core import kernel
-from amc.core.commands import Command, ExpireLeases
+from amc.core.commands import ExpireLeases
 from amc.core.events import HostRegistered
 from amc.core.history import HISTORY_TYPES
 from amc.core.lifecycle import TaskStatus
@@ -68,32 +67,6 @@ from amc.service import ChangeFeed, Clock, ManualClock, stamp
 log = logging.getLogger("amc.store")
 
 _STOP: Any = object()
-
-
-class Work:
-    """One caller's request: a command, or a manual clock advance."""
-
-    __slots__ = ("command", "advance_ms", "loop", "future")
-
-    def __init__(
-        self,
-        command: Command | None,
-        future: Future | asyncio.Future,
-        loop: asyncio.AbstractEventLoop | None = None,
-        advance_ms: int | None = None,
-    ):
-        self.command = command
-        self.advance_ms = advance_ms
-        self.future = future
-        self.loop = loop
-
-
-class _Poison(Exception):
-    """Running item `index` of the batch raised `error`."""
-
-    def __init__(self, index: int, error: BaseException):
-        self.index = index
-        self.error = error
 
 
 class _Prepared:
@@ -202,7 +175,7 @@ class Writer:
                 self._process(batch)
             except BaseException as exc:  # a bug in this module: fail the batch, keep serving
                 log.exception("the store writer failed on a batch")
-                _release([(work, None, CommitFailed(f"internal store error: {exc!r}")) for work in batch])
+                release([(work, None, CommitFailed(f"internal store error: {exc!r}")) for work in batch])
                 self._try_reload()
             if stop:
                 return
@@ -211,21 +184,21 @@ class Writer:
         started = time.perf_counter()
         if self._broken is not None:
             error = CommitFailed(f"the store in {self.store.path} failed and must be reopened: {self._broken!r}")
-            _release([(work, None, error) for work in batch])
+            release([(work, None, error) for work in batch])
             return
-        outcomes: list[tuple[Work, Any, BaseException | None]] = []
+        outcomes: list[Outcome] = []
         while True:
             try:
                 prepared = self._decide(batch)
                 break
-            except _Poison as poison:
+            except Poison as poison:
                 # The state may hold part of the failed command: start over from disk.
                 log.error("command %r raised in the kernel", batch[poison.index].command, exc_info=poison.error)
                 outcomes.append((batch[poison.index], None, poison.error))
                 del batch[poison.index]
                 if not self._try_reload():
                     outcomes.extend((work, None, CommitFailed(repr(self._broken))) for work in batch)
-                    _release(outcomes)
+                    release(outcomes)
                     return
         if not prepared.empty:
             try:
@@ -236,7 +209,7 @@ class Writer:
                 failure.__cause__ = exc
                 self._try_reload()
                 outcomes.extend((work, None, failure) for work in batch)
-                _release(outcomes)
+                release(outcomes)
                 return
             self.next_seq = prepared.last_seq + 1
             self.last_time = prepared.last_time
@@ -244,7 +217,7 @@ class Writer:
                 assert isinstance(self.clock, ManualClock)  # only a manual clock is advanced
                 self.clock.advance(prepared.advanced)
         outcomes.extend((work, reply, None) for work, reply in zip(batch, prepared.replies))
-        _release(outcomes)
+        release(outcomes)
         # After the replies are on their way: an edge that records something of the moment
         # with a reply (a renewal's progress) has done so before a watcher renders the change.
         if prepared.journal is not None and not prepared.empty:
@@ -298,7 +271,7 @@ class Writer:
                     if type(event) in shown and not isinstance(event, HostRegistered):  # no history shows a host event
                         history_items.append((task_key(tasks[event.task_id]), key))
             except Exception as exc:
-                raise _Poison(index, exc) from None
+                raise Poison(index, exc) from None
             if now > last_time:
                 last_time = now
             replies.append(reply)
@@ -392,34 +365,3 @@ class Writer:
             log.exception("the store could not be reloaded; refusing further commands")
             self._broken = exc
             return False
-
-
-def _release(outcomes: list[tuple[Work, Any, BaseException | None]]) -> None:
-    """Resolve the callers' futures: directly for threads, one wake-up per event loop."""
-    by_loop: dict[asyncio.AbstractEventLoop, list] = {}
-    for work, reply, error in outcomes:
-        if work.loop is None:
-            try:
-                if error is None:
-                    work.future.set_result(reply)
-                else:
-                    work.future.set_exception(error)
-            except InvalidStateError:
-                pass  # cancelled by its caller
-        else:
-            by_loop.setdefault(work.loop, []).append((work.future, reply, error))
-    for loop, items in by_loop.items():
-        try:
-            loop.call_soon_threadsafe(_settle, items)
-        except RuntimeError:
-            pass  # that event loop is closed; nobody is waiting any more
-
-
-def _settle(items: list) -> None:
-    for future, reply, error in items:
-        if future.done():  # cancelled: the caller stopped waiting (the command still happened)
-            continue
-        if error is None:
-            future.set_result(reply)
-        else:
-            future.set_exception(error)

@@ -26,9 +26,10 @@ from typing import Literal
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from amc.adapters.batches import Work
 from amc.adapters.postgres import schema, store
 from amc.adapters.postgres.leadership import DEFAULT_LEASE_S, DEFAULT_POLL_S, Leadership, server_name
-from amc.adapters.postgres.writer import Work, Writer
+from amc.adapters.postgres.writer import Writer
 from amc.core import kernel
 from amc.core.commands import Command, RegisterHost, SubmitTask
 from amc.core.records import Host, Task

@@ -32,22 +32,21 @@ which answers a repeated renewal, start, result or idempotent submit as the firs
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 import psycopg
 
 from amc.adapters import codec
+from amc.adapters.batches import Outcome, Poison, Work, release
 from amc.adapters.postgres import store
 from amc.adapters.postgres.errors import Deposed
 from amc.core import kernel
-from amc.core.commands import Command, ExpireLeases
+from amc.core.commands import ExpireLeases
 from amc.core.events import HostRegistered
 from amc.core.history import HISTORY_TYPES
 from amc.core.records import Task
@@ -68,30 +67,6 @@ UPSERT_TASK = (
 )
 UPSERT_HOST = "INSERT INTO amc_hosts (id, body) VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET body = excluded.body"
 UPSERT_META = "INSERT INTO amc_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-
-
-class Work:
-    """One caller's request: a command, or a manual clock advance."""
-
-    __slots__ = ("command", "advance_ms", "loop", "future")
-
-    def __init__(
-        self,
-        command: Command | None,
-        future: Future | asyncio.Future,
-        loop: asyncio.AbstractEventLoop | None = None,
-        advance_ms: int | None = None,
-    ):
-        self.command = command
-        self.advance_ms = advance_ms
-        self.future = future
-        self.loop = loop
-
-
-class _Poison(Exception):
-    def __init__(self, index: int, error: BaseException):
-        self.index = index
-        self.error = error
 
 
 class _Prepared:
@@ -233,7 +208,7 @@ class Writer:
             except BaseException as exc:  # a bug in this module: end the term rather than guess
                 log.exception("the store writer failed on a batch")
                 self._end(exc)
-                _release([(work, None, NotLeader(self._why())) for work in batch])
+                release([(work, None, NotLeader(self._why())) for work in batch])
             if stop:
                 break
         self._drain()
@@ -244,7 +219,7 @@ class Writer:
 
     def _drain(self) -> None:
         """Fail whatever is still queued (the term ended with work waiting)."""
-        leftover: list[tuple[Work, Any, BaseException | None]] = []
+        leftover: list[Outcome] = []
         while True:
             try:
                 work = self._queue.get_nowait()
@@ -252,19 +227,19 @@ class Writer:
                 break
             if work is not _STOP:
                 leftover.append((work, None, NotLeader(self._why())))
-        _release(leftover)
+        release(leftover)
 
     def _process(self, batch: list[Work]) -> None:
         started = time.perf_counter()
         if self.lost is not None:
-            _release([(work, None, NotLeader(self._why())) for work in batch])
+            release([(work, None, NotLeader(self._why())) for work in batch])
             return
-        outcomes: list[tuple[Work, Any, BaseException | None]] = []
+        outcomes: list[Outcome] = []
         while True:
             try:
                 prepared = self._decide(batch)
                 break
-            except _Poison as poison:
+            except Poison as poison:
                 log.error("command %r raised in the kernel", batch[poison.index].command, exc_info=poison.error)
                 outcomes.append((batch[poison.index], None, poison.error))
                 del batch[poison.index]
@@ -273,7 +248,7 @@ class Writer:
                 except BaseException as exc:
                     self._end(exc)
                     outcomes.extend((work, None, NotLeader(self._why())) for work in batch)
-                    _release(outcomes)
+                    release(outcomes)
                     return
         if not prepared.empty:
             try:
@@ -281,7 +256,7 @@ class Writer:
             except BaseException as exc:
                 self._end(exc)
                 outcomes.extend((work, None, NotLeader(self._why())) for work in batch)
-                _release(outcomes)
+                release(outcomes)
                 return
             self.next_seq = prepared.last_seq + 1
             self.last_time = prepared.last_time
@@ -290,7 +265,7 @@ class Writer:
                 self.clock.advance(prepared.advanced)
         self.next_expiry = self.state.next_deadline()  # the state is what is committed now
         outcomes.extend((work, reply, None) for work, reply in zip(batch, prepared.replies))
-        _release(outcomes)
+        release(outcomes)
         if self.changes is not None and prepared.journal is not None and not prepared.empty:
             self.changes.publish(prepared.journal, self.state)
         if self.on_commit is not None and not prepared.empty:
@@ -367,7 +342,7 @@ class Writer:
                         task_seq = tasks[event.task_id].seq
                     events.append((seq, task_seq, encode(event)))
             except Exception as exc:
-                raise _Poison(index, exc) from None
+                raise Poison(index, exc) from None
             if now > last_time:
                 last_time = now
             replies.append(reply)
@@ -387,34 +362,3 @@ def task_row(task: Task) -> tuple[int, str, str, str, int | None, bytes]:
     attempt = task.active_attempt
     expires = None if attempt is None else attempt.lease_expires_at
     return (task.seq, task.id, task.tenant, str(task.status), expires, codec.encode_task(task))
-
-
-def _release(outcomes: list[tuple[Work, Any, BaseException | None]]) -> None:
-    """Resolve the callers' futures: directly for threads, one wake-up per event loop."""
-    by_loop: dict[asyncio.AbstractEventLoop, list] = {}
-    for work, reply, error in outcomes:
-        if work.loop is None:
-            try:
-                if error is None:
-                    work.future.set_result(reply)
-                else:
-                    work.future.set_exception(error)
-            except InvalidStateError:
-                pass
-        else:
-            by_loop.setdefault(work.loop, []).append((work.future, reply, error))
-    for loop, items in by_loop.items():
-        try:
-            loop.call_soon_threadsafe(_settle, items)
-        except RuntimeError:
-            pass
-
-
-def _settle(items: list) -> None:
-    for future, reply, error in items:
-        if future.done():
-            continue
-        if error is None:
-            future.set_result(reply)
-        else:
-            future.set_exception(error)
