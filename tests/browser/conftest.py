@@ -16,6 +16,7 @@ import secrets
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from amc.cli.client import ApiClient
 from amc.cli.stack import Stack
@@ -82,6 +83,9 @@ def page(chromium):  # noqa: F811
     errors: list[str] = []
     tab.on("pageerror", lambda error: errors.append(str(error)))
     tab.set_default_timeout(15_000)
+    # `expect` has its own timeout (5 s by default); a two-core CI machine running the other
+    # half of the suite beside the browser needs the same margin as the page's actions.
+    expect.set_options(timeout=15_000)
     yield tab
     context.close()
     assert dialogs == [], f"a dialog opened: {dialogs}"

@@ -36,6 +36,7 @@ class ExpiryTimer:
         self._wake = asyncio.Event()
         self._armed: int | None = None
         self._task: asyncio.Task | None = None
+        self._stopped = False
 
     def poke(self) -> None:
         """A command may have changed the earliest expiry; wake the timer only if it moved earlier."""
@@ -47,6 +48,10 @@ class ExpiryTimer:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="amc-expiry-timer")
 
     async def stop(self) -> None:
+        # The flag as well as the cancel: a cancel that lands as a wait times out can be lost
+        # (asyncio.wait_for in Python 3.11), and then the loop must still end at its next turn.
+        self._stopped = True
+        self._wake.set()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -56,7 +61,7 @@ class ExpiryTimer:
             self._task = None
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopped:
             try:
                 await self._step()
             except asyncio.CancelledError:
@@ -69,10 +74,7 @@ class ExpiryTimer:
         self._wake.clear()
         upcoming = self._armed = self._service.next_expiry()
         if upcoming is None:
-            try:
-                await asyncio.wait_for(self._wake.wait(), IDLE_RECHECK_SECONDS)
-            except TimeoutError:
-                pass
+            await self._sleep(IDLE_RECHECK_SECONDS)
             return
         delay = (upcoming - self._service.clock.now()) / 1000
         if delay <= 0:
@@ -80,7 +82,12 @@ class ExpiryTimer:
             if self._service.next_expiry() == upcoming:
                 await asyncio.sleep(0.01)  # nothing moved: never spin on a store that disagrees
             return
+        await self._sleep(delay + SLACK_SECONDS)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Until `seconds` pass or the timer is woken (`asyncio.timeout` never swallows a cancel)."""
         try:
-            await asyncio.wait_for(self._wake.wait(), delay + SLACK_SECONDS)
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
         except TimeoutError:
             pass
