@@ -62,19 +62,23 @@ async function refresh() {
     again = true;
     return refreshing;
   }
-  const current = page;
   refreshing = (async () => {
     do {
       again = false;
+      // The page shown now, read afresh each turn: a page shown while another page's read
+      // was still running folds its own read in here, and must get it.
+      const current = page;
       const began = performance.now();
       try {
-        if (current === page && current) await current.refresh();
+        if (current) await current.refresh();
       } catch (error) {
         if (!(error instanceof SignedOut)) console.error(error);
       }
       // A busy fleet sends many changes a second: re-read at most every MIN_GAP_MS.
-      if (again) await new Promise((resolve) => setTimeout(resolve, Math.max(0, MIN_GAP_MS - (performance.now() - began))));
-    } while (again && current === page);
+      if (again && current === page) {
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0, MIN_GAP_MS - (performance.now() - began))));
+      }
+    } while (again);
   })();
   try {
     await refreshing;
