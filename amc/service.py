@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
-from typing import Protocol
+from typing import Protocol, Self
 
 import attrs
 
@@ -608,10 +608,13 @@ class MemoryBlobStore:
         return found[0]
 
 
-class _MemoryBlobWriter:
-    def __init__(self, store: MemoryBlobStore, limit: int | None):
-        self._store, self._limit = store, limit
-        self._chunks: list[bytes] = []
+class Upload:
+    """What every `BlobWriter` keeps alike: the bytes written so far against the upload's
+    limit, and whether it is open, finished or aborted. A store's writer adds where the bytes
+    go (`write` calls `_admit` first and `_count` after), and its own `finish` and `abort`."""
+
+    def __init__(self, limit: int | None):
+        self._limit = limit
         self._size = 0
         self._state = "open"
 
@@ -619,13 +622,41 @@ class _MemoryBlobWriter:
     def size(self) -> int:
         return self._size
 
-    def write(self, chunk: bytes) -> None:
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def _admit(self, chunk: bytes) -> None:
+        """Before `chunk` is written: refuse it once the upload is over; abort the upload and
+        raise `BlobTooLarge` when the chunk would take it past its limit."""
         self._require_open()
         if self._limit is not None and self._size + len(chunk) > self._limit:
             self.abort()
             raise BlobTooLarge(self._limit)
-        self._chunks.append(bytes(chunk))
+
+    def _count(self, chunk: bytes) -> None:
         self._size += len(chunk)
+
+    def _require_open(self) -> None:
+        if self._state != "open":
+            raise ValueError(f"this upload has already {self._state}")
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.abort()
+
+
+class _MemoryBlobWriter(Upload):
+    def __init__(self, store: MemoryBlobStore, limit: int | None):
+        super().__init__(limit)
+        self._store = store
+        self._chunks: list[bytes] = []
+
+    def write(self, chunk: bytes) -> None:
+        self._admit(chunk)
+        self._chunks.append(bytes(chunk))
+        self._count(chunk)
 
     def finish(self) -> StoredBlob:
         self._require_open()
@@ -635,16 +666,6 @@ class _MemoryBlobWriter:
     def abort(self) -> None:
         if self._state == "open":
             self._state, self._chunks = "aborted", []
-
-    def _require_open(self) -> None:
-        if self._state != "open":
-            raise ValueError(f"this upload has already {self._state}")
-
-    def __enter__(self) -> _MemoryBlobWriter:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.abort()
 
 
 class _MemoryBlobReader:

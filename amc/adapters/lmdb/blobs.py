@@ -37,7 +37,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from amc.service import BlobNotFound, BlobProblem, BlobTooLarge, GcReport, StorageUnavailable, StoredBlob
+from amc.service import BlobNotFound, BlobProblem, GcReport, StorageUnavailable, StoredBlob, Upload
 
 ARTIFACTS_DIR = "artifacts"  # inside the data directory
 TEMP_DIR = "tmp"
@@ -187,28 +187,19 @@ class FileBlobStore:
             os.close(fd)
 
 
-class FileBlobWriter:
+class FileBlobWriter(Upload):
     """A `BlobWriter` into a temporary file of a `FileBlobStore`."""
 
     def __init__(self, store: FileBlobStore, limit: int | None):
-        self.limit = limit
+        super().__init__(limit)
         self._store = store
         fd, name = tempfile.mkstemp(dir=store._temp, suffix=TEMP_SUFFIX)
         self._temp = Path(name)
         self._file: BinaryIO = os.fdopen(fd, "wb")
         self._hash = hashlib.sha256()
-        self._size = 0
-        self._state = "open"
-
-    @property
-    def size(self) -> int:
-        return self._size
 
     def write(self, chunk: bytes) -> None:
-        self._require_open()
-        if self.limit is not None and self._size + len(chunk) > self.limit:
-            self.abort()
-            raise BlobTooLarge(self.limit)
+        self._admit(chunk)
         try:
             with _space_needed(self._store.root):
                 self._file.write(chunk)
@@ -216,7 +207,7 @@ class FileBlobWriter:
             self.abort()
             raise
         self._hash.update(chunk)
-        self._size += len(chunk)
+        self._count(chunk)
 
     def finish(self) -> StoredBlob:
         self._require_open()
@@ -238,16 +229,6 @@ class FileBlobWriter:
         with contextlib.suppress(OSError):  # closing flushes what is buffered: on a full disk, that fails again
             self._file.close()
         self._temp.unlink(missing_ok=True)
-
-    def _require_open(self) -> None:
-        if self._state != "open":
-            raise ValueError(f"this upload has already {self._state}")
-
-    def __enter__(self) -> FileBlobWriter:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.abort()
 
 
 class FileBlobReader:

@@ -29,7 +29,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from amc.adapters.postgres import store
-from amc.service import BlobNotFound, BlobProblem, BlobTooLarge, GcReport, StoredBlob
+from amc.service import BlobNotFound, BlobProblem, GcReport, StoredBlob, Upload
 
 CHUNK_BYTES = 256 * 1024
 POOL_SIZE = 16
@@ -134,30 +134,22 @@ class PostgresBlobStore:
             return gone > 0
 
 
-class _Upload:
+class _Upload(Upload):
     def __init__(self, pool: ConnectionPool, limit: int | None):
-        self._pool, self._limit = pool, limit
+        super().__init__(limit)
+        self._pool = pool
         self._conn: psycopg.Connection | None = pool.getconn()
         self._conn.execute("BEGIN")
         self._key = "upload:" + secrets.token_hex(16)
         self._hasher = hashlib.sha256()
         self._pending = bytearray()
         self._chunks = 0
-        self._size = 0
-        self._state = "open"
-
-    @property
-    def size(self) -> int:
-        return self._size
 
     def write(self, chunk: bytes) -> None:
-        self._require_open()
-        if self._limit is not None and self._size + len(chunk) > self._limit:
-            self.abort()
-            raise BlobTooLarge(self._limit)
+        self._admit(chunk)
         self._hasher.update(chunk)
         self._pending += chunk
-        self._size += len(chunk)
+        self._count(chunk)
         while len(self._pending) >= CHUNK_BYTES:
             self._flush(bytes(self._pending[:CHUNK_BYTES]))
             del self._pending[:CHUNK_BYTES]
@@ -206,16 +198,6 @@ class _Upload:
         if self._conn is not None:
             self._pool.putconn(self._conn)
             self._conn = None
-
-    def _require_open(self) -> None:
-        if self._state != "open":
-            raise ValueError(f"this upload has already {self._state}")
-
-    def __enter__(self) -> _Upload:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.abort()
 
 
 class _Reader:
