@@ -108,6 +108,14 @@ class Change:
     tasks: tuple[Task, ...]
     hosts: tuple[Host, ...]
 
+    @classmethod
+    def of(cls, journal: Journal, state: State) -> Change:
+        """The records `journal` names, as they stand in `state` (right after its batch)."""
+        return cls(
+            tasks=tuple(state.tasks[task_id] for task_id in journal.tasks),
+            hosts=tuple(state.hosts[host_id] for host_id in journal.hosts),
+        )
+
 
 ChangeListener = Callable[[Change], None]
 
@@ -115,9 +123,9 @@ ChangeListener = Callable[[Change], None]
 class ChangeFeed:
     """The listeners of one service's commits, and the one way a service tells them.
 
-    A service calls `publish` with the kernel's journal of a batch once that batch is durable
-    (the journal names exactly the records `State.put_task`/`put_host` replaced), one batch
-    after another, so the listeners see the changes in commit order.
+    A service calls `publish` with the `Change` of a batch (`Change.of` its journal, which
+    names exactly the records `State.put_task`/`put_host` replaced) once that batch is
+    durable, one batch after another, so the listeners see the changes in commit order.
     """
 
     def __init__(self) -> None:
@@ -132,15 +140,10 @@ class ChangeFeed:
 
         return stop
 
-    def publish(self, journal: Journal, state: State) -> None:
-        listeners = list(self._listeners)  # a copy: a listener may stop watching meanwhile
-        if not listeners or not (journal.tasks or journal.hosts):
+    def publish(self, change: Change) -> None:
+        if not (change.tasks or change.hosts):
             return
-        change = Change(
-            tasks=tuple(state.tasks[task_id] for task_id in journal.tasks),
-            hosts=tuple(state.hosts[host_id] for host_id in journal.hosts),
-        )
-        for listener in listeners:
+        for listener in list(self._listeners):  # a copy: a listener may stop watching meanwhile
             try:
                 listener(change)
             except Exception:  # a listener's bug must not fail the commit it hears of
@@ -260,7 +263,7 @@ class MemoryService:
         self.log.extend(decision.events)
         self._history.record(decision.events)
         self._order.extend(e.task_id for e in decision.events if isinstance(e, TaskSubmitted))
-        self._changes.publish(journal, self.state)
+        self._changes.publish(Change.of(journal, self.state))
         return decision
 
     def watch(self, listener: ChangeListener) -> Callable[[], None]:

@@ -62,7 +62,7 @@ from amc.core.events import HostRegistered
 from amc.core.history import HISTORY_TYPES
 from amc.core.lifecycle import TaskStatus
 from amc.core.state import Journal, State
-from amc.service import ChangeFeed, Clock, ManualClock, stamp
+from amc.service import Change, ChangeFeed, Clock, ManualClock, stamp
 
 log = logging.getLogger("amc.store")
 
@@ -221,7 +221,7 @@ class Writer:
         # After the replies are on their way: an edge that records something of the moment
         # with a reply (a renewal's progress) has done so before a watcher renders the change.
         if prepared.journal is not None and not prepared.empty:
-            self.changes.publish(prepared.journal, self.state)
+            self.changes.publish(Change.of(prepared.journal, self.state))
         if self.on_commit is not None and not prepared.empty:
             try:
                 self.on_commit(len(batch), time.perf_counter() - started)

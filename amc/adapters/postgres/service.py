@@ -136,17 +136,17 @@ class PostgresService:
 
     def _start_term(self, epoch: int) -> None:
         """Elected with `epoch` (on the leadership thread): load, set the clock, serve."""
-        conn = store.connect(
-            self.url,
-            f"amc {self.name} writer",
-            idle_in_transaction_session_timeout=f"'{round(self._lease_s * 1000)}ms'",
-        )
+        options = {"idle_in_transaction_session_timeout": f"'{round(self._lease_s * 1000)}ms'"}
+        conn = store.connect(self.url, f"amc {self.name} writer", **options)
+        commits: psycopg.Connection | None = None
         try:
+            commits = store.connect(self.url, f"amc {self.name} commits", **options)
             clock = self._term_clock(conn)
             writer = Writer(
                 conn,
                 epoch,
                 clock,
+                commits=commits,
                 on_commit=self._on_commit,
                 on_lost=self._writer_lost,
                 changes=self._changes,
@@ -158,6 +158,8 @@ class PostgresService:
                 writer.write_meta([("manual_now", str(clock.now()))])
         except BaseException:
             conn.close()
+            if commits is not None:
+                commits.close()
             raise
         # A previous term's writer has been told to stop (lose); its thread ends by itself.
         self.clock.current = clock

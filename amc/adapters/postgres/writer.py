@@ -1,25 +1,41 @@
-"""The writer of one leadership term: a thread that owns the kernel state and commits batches.
+"""The writer of one leadership term: the thread that owns the kernel state and commits batches.
 
 It has the shape of the LMDB store's writer (amc/adapters/lmdb/writer.py; read its theory
-of operation first): callers queue `Work`, the thread takes everything waiting as one batch,
+of operation first): callers queue `Work`, the writer takes everything waiting as one batch,
 runs each command through the kernel on the in-memory state with the state's journal open,
-and makes the batch durable in ONE PostgreSQL transaction (the events, and each record the
-journal names, encoded once) before it releases the callers' replies. Group commit falls
-out of the queue here too: while one transaction waits for PostgreSQL's WAL flush, the next
-batch gathers.
+encodes the events and each record the journal names once, and makes the batch durable in
+ONE PostgreSQL transaction before it releases the callers' replies.
 
-What differs is fencing. A writer belongs to one term: it was started when this server
-took the leadership with epoch E (leadership.py), and every transaction begins with
+What differs first is overlap. A PostgreSQL commit is a round trip to another process,
+which works on the other core while this one waits; the LMDB writer's "decide, commit,
+decide the next batch" would leave each side idle half the time. So this writer runs its
+own event loop on its thread: it sends a commit (commits.py) and decides the next commands
+while that commit is on its way, and when the commit's answer is in it sends everything
+decided meanwhile as the next commit (one transaction, one WAL flush for all of it). Callers
+answered together come back together; to keep them from forming one batch that alternates
+with its own commit, the writer, deciding a batch, looks every few commands whether the
+connection is free (`_connection_ready`) and if so sends what it has decided so far, so two
+groups of callers settle in, one committing while the other is decided.
+
+The state therefore runs ahead of what is committed, which is safe because nothing of it is
+seen before its commit: replies, the change feed and the next lease expiry are released
+after the commit that holds them, in decision order (a reply that wrote nothing, a refusal,
+waits too, since it may rest on an earlier batch's uncommitted decision), and reads go to
+the database. If a commit fails the term ends (below), so no batch decided on top of the
+failed one is ever sent.
+
+Then there is fencing. A writer belongs to one term: it was started when this server took
+the leadership with epoch E (leadership.py), and every batch's statement (COMMIT_BATCH) holds
 
     SELECT 1 / (epoch = E)::int FROM amc_leadership WHERE id = 1 FOR SHARE
 
-which fails the transaction unless the epoch is still E, so nothing after it is written.
-(The check is made inside the server rather than compared by the writer so that the whole
-transaction, check, writes and COMMIT, travels as one pipeline: one round trip per batch.) The row lock it takes is what makes this
-safe: a server that takes over bumps the epoch with an UPDATE of that row, which waits until
-every transaction that already checked E has ended, and any transaction that begins after
-the bump sees the new epoch. So a commit of this writer either happened before the new
-leader loaded its state (and the new leader sees it) or does not happen at all.
+which fails the statement unless the epoch is still E, so nothing of it is written. (The
+check is made inside the server rather than compared by the writer so that the check and
+the writes travel together: one round trip per batch.) The row lock it takes is what makes
+this safe: a server that takes over bumps the epoch with an UPDATE of that row, which waits
+until every transaction that already checked E has ended, and any transaction that locks
+the row after the bump sees the new epoch. So a commit of this writer either happened before
+the new leader loaded its state (and the new leader sees it) or does not happen at all.
 
 The first failure of a transaction, whatever it is (the epoch moved, the connection died,
 the server refused it), ends the term for good: the batch and everything queued fail with
@@ -32,6 +48,8 @@ which answers a repeated renewal, start, result or idempotent submit as the firs
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
 import queue
 import threading
@@ -43,7 +61,8 @@ import psycopg
 
 from amc.adapters import codec
 from amc.adapters.batches import Outcome, Poison, Work, release
-from amc.adapters.postgres import store
+from amc.adapters.postgres import arrays, store
+from amc.adapters.postgres.commits import CommitConnection
 from amc.adapters.postgres.errors import Deposed
 from amc.core import kernel
 from amc.core.commands import ExpireLeases
@@ -51,26 +70,54 @@ from amc.core.events import HostRegistered
 from amc.core.history import HISTORY_TYPES
 from amc.core.records import Task
 from amc.core.state import Journal, State
-from amc.service import ChangeFeed, Clock, ManualClock, NotLeader, stamp
+from amc.service import Change, ChangeFeed, Clock, ManualClock, NotLeader, stamp
 
 log = logging.getLogger("amc.store")
 
 _STOP: Any = object()
+# While deciding a batch, how often (in commands) the writer looks whether the connection is
+# ready for the next commit: a look is a poll of its socket, a few microseconds.
+READY_EVERY = 8
 
-# The fence: share-lock the leadership row and fail (division by zero) unless its epoch is ours.
-FENCE = "SELECT 1 / (epoch = %s)::int FROM amc_leadership WHERE id = 1 FOR SHARE"
-INSERT_EVENT = "INSERT INTO amc_events (seq, task_seq, body) VALUES (%s, %s, %s)"
-UPSERT_TASK = (
-    "INSERT INTO amc_tasks (seq, id, tenant, status, lease_expires_at, body) VALUES (%s, %s, %s, %s, %s, %s) "
-    "ON CONFLICT (seq) DO UPDATE SET status = excluded.status, lease_expires_at = excluded.lease_expires_at, "
-    "body = excluded.body"
+# A batch's transaction is ONE statement (in autocommit: one round trip; prepared once per
+# term, commits.py): the fence, and each table's rows as arrays, a column
+# each, unnested into rows. The fence share-locks the leadership row and fails (division by
+# zero) unless its epoch is ours; a failure anywhere aborts the whole statement. Data-
+# modifying parts of a WITH always run; the fence, a plain SELECT, runs because the
+# statement returns it.
+COMMIT_BATCH = """
+WITH fence AS (
+    SELECT 1 / (epoch = $1)::int AS ok FROM amc_leadership WHERE id = 1 FOR SHARE
+), events AS (
+    INSERT INTO amc_events (seq, task_seq, body) SELECT * FROM unnest($2, $3, $4)
+), tasks AS (
+    INSERT INTO amc_tasks (seq, id, tenant, status, lease_expires_at, body)
+    SELECT * FROM unnest($5, $6, $7, $8, $9, $10)
+    ON CONFLICT (seq) DO UPDATE
+    SET status = excluded.status, lease_expires_at = excluded.lease_expires_at, body = excluded.body
+), hosts AS (
+    INSERT INTO amc_hosts (id, body) SELECT * FROM unnest($11, $12)
+    ON CONFLICT (id) DO UPDATE SET body = excluded.body
+), meta AS (
+    INSERT INTO amc_meta (key, value) SELECT * FROM unnest($13, $14)
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value
 )
-UPSERT_HOST = "INSERT INTO amc_hosts (id, body) VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET body = excluded.body"
-UPSERT_META = "INSERT INTO amc_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+SELECT ok FROM fence
+"""
+COMMIT_TYPES = (
+    "int8",  # the epoch
+    *("int8[]", "int8[]", "bytea[]"),  # events: seq, task_seq, body
+    *("int8[]", "text[]", "text[]", "text[]", "int8[]", "bytea[]"),  # tasks: seq, id, tenant, status, expiry, body
+    *("text[]", "bytea[]"),  # hosts: id, body
+    *("text[]", "text[]"),  # meta: key, value
+)
 
 
 class _Prepared:
+    """One decided batch: its callers, their replies, and what committing it writes."""
+
     __slots__ = (
+        "batch",
         "replies",
         "events",
         "tasks",
@@ -80,10 +127,12 @@ class _Prepared:
         "last_time",
         "manual_now",
         "advanced",
-        "journal",
+        "change",
+        "next_expiry",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, batch: list[Work] | None = None) -> None:
+        self.batch: list[Work] = batch or []
         self.replies: list[Any] = []
         self.events: list[tuple[int, int | None, bytes]] = []
         self.tasks: list[tuple[int, str, str, str, int | None, bytes]] = []
@@ -93,15 +142,35 @@ class _Prepared:
         self.last_time = 0
         self.manual_now = 0
         self.advanced = 0
-        self.journal: Journal | None = None
+        self.change: Change | None = None
+        self.next_expiry: int | None = None
 
     @property
     def empty(self) -> bool:
         return not self.events and not self.advanced
 
 
+def _merged(group: list[_Prepared]) -> _Prepared:
+    """The writes of several batches decided one after another, as one transaction: every
+    event, and each record as the last of them left it."""
+    if len(group) == 1:
+        return group[0]
+    merged = _Prepared()
+    tasks: dict[int, tuple] = {}
+    hosts: dict[str, tuple] = {}
+    meta: dict[str, tuple] = {}
+    for prepared in group:
+        merged.events.extend(prepared.events)
+        tasks.update((row[0], row) for row in prepared.tasks)
+        hosts.update((row[0], row) for row in prepared.hosts)
+        meta.update((row[0], row) for row in prepared.meta)
+    merged.tasks, merged.hosts, merged.meta = list(tasks.values()), list(hosts.values()), list(meta.values())
+    return merged
+
+
 class Writer:
-    """The thread of one term (see the module docstring). `conn` is its own connection."""
+    """The thread of one term (see the module docstring). `conn` is its connection for
+    loading, `commits` the one its commits travel on; the writer closes both when it ends."""
 
     def __init__(
         self,
@@ -109,6 +178,7 @@ class Writer:
         epoch: int,
         clock: Clock,
         *,
+        commits: psycopg.Connection,
         on_commit: Callable[[int, float], None] | None = None,
         on_lost: Callable[[int], None] | None = None,
         changes: ChangeFeed | None = None,
@@ -122,17 +192,27 @@ class Writer:
         self.on_lost = on_lost
         self.changes = changes  # told, after each commit, which records it changed (the service's feed)
         self.max_batch = max_batch
+        self._commits = CommitConnection(commits, COMMIT_BATCH, COMMIT_TYPES)
+        # The state as decided: ahead of what is committed by the batches on their way.
         self.state = State()
         self.next_seq = 1
         self.last_time = 0
+        self.manual_now = clock.now() if self.manual else 0
         self.lost: BaseException | None = None  # set once, never cleared: the term is over
-        # When the earliest committed lease expires: read from the state after each commit (or
-        # load), when the state holds exactly what is committed; other threads read it.
+        # When the earliest committed lease expires: set as each batch commits (from the state
+        # its decision left), or on load; other threads read it.
         self.next_expiry: int | None = None
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._accepting = True
         self._submit_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"amc-pg-writer:{epoch}", daemon=True)
+        # Owned by the writer's thread and its event loop:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._sleeping = False  # the loop waits for work (read by `_put` to wake it)
+        self._decided: list[_Prepared] = []  # decided, waiting for the connection
+        self._inflight: asyncio.Task | None = None  # the commit on the connection now
+        self._stopping = False
 
     # --- the callers' side -----------------------------------------------------------------
 
@@ -143,14 +223,14 @@ class Writer:
         with self._submit_lock:
             if not self._accepting:
                 raise NotLeader(self._why())
-            self._queue.put(work)
+            self._put(work)
 
     def stop(self) -> None:
         """Refuse new work, let the thread finish what is queued, and wait for it."""
         with self._submit_lock:
             if self._accepting:
                 self._accepting = False
-                self._queue.put(_STOP)
+                self._put(_STOP)
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join()
 
@@ -161,7 +241,17 @@ class Writer:
                 self.lost = why
             if self._accepting:
                 self._accepting = False
-                self._queue.put(_STOP)
+                self._put(_STOP)
+
+    def _put(self, item: Any) -> None:
+        self._queue.put(item)
+        if self._sleeping:  # set before the loop last looked at the queue: wake it
+            self._sleeping = False
+            assert self._loop is not None and self._wake is not None
+            try:
+                self._loop.call_soon_threadsafe(self._wake.set)
+            except RuntimeError:
+                pass  # the loop has ended: nothing is waiting for this
 
     def _why(self) -> str:
         if self.lost is None:
@@ -171,7 +261,8 @@ class Writer:
     # --- loading ---------------------------------------------------------------------------
 
     def load(self) -> None:
-        """The state, the next log sequence number and the clock floor, from one snapshot."""
+        """The state, the next log sequence number and the clock floor, from one snapshot.
+        Only while nothing decided is uncommitted (before `start`, or after `_settle_all`)."""
         with self.conn.transaction():
             self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             self.state = store.load_state(self.conn)
@@ -180,45 +271,70 @@ class Writer:
         self.next_expiry = self.state.next_deadline()
 
     def write_meta(self, items: list[tuple[str, str]]) -> None:
-        """Store metadata (where a manual clock starts) under the epoch check."""
+        """Store metadata (where a manual clock starts) under the epoch check (before `start`)."""
         prepared = _Prepared()
         prepared.meta = items
-        self._commit(prepared)
+        try:
+            self._commits.execute_sync(self._params(prepared))
+        except psycopg.errors.DivisionByZero:
+            raise self._deposed() from None
 
-    # --- the writer thread -------------------------------------------------------------------
+    # --- the writer's thread -----------------------------------------------------------------
 
     def _run(self) -> None:
-        take, take_waiting = self._queue.get, self._queue.get_nowait
-        while True:
-            first = take()
-            if first is _STOP:
-                break
-            batch, stop = [first], False
-            while len(batch) < self.max_batch:
-                try:
-                    work = take_waiting()
-                except queue.Empty:
-                    break
-                if work is _STOP:
-                    stop = True
-                    break
-                batch.append(work)
-            try:
-                self._process(batch)
-            except BaseException as exc:  # a bug in this module: end the term rather than guess
-                log.exception("the store writer failed on a batch")
-                self._end(exc)
-                release([(work, None, NotLeader(self._why())) for work in batch])
-            if stop:
-                break
-        self._drain()
         try:
-            self.conn.close()  # its transactions are over: this term commits nothing more
+            asyncio.run(self._serve())
+        except BaseException as exc:  # a bug in this module: end the term rather than guess
+            log.exception("the store writer failed")
+            self._end(exc)
+        self._fail_queued()
+        try:
+            self.conn.close()
         except psycopg.Error:
             pass
 
-    def _drain(self) -> None:
-        """Fail whatever is still queued (the term ended with work waiting)."""
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        try:
+            while True:
+                batch = self._take_waiting()
+                if batch:
+                    await self._process(batch)
+                self._send_decided()
+                if batch:
+                    await asyncio.sleep(0)  # send what was just handed over; see replies that came
+                    continue
+                if self._stopping and self._inflight is None and not self._decided:
+                    break
+                await self._sleep()
+        finally:
+            self._commits.close()  # its transactions are over: this term commits nothing more
+
+    def _take_waiting(self) -> list[Work]:
+        batch: list[Work] = []
+        while len(batch) < self.max_batch:
+            try:
+                work = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if work is _STOP:
+                self._stopping = True  # nothing is queued after it (`submit` refuses)
+                break
+            batch.append(work)
+        return batch
+
+    async def _sleep(self) -> None:
+        """Wait for work, or for the commit in flight to end."""
+        assert self._wake is not None
+        self._wake.clear()
+        self._sleeping = True
+        if self._queue.empty() and not (self._inflight is not None and self._inflight.done()):
+            await self._wake.wait()
+        self._sleeping = False
+
+    def _fail_queued(self) -> None:
+        """Fail whatever callers still queued (the term ended with work waiting)."""
         leftover: list[Outcome] = []
         while True:
             try:
@@ -229,99 +345,79 @@ class Writer:
                 leftover.append((work, None, NotLeader(self._why())))
         release(leftover)
 
-    def _process(self, batch: list[Work]) -> None:
-        started = time.perf_counter()
+    async def _process(self, batch: list[Work]) -> None:
+        """Decide `batch`, keeping the connection busy: whenever it is free (or its commit's
+        answer has arrived) and something is decided, that goes out at once and the rest is
+        decided while it commits. Without this, callers answered together would come back
+        together and form one batch that alternates with its own commit: PostgreSQL idle
+        while the kernel decides, and the kernel idle while PostgreSQL commits.
+
+        A command that raised in the kernel gets its error at once (nothing of it is
+        written), and the state is reloaded from what is committed, once everything decided
+        before it is."""
         if self.lost is not None:
             release([(work, None, NotLeader(self._why())) for work in batch])
             return
-        outcomes: list[Outcome] = []
-        while True:
+        while batch:
             try:
                 prepared = self._decide(batch)
-                break
             except Poison as poison:
                 log.error("command %r raised in the kernel", batch[poison.index].command, exc_info=poison.error)
-                outcomes.append((batch[poison.index], None, poison.error))
+                release([(batch[poison.index], None, poison.error)])
                 del batch[poison.index]
                 try:
+                    await self._settle_all()
+                    if self.lost is not None:
+                        raise NotLeader(self._why()) from None
                     self.load()  # the state may hold part of the failed command
                 except BaseException as exc:
                     self._end(exc)
-                    outcomes.extend((work, None, NotLeader(self._why())) for work in batch)
-                    release(outcomes)
+                    release([(work, None, NotLeader(self._why())) for work in batch])
                     return
-        if not prepared.empty:
-            try:
-                self._commit(prepared)
-            except BaseException as exc:
-                self._end(exc)
-                outcomes.extend((work, None, NotLeader(self._why())) for work in batch)
-                release(outcomes)
-                return
-            self.next_seq = prepared.last_seq + 1
-            self.last_time = prepared.last_time
-            if prepared.advanced:
-                assert isinstance(self.clock, ManualClock)
-                self.clock.advance(prepared.advanced)
-        self.next_expiry = self.state.next_deadline()  # the state is what is committed now
-        outcomes.extend((work, reply, None) for work, reply in zip(batch, prepared.replies))
-        release(outcomes)
-        if self.changes is not None and prepared.journal is not None and not prepared.empty:
-            self.changes.publish(prepared.journal, self.state)
-        if self.on_commit is not None and not prepared.empty:
-            try:
-                self.on_commit(len(batch), time.perf_counter() - started)
-            except Exception:
-                log.exception("on_commit failed")
+                continue
+            self._decided.append(prepared)
+            batch = batch[len(prepared.batch) :]
+            if batch:  # stopped early: the connection is free, or about to be
+                if self._inflight is not None:  # its answer is here: take it, answer its callers
+                    await asyncio.wait([self._inflight])
+                self._send_decided()
+                await asyncio.sleep(0)  # the next commit goes out before the rest is decided
 
-    def _end(self, why: BaseException) -> None:
-        if isinstance(why, Deposed):
-            log.warning("deposed: %s", why)
-        else:
-            log.error("ending the term of epoch %d: %r", self.epoch, why)
-        self.lose(why)
-        if self.on_lost is not None:
-            self.on_lost(self.epoch)
-
-    def _commit(self, prepared: _Prepared) -> None:
-        """One transaction: the epoch check, then every write of the batch, sent as one
-        pipeline (one round trip). The check fails the transaction inside the server when
-        the epoch moved, so everything after it, the COMMIT included, does nothing."""
-        conn = self.conn
-        try:
-            with conn.pipeline(), conn.transaction(), conn.cursor() as cursor:
-                cursor.execute(FENCE, (self.epoch,))
-                if prepared.events:
-                    cursor.executemany(INSERT_EVENT, prepared.events)
-                if prepared.tasks:
-                    cursor.executemany(UPSERT_TASK, prepared.tasks)
-                if prepared.hosts:
-                    cursor.executemany(UPSERT_HOST, prepared.hosts)
-                if prepared.meta:
-                    cursor.executemany(UPSERT_META, prepared.meta)
-        except psycopg.errors.DivisionByZero:
-            raise Deposed(f"the leadership epoch is no longer {self.epoch}: another server leads") from None
+    def _connection_ready(self) -> bool:
+        """Whether a commit could be sent now: none is in flight, or its answer is here."""
+        inflight = self._inflight
+        if inflight is None or inflight.done():
+            return True
+        return self._commits.answered()
 
     def _decide(self, batch: list[Work]) -> _Prepared:
+        """Decide `batch`, or as much of it as was decided when the connection became ready
+        for another commit (looked at every `READY_EVERY` commands)."""
         state = self.state
         prepared = _Prepared()
         state.open_journal()
         try:
             self._run_batch(batch, prepared)
         finally:
-            journal = prepared.journal = state.close_journal()
+            journal = state.close_journal()
         if not prepared.empty:
             self._prepare_records(prepared, journal)
             prepared.meta.append(("last_time", str(prepared.last_time)))
             if self.manual:
                 prepared.meta.append(("manual_now", str(prepared.manual_now)))
+            prepared.change = Change.of(journal, state)
+            self.next_seq = prepared.last_seq + 1
+            self.last_time = prepared.last_time
+            self.manual_now = prepared.manual_now
+        prepared.next_expiry = state.next_deadline()
         return prepared
 
     def _run_batch(self, batch: list[Work], prepared: _Prepared) -> None:
-        state, tasks, replies = self.state, self.state.tasks, prepared.replies
+        state, tasks, replies, decided = self.state, self.state.tasks, prepared.replies, prepared.batch
+        ready = self._connection_ready
         seq = self.next_seq - 1
         last_time = self.last_time
-        manual_now = self.clock.now() if self.manual else 0
+        manual_now = self.manual_now
         events, encode, shown = prepared.events, codec.encode, HISTORY_TYPES
         for index, work in enumerate(batch):
             try:
@@ -346,6 +442,9 @@ class Writer:
             if now > last_time:
                 last_time = now
             replies.append(reply)
+            decided.append(work)
+            if index % READY_EVERY == READY_EVERY - 1 and ready():
+                break
         prepared.last_seq = seq
         prepared.last_time = last_time
         prepared.manual_now = manual_now
@@ -355,6 +454,109 @@ class Writer:
         tasks, hosts = self.state.tasks, self.state.hosts
         prepared.tasks = [task_row(tasks[task_id]) for task_id in journal.tasks]
         prepared.hosts = [(host_id, codec.encode_host(hosts[host_id])) for host_id in journal.hosts]
+
+    # --- committing ----------------------------------------------------------------------------
+
+    def _send_decided(self) -> None:
+        """When the connection is free, send every batch decided meanwhile as one commit."""
+        inflight = self._inflight
+        if inflight is not None:
+            if not inflight.done():
+                return
+            self._inflight = None
+            if inflight.exception() is not None:  # a bug in this module: end the term rather than guess
+                log.error("the store writer failed on a commit", exc_info=inflight.exception())
+                self._end(inflight.exception())  # type: ignore[arg-type]
+        if not self._decided:
+            return
+        group, self._decided = self._decided, []
+        if self.lost is not None:
+            release([(work, None, NotLeader(self._why())) for prepared in group for work in prepared.batch])
+            return
+        assert self._loop is not None and self._wake is not None
+        self._inflight = self._loop.create_task(self._commit_group(group))
+        self._inflight.add_done_callback(lambda _: self._wake.set())  # type: ignore[union-attr]
+
+    async def _settle_all(self) -> None:
+        """Commit (or fail) everything decided so far, and wait for it."""
+        while self._inflight is not None or self._decided:
+            if self._inflight is not None:
+                await asyncio.wait([self._inflight])
+            self._send_decided()
+
+    async def _commit_group(self, group: list[_Prepared]) -> None:
+        """Commit batches decided one after another, in one statement, then answer their
+        callers in order. Replies wait for the commit even when their batch wrote nothing:
+        a refusal may rest on an earlier batch's uncommitted decision."""
+        started = time.perf_counter()
+        written = [prepared for prepared in group if not prepared.empty]
+        try:
+            if written:
+                await self._commits.execute(self._params(_merged(written)))
+        except BaseException as exc:
+            if isinstance(exc, psycopg.errors.DivisionByZero):
+                exc = self._deposed()
+            self._end(exc)
+            release([(work, None, NotLeader(self._why())) for prepared in group for work in prepared.batch])
+            return
+        advanced = sum(prepared.advanced for prepared in group)
+        if advanced:
+            assert isinstance(self.clock, ManualClock)
+            self.clock.advance(advanced)
+        self.next_expiry = group[-1].next_expiry  # the state each batch left is committed now
+        release([outcome for prepared in group for outcome in zip(prepared.batch, prepared.replies, _no_errors)])
+        for prepared in group:
+            if self.changes is not None and prepared.change is not None:
+                self.changes.publish(prepared.change)
+        if self.on_commit is not None and written:
+            try:
+                self.on_commit(sum(len(prepared.batch) for prepared in group), time.perf_counter() - started)
+            except Exception:
+                log.exception("on_commit failed")
+
+    def _params(self, prepared: _Prepared) -> list[Any]:
+        return [
+            arrays.int8(self.epoch),
+            *_columns(prepared.events, EVENT_COLUMNS),
+            *_columns(prepared.tasks, TASK_COLUMNS),
+            *_columns(prepared.hosts, HOST_COLUMNS),
+            *_columns(prepared.meta, META_COLUMNS),
+        ]
+
+    def _deposed(self) -> Deposed:
+        return Deposed(f"the leadership epoch is no longer {self.epoch}: another server leads")
+
+    def _end(self, why: BaseException) -> None:
+        if isinstance(why, Deposed):
+            log.warning("deposed: %s", why)
+        else:
+            log.error("ending the term of epoch %d: %r", self.epoch, why)
+        self.lose(why)
+        if self.on_lost is not None:
+            self.on_lost(self.epoch)
+
+
+_no_errors = itertools.repeat(None)
+
+
+# How each column of a table's rows is sent (in the order of COMMIT_BATCH's arrays).
+EVENT_COLUMNS = (arrays.int8_array, arrays.int8_array, arrays.bytea_array)
+TASK_COLUMNS = (
+    arrays.int8_array,
+    arrays.text_array,
+    arrays.text_array,
+    arrays.text_array,
+    arrays.int8_array,
+    arrays.bytea_array,
+)
+HOST_COLUMNS = (arrays.text_array, arrays.bytea_array)
+META_COLUMNS = (arrays.text_array, arrays.text_array)
+
+
+def _columns(rows: list[tuple], encoders: tuple[Callable[[Any], bytes], ...]) -> list[bytes]:
+    """Rows as columns, each encoded as the array that COMMIT_BATCH unnests."""
+    columns = list(zip(*rows)) if rows else [()] * len(encoders)
+    return [encode(column) for encode, column in zip(encoders, columns)]
 
 
 def task_row(task: Task) -> tuple[int, str, str, str, int | None, bytes]:

@@ -11,7 +11,6 @@ import pytest
 
 from amc.adapters import codec
 from amc.adapters.lmdb import CommitFailed, LmdbService, StoreClosed, verify
-from amc.adapters.lmdb import writer as writer_module
 from amc.core import kernel
 from amc.core.commands import CancelTask, ClaimTask, ExpireLeases, RegisterHost, StartAttempt, SubmitTask
 from amc.core.errors import Code, InvalidRequest
@@ -221,27 +220,34 @@ def test_a_failed_commit_fails_its_batch_and_applies_nothing(data_dir, monkeypat
 
 
 def test_a_command_that_breaks_the_kernel_fails_alone(data_dir, monkeypatch):
+    with LmdbService.open(data_dir) as store:
+        check_a_kernel_bug_fails_alone(store, lambda task_id: task_id in writer_state(store).tasks, monkeypatch)
+    assert verify(data_dir) == []
+
+
+def check_a_kernel_bug_fails_alone(store, in_state, monkeypatch) -> None:
+    """A command that raises in the kernel, applied halfway as a bug might, gets its error;
+    the others of its batch commit, and nothing of it stays (`in_state(task_id)` asks the
+    writer's state). For every store's writer."""
     real_execute = kernel.execute
 
     def execute(state, command):
         if getattr(command, "task_id", None) == "poison":
-            real_execute(state, command)  # apply it halfway, as a bug might...
+            real_execute(state, command)
             raise RuntimeError("kernel bug")
         return real_execute(state, command)
 
-    monkeypatch.setattr(writer_module.kernel, "execute", execute)
-    with LmdbService.open(data_dir) as store:
+    monkeypatch.setattr(kernel, "execute", execute)
 
-        async def main():
-            commands = [submit(f"t{i}") for i in range(5)] + [submit("poison")] + [submit(f"u{i}") for i in range(5)]
-            return await asyncio.gather(*(store.execute(c) for c in commands), return_exceptions=True)
+    async def main():
+        commands = [submit(f"t{i}") for i in range(5)] + [submit("poison")] + [submit(f"u{i}") for i in range(5)]
+        return await asyncio.gather(*(store.execute(c) for c in commands), return_exceptions=True)
 
-        outcomes = asyncio.run(main())
-        assert isinstance(outcomes[5], RuntimeError)
-        assert all(d.accepted for i, d in enumerate(outcomes) if i != 5)
-        assert store.task("poison") is None and "poison" not in writer_state(store).tasks
-        assert len(store.tasks(None, None, None, 100).tasks) == 10
-    assert verify(data_dir) == []
+    outcomes = asyncio.run(main())
+    assert isinstance(outcomes[5], RuntimeError)
+    assert all(d.accepted for i, d in enumerate(outcomes) if i != 5)
+    assert store.task("poison") is None and not in_state("poison")
+    assert len(store.tasks(None, None, None, 100).tasks) == 10
 
 
 def test_manual_clock_starts_at_wall_time_and_resumes_after_restart(data_dir):
