@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # part -> the parts it may import. The kernel and the simulator stand alone; an adapter
 # sees the kernel and the service port, never another adapter (the stores share the
-# records' encoding, `amc.adapters.codec`, and their writers' hand-off, `amc.adapters.batches`); the Host Agent drives
+# records' encoding, `amc.adapters.codec`, their writers' hand-off, `amc.adapters.batches`,
+# and the check against a replayed log, `amc.adapters.replay`); the Host Agent drives
 # devices through the ADB adapter; only the CLI, the outermost edge, wires everything.
 LAYERS: dict[str, set[str]] = {
     "amc.core": set(),
@@ -25,8 +26,21 @@ LAYERS: dict[str, set[str]] = {
     "amc.service": {"amc.core"},
     "amc.adapters.codec": {"amc.core"},
     "amc.adapters.batches": {"amc.core"},
-    "amc.adapters.lmdb": {"amc.core", "amc.service", "amc.adapters.codec", "amc.adapters.batches"},
-    "amc.adapters.postgres": {"amc.core", "amc.service", "amc.adapters.codec", "amc.adapters.batches"},
+    "amc.adapters.replay": {"amc.core"},
+    "amc.adapters.lmdb": {
+        "amc.core",
+        "amc.service",
+        "amc.adapters.codec",
+        "amc.adapters.batches",
+        "amc.adapters.replay",
+    },
+    "amc.adapters.postgres": {
+        "amc.core",
+        "amc.service",
+        "amc.adapters.codec",
+        "amc.adapters.batches",
+        "amc.adapters.replay",
+    },
     "amc.adapters.http": {"amc.core", "amc.service"},
     "amc.adapters.adb": {"amc.core"},
     "amc.agent": {"amc.core", "amc.adapters.adb"},

@@ -42,9 +42,6 @@ from __future__ import annotations
 import functools
 import re
 import struct
-from typing import Any
-
-import attrs
 
 # The values' encoding is shared with every store (`amc.adapters.codec`); re-exported here,
 # where the LMDB code has always found it.
@@ -202,8 +199,3 @@ def lease_of(task: Task) -> tuple[bytes, bytes] | None:
 
 def lease_expiry(key: bytes) -> int:
     return read_u64(key[:8])
-
-
-def fields_differing(a: Any, b: Any) -> list[str]:
-    """The names of the top-level fields in which two records of one class differ."""
-    return [f.name for f in attrs.fields(type(a)) if getattr(a, f.name) != getattr(b, f.name)]
