@@ -6,7 +6,7 @@ amc on PostgreSQL
     `PostgresService.execute` from 1, 8 and 64 concurrent callers (coroutines on one event
     loop, as the HTTP server runs them), each its own host with one device, looping over a
     task lifecycle: submit, claim, start, renew, renew, report done (six commands, each
-    acknowledged after its batch committed). The same loop as bench/store.py.
+    acknowledged after its batch committed): bench/store.py's loop.
 amc on LMDB
     the same callers on `LmdbService` in a temporary directory, in the same run.
 peer
@@ -33,43 +33,8 @@ import psycopg
 
 from amc.adapters.lmdb import LmdbService
 from amc.adapters.postgres import PostgresService
-from amc.core.commands import ClaimTask, RegisterHost, RenewLease, ReportResult, StartAttempt, SubmitTask
-from amc.core.kernel import Assignment
-from amc.core.lifecycle import TaskStatus
-from amc.core.records import DeviceSpec, Plan, Step
+from bench.store import lifecycle_loop  # the same lifecycle as the LMDB store's bench
 from tests.support.postgres import Cluster
-
-PLAN = Plan(
-    steps=(Step(id="open", action="launch", args={"package": "com.example"}), Step(id="shot", action="screenshot"))
-)
-
-
-async def lifecycle_loop(service, caller: int, stop_at: float, latencies: list[float]) -> int:
-    host = f"h{caller}"
-    await service.execute(RegisterHost(now=0, host_id=host, devices=(DeviceSpec(serial=f"s{caller}"),)))
-    count, n = 0, 0
-    clock = time.perf_counter
-
-    async def run(command):
-        nonlocal count
-        started = clock()
-        decision = await service.execute(command)
-        latencies.append(clock() - started)
-        count += 1
-        return decision
-
-    while clock() < stop_at:
-        n += 1
-        await run(SubmitTask(now=0, task_id=f"t{caller}-{n}", tenant=f"tenant{caller % 4}", plan=PLAN))
-        a = (await run(ClaimTask(now=0, host_id=host, lease_id=f"L{caller}-{n}", lease_ms=30_000))).reply
-        if not isinstance(a, Assignment):
-            continue
-        lease = dict(now=0, host_id=host, task_id=a.task_id, attempt=a.attempt, lease_id=a.lease_id)
-        await run(StartAttempt(**lease))
-        await run(RenewLease(**lease))
-        await run(RenewLease(**lease))
-        await run(ReportResult(**lease, status=TaskStatus.done))
-    return count
 
 
 def amc_run(service, callers: int, seconds: float) -> dict:

@@ -52,7 +52,7 @@ from amc.core.commands import ClaimTask, RegisterHost, RenewLease, ReportResult,
 from amc.core.kernel import Assignment
 from amc.core.lifecycle import TaskStatus
 from amc.core.records import DeviceSpec, Host, Plan, Step, Task
-from amc.service import MemoryService
+from amc.service import MemoryService, Service
 
 PLAN = Plan(
     steps=(Step(id="open", action="launch", args={"package": "com.example"}), Step(id="shot", action="screenshot"))
@@ -84,7 +84,8 @@ def raw_lmdb(base: Path, commits: int, puts_per_commit: int) -> float:
 # --- durable commands ----------------------------------------------------------------------
 
 
-async def lifecycle_loop(service: LmdbService, caller: int, stop_at: float, latencies: list[float]) -> int:
+async def lifecycle_loop(service: Service, caller: int, stop_at: float, latencies: list[float]) -> int:
+    """One caller's loop of task lifecycles on `service` until `stop_at`; the commands it made."""
     host = f"h{caller}"
     await service.execute(RegisterHost(now=0, host_id=host, devices=(DeviceSpec(serial=f"s{caller}"),)))
     count, n = 0, 0

@@ -60,7 +60,17 @@ def advance_memory(memory: MemoryService, ms: int) -> int:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_answers_like_the_memory_service_across_restarts(data_dir, seed):
-    store = LmdbService.open(data_dir, clock="manual")
+    check_answers_like_the_memory_service(
+        lambda: LmdbService.open(data_dir, clock="manual"), lambda: verify(data_dir), writer_state, advance_clock, seed
+    )
+
+
+def check_answers_like_the_memory_service(open_store, verify_store, state_of, advance, seed: int) -> None:
+    """600 commands and clock advances of a seeded workload, each answered as the in-memory
+    service answers it; every 100 the writer's state and the reads agree, every 200 the
+    store restarts (records in, no replay) and verifies. For every store: `open_store()`
+    opens it with a manual clock, `state_of(store)` is its writer's state."""
+    store = open_store()
     memory = MemoryService(clock=ManualClock(store.clock.now()))
     workload = Workload(seed)
     rng = random.Random(seed)
@@ -68,19 +78,19 @@ def test_answers_like_the_memory_service_across_restarts(data_dir, seed):
         for step in range(1, 601):
             if rng.random() < 0.07:
                 ms = rng.choice((500, 2000, 7000))
-                assert advance_clock(store, ms) == advance_memory(memory, ms)
+                assert advance(store, ms) == advance_memory(memory, ms)
             else:
                 command = workload.next_command(memory.state)
                 assert store.execute_sync(command) == memory.execute_now(command), command
             if step % 100 == 0:
-                assert writer_state(store) == memory.state
+                assert state_of(store) == memory.state
                 assert_same_reads(store, memory)
-            if step % 200 == 0:  # a restart: records in, no replay
+            if step % 200 == 0:
                 store.close()
-                assert verify(data_dir) == []
-                store = LmdbService.open(data_dir, clock="manual")
+                assert verify_store() == []
+                store = open_store()
                 assert store.clock.now() == memory.clock.now()
-                assert writer_state(store) == memory.state
+                assert state_of(store) == memory.state
                 assert_same_reads(store, memory)
     finally:
         store.close()
@@ -90,22 +100,27 @@ def test_answers_like_the_memory_service_across_restarts(data_dir, seed):
 
 def test_pages_use_opaque_cursors_and_validate_them(data_dir):
     with LmdbService.open(data_dir) as store:
-        for i in range(7):
-            store.execute_sync(submit(f"t{i}", tenant="acme" if i % 2 == 0 else "beta"))
-        store.execute_sync(CancelTask(now=0, task_id="t2", tenant=None))
-        first = store.tasks("acme", None, None, 2)
-        assert [t.id for t in first.tasks] == ["t0", "t2"] and first.next is not None
-        second = store.tasks("acme", None, first.next, 2)
-        assert [t.id for t in second.tasks] == ["t4", "t6"] and second.next is None
-        assert [t.id for t in store.tasks("acme", "queued", None, 10).tasks] == ["t0", "t4", "t6"]
-        assert [t.id for t in store.tasks(None, "cancelled", None, 10).tasks] == ["t2"]
+        check_pages_and_cursors(store)
         assert store.tasks(None, None, None, 7).next is None
-        for bad in ("x", "-1", "1.5", "", "²"):
-            with pytest.raises(InvalidRequest):
-                store.tasks(None, None, bad, 10)
         with pytest.raises(ValueError):
             store.tasks(None, None, None, 0)
         assert store.tasks("x" * 600, None, None, 10).tasks == []
+
+
+def check_pages_and_cursors(store) -> None:
+    """Pages by tenant and status with cursors that only the store reads (for every store)."""
+    for i in range(7):
+        store.execute_sync(submit(f"t{i}", tenant="acme" if i % 2 == 0 else "beta"))
+    store.execute_sync(CancelTask(now=0, task_id="t2", tenant=None))
+    first = store.tasks("acme", None, None, 2)
+    assert [t.id for t in first.tasks] == ["t0", "t2"] and first.next is not None
+    second = store.tasks("acme", None, first.next, 2)
+    assert [t.id for t in second.tasks] == ["t4", "t6"] and second.next is None
+    assert [t.id for t in store.tasks("acme", "queued", None, 10).tasks] == ["t0", "t4", "t6"]
+    assert [t.id for t in store.tasks(None, "cancelled", None, 10).tasks] == ["t2"]
+    for bad in ("x", "-1", "1.5", "", "²"):
+        with pytest.raises(InvalidRequest):
+            store.tasks(None, None, bad, 10)
 
 
 def test_ids_the_store_cannot_key_are_refused_before_the_kernel(data_dir):

@@ -3,21 +3,22 @@ tests/adapters/lmdb/test_service.py), and its leadership: one leader, fenced by 
 
 from __future__ import annotations
 
-import random
 import threading
 
 import psycopg
 import pytest
 
-from amc.adapters import codec
 from amc.adapters.postgres import PostgresService
 from amc.adapters.postgres.verify import verify
 from amc.core.commands import CancelTask, RegisterHost, SubmitTask
 from amc.core.errors import InvalidRequest
 from amc.core.records import DeviceSpec
-from amc.service import ManualClock, MemoryService, NotLeader
-from tests.adapters.lmdb.test_service import advance_memory, assert_same_reads, submit
-from tests.adapters.lmdb.workload import Workload
+from amc.service import MemoryService, NotLeader
+from tests.adapters.lmdb.test_service import (
+    check_answers_like_the_memory_service,
+    check_pages_and_cursors,
+    submit,
+)
 from tests.adapters.postgres.helpers import advance_clock, writer_state
 from tests.support.waiting import eventually
 
@@ -26,48 +27,15 @@ FAST = {"poll_s": 0.1, "lease_s": 2.0}
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_answers_like_the_memory_service_across_restarts(pg_url, seed):
-    store = PostgresService.open(pg_url, clock="manual")
-    memory = MemoryService(clock=ManualClock(store.clock.now()))
-    workload = Workload(seed)
-    rng = random.Random(seed)
-    try:
-        for step in range(1, 601):
-            if rng.random() < 0.07:
-                ms = rng.choice((500, 2000, 7000))
-                assert advance_clock(store, ms) == advance_memory(memory, ms)
-            else:
-                command = workload.next_command(memory.state)
-                assert store.execute_sync(command) == memory.execute_now(command), command
-            if step % 100 == 0:
-                assert writer_state(store) == memory.state
-                assert_same_reads(store, memory)
-            if step % 200 == 0:  # a restart: a new term loads the records, no replay
-                store.close()
-                assert verify(pg_url) == []
-                store = PostgresService.open(pg_url, clock="manual")
-                assert store.clock.now() == memory.clock.now()
-                assert writer_state(store) == memory.state
-                assert_same_reads(store, memory)
-    finally:
-        store.close()
-    logged = {type(event) for event in memory.log}
-    assert logged == set(codec.EVENT_TAGS.values()), "the workload should produce every event type"
+    """As the LMDB store; a restart is a new term that loads the records."""
+    check_answers_like_the_memory_service(
+        lambda: PostgresService.open(pg_url, clock="manual"), lambda: verify(pg_url), writer_state, advance_clock, seed
+    )
 
 
 def test_pages_and_ids_as_the_lmdb_store(pg_url):
     with PostgresService.open(pg_url) as store:
-        for i in range(7):
-            store.execute_sync(submit(f"t{i}", tenant="acme" if i % 2 == 0 else "beta"))
-        store.execute_sync(CancelTask(now=0, task_id="t2", tenant=None))
-        first = store.tasks("acme", None, None, 2)
-        assert [t.id for t in first.tasks] == ["t0", "t2"] and first.next is not None
-        second = store.tasks("acme", None, first.next, 2)
-        assert [t.id for t in second.tasks] == ["t4", "t6"] and second.next is None
-        assert [t.id for t in store.tasks("acme", "queued", None, 10).tasks] == ["t0", "t4", "t6"]
-        assert [t.id for t in store.tasks(None, "cancelled", None, 10).tasks] == ["t2"]
-        for bad in ("x", "-1", "1.5", "", "²"):
-            with pytest.raises(InvalidRequest):
-                store.tasks(None, None, bad, 10)
+        check_pages_and_cursors(store)
         assert store.tasks("x\x00", None, None, 10).tasks == [] and store.task("t\x00") is None
         with pytest.raises(InvalidRequest):
             store.execute_sync(SubmitTask(now=0, task_id="a\x00b", tenant="acme", plan=submit("x").plan))
