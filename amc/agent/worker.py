@@ -259,7 +259,11 @@ class AttemptRun:
                 await send(a.task_id, a.attempt, body)
             except Rejected as error:
                 record.answer, record.code = error.status, error.code
-                if error.status in LEASE_REFUSALS:
+                if error.status in LEASE_REFUSALS and release:
+                    # What a release is for, giving the attempt back, has happened already (a
+                    # session the server ended as the host stopped, say): nothing was lost.
+                    log.info("%s: nothing to release: the attempt had already ended (%s)", self.label, error)
+                elif error.status in LEASE_REFUSALS:
                     log.warning(
                         "%s: report %s refused (%s): the attempt is over for this host",
                         self.label,
