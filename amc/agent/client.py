@@ -26,6 +26,7 @@ leader.
 from __future__ import annotations
 
 import asyncio
+import copy
 import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -85,21 +86,44 @@ class ControlPlane:
         self.host_id = host_id
         self.timeout = timeout
         self.endpoints = Endpoints([server])
+        self._token = token
+        self._shared_transport = transport  # tests: every channel goes through it
+        # Built once for all channels: making one loads the system's CA certificates (tens of ms).
+        self._tls = httpx.create_ssl_context()
+        self._http = self._client()
+        self._owns_client = True
+
+    def _client(self) -> httpx.AsyncClient:
         # httpx writes headers and body in separate sends; with Nagle's algorithm on, the
         # body waits for the server's delayed ACK, adding ~40 ms to every request.
-        transport = transport or httpx.AsyncHTTPTransport(
+        transport = self._shared_transport or httpx.AsyncHTTPTransport(
+            verify=self._tls,
             socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=16),
         )
-        self._http = httpx.AsyncClient(
+        return httpx.AsyncClient(
             transport=transport,
-            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"},
             # The overall deadline is ours (asyncio.timeout); this only bounds each phase.
             timeout=httpx.Timeout(None),
         )
 
+    def channel(self) -> ControlPlane:
+        """A client for one device's calls: the same servers, the same knowledge of which one
+        leads, connections of its own. httpx's pool looks through every connection it holds
+        (a system call for each idle one) to place each request, so one pool holding a
+        host's claims, session polls and reports for fifty devices spent more CPU than the
+        requests; a pool per device holds a handful. Close it with `aclose`."""
+        channel = copy.copy(self)
+        if self._shared_transport is None:
+            channel._http = self._client()
+        else:
+            channel._owns_client = False  # one client for all, closed by the host's
+        return channel
+
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._owns_client:
+            await self._http.aclose()
 
     # -- the host's endpoints ---------------------------------------------------------------
 

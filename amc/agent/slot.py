@@ -41,6 +41,8 @@ class DeviceSlot:
         self.retired = False
         self.attempt: AttemptRun | None = None
         self._claim: asyncio.Task | None = None
+        assert host.server is not None, "slots run only while the host runs"
+        self.server = host.server.channel()  # this device's own connections, closed when the slot ends
         self.task = asyncio.create_task(self.run(), name=f"slot {serial}")
 
     def retire(self) -> None:
@@ -54,9 +56,13 @@ class DeviceSlot:
         return self.task.done()
 
     async def run(self) -> None:
-        config = self.host.config
-        server = self.host.server
-        assert server is not None, "slots run only while the host runs"
+        try:
+            await self._claim_and_run()
+        finally:
+            await self.server.aclose()
+
+    async def _claim_and_run(self) -> None:
+        config, server = self.host.config, self.server
         failing = False
         while not self.retired:
             began = time.monotonic()
@@ -111,7 +117,7 @@ class DeviceSlot:
         attempt = run(
             assignment,
             received,
-            host.server,
+            self.server,
             host.executor_for(assignment),
             host.pool,
             host.config.report_backoff,
