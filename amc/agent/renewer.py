@@ -105,7 +105,10 @@ class Renewer:
             grant = parse_grant(data)
         except Rejected as error:
             if error.status in LEASE_REFUSALS:
-                log.warning("%s: renewal refused (%s): the lease is lost", where, error)
+                # An attempt that ended (a session the server ended, or a result that crossed
+                # this renewal) is over, not lost: worth a warning only when it was taken away.
+                level = logging.INFO if error.code == "lease_ended" else logging.WARNING
+                log.log(level, "%s: renewal refused (%s): the lease is over", where, error)
                 self._execution.lease_refused(error.code)
                 self._changed()
                 return
