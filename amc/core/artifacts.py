@@ -51,6 +51,23 @@ def find(task: Task, number: int, name: str) -> Artifact | None:
     return None
 
 
+def room(task: Task, number: int, name: str, max_task_bytes: int) -> int:
+    """How many bytes artifact `name` of attempt `number` may hold under the per-task limit:
+    what the task's artifacts leave, and the bytes of that artifact if it is recorded already
+    (a retry of it does not count them twice). The edge bounds an upload's body by it before
+    the bytes arrive; the kernel refuses a new artifact larger than it."""
+    existing = find(task, number, name)
+    return max_task_bytes - task_bytes(task) + (existing.size if existing is not None else 0)
+
+
+def over_task_limit(task: Task, max_task_bytes: int) -> str:
+    """The detail of a `payload_too_large` for the per-task limit."""
+    return (
+        f"the artifacts of task {task.id!r} may hold at most {max_task_bytes} bytes together"
+        f" (--max-task-artifact-bytes); {task_bytes(task)} are stored"
+    )
+
+
 def by_id(task: Task, artifact_id: str) -> Artifact | None:
     for artifact in task.artifacts:
         if artifact.id == artifact_id:
@@ -97,12 +114,8 @@ def store(state: State, c: StoreArtifact) -> Decision:
         )
     if by_id(task, c.artifact_id) is not None:
         return reject(Code.invalid_request, f"artifact id {c.artifact_id!r} is taken")
-    if task_bytes(task) + c.size > c.max_task_bytes:
-        return reject(
-            Code.payload_too_large,
-            f"the artifacts of task {task.id!r} may hold at most {c.max_task_bytes} bytes together"
-            f" (--max-task-artifact-bytes); {task_bytes(task)} are stored",
-        )
+    if c.size > room(task, attempt.number, c.name, c.max_task_bytes):
+        return reject(Code.payload_too_large, over_task_limit(task, c.max_task_bytes))
     artifact = Artifact(
         id=c.artifact_id,
         attempt=attempt.number,

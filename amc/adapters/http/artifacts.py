@@ -57,12 +57,7 @@ def artifact_limit(limit: int) -> Problem:
 
 
 def task_limit(task: Task, limit: int) -> Problem:
-    stored = artifacts.task_bytes(task)
-    return Problem(
-        "payload_too_large",
-        f"the artifacts of task {task.id!r} may hold at most {limit} bytes together"
-        f" (--max-task-artifact-bytes); {stored} are stored",
-    )
+    return Problem("payload_too_large", artifacts.over_task_limit(task, limit))
 
 
 class ArtifactRoutes:
@@ -114,10 +109,8 @@ class ArtifactRoutes:
         refused = artifacts.refusal(task, command)
         if refused is not None and refused.rejection is not None:
             raise Problem(refused.rejection.code.name, refused.rejection.detail)
-        # What this upload may hold: an artifact's limit, and what is left of the task's
-        # (a retry of an artifact already recorded does not count its bytes twice).
-        existing = artifacts.find(task, number, name)
-        left = settings.max_task_artifact_bytes - artifacts.task_bytes(task) + (existing.size if existing else 0)
+        # What this upload may hold: an artifact's limit, and the room the task's limit leaves it.
+        left = artifacts.room(task, number, name, settings.max_task_artifact_bytes)
         limit = min(settings.max_artifact_bytes, max(left, 0))
         if declared is not None and int(declared) > limit:
             raise task_limit(task, settings.max_task_artifact_bytes)
