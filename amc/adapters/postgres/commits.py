@@ -31,6 +31,8 @@ class CommitConnection:
         self.conn = conn
         self._pg = conn.pgconn
         self._fd = self._pg.socket  # kept: libpq forgets it when the connection drops
+        self._poller = select.poll()  # not select.select: a busy server's descriptors pass 1024
+        self._poller.register(self._fd, select.POLLIN)
         self._formats = [pq.Format.BINARY] * len(types)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._answer: asyncio.Future[None] | None = None  # of the commit in flight
@@ -59,7 +61,7 @@ class CommitConnection:
     def answered(self) -> bool:
         """Whether the answer to the commit in flight has arrived (and waits to be read): a
         poll of the socket, for a writer that is busy deciding and has not yielded."""
-        return bool(select.select([self._fd], (), (), 0)[0])
+        return bool(self._poller.poll(0))
 
     def close(self) -> None:
         """Close the connection (on the event loop it was used on, if any)."""

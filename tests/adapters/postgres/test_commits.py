@@ -173,3 +173,30 @@ def _attempt(commits: CommitConnection, params: list[bytes]) -> BaseException | 
     except BaseException as exc:
         return exc
     return None
+
+
+def test_a_commit_connection_past_descriptor_1024_is_watched(pg_cluster):
+    """A busy server holds many sockets; the writer's look at its connection must not be
+    limited to descriptors under 1024 (as select() is)."""
+    import os
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this process may open only {hard} files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        commits = CommitConnection(connect(pg_cluster.new_database()), "SELECT $1::int8", ("int8",))
+        assert commits.conn.pgconn.socket > 1024
+
+        async def main() -> None:
+            assert not commits.answered()
+            await commits.execute([arrays.int8(1)])
+            commits.close()
+
+        asyncio.run(main())
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
