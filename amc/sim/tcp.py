@@ -49,11 +49,12 @@ def send_all(sock: socket.socket, data: bytes) -> bool:
 
 def wait_readable(sock: socket.socket, timeout: float) -> bool:
     """True when `sock` has data or EOF (or is unusable); False after `timeout`."""
+    poller = select.poll()  # not select.select, which cannot watch a descriptor past 1024
     try:
-        readable, _, _ = select.select([sock], [], [], timeout)
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(timeout * 1000))
     except (ValueError, OSError):
         return True
-    return bool(readable)
 
 
 class TcpListener:
