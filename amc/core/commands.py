@@ -61,6 +61,9 @@ class StartAttempt:
     task_id: str
     attempt: int
     lease_id: str
+    # The step the host reports running (its progress, PROGRESS/s1): it must be a step of the
+    # plan as steered so far. The progress itself is not the kernel's: it records nothing.
+    progress_step: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -70,6 +73,7 @@ class RenewLease:
     task_id: str
     attempt: int
     lease_id: str
+    progress_step: str | None = None  # as StartAttempt's
 
 
 @attrs.frozen(kw_only=True)

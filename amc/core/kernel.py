@@ -258,7 +258,7 @@ def _best(state: State, free: list[Device], with_sessions: bool) -> tuple[str, R
 
 
 def _start(state: State, c: StartAttempt) -> Decision:
-    found = live_attempt(state, c)
+    found = _leased_with_progress(state, c)
     if isinstance(found, Decision):
         return found
     task, attempt = found
@@ -273,7 +273,7 @@ def _start(state: State, c: StartAttempt) -> Decision:
 
 
 def _renew(state: State, c: RenewLease) -> Decision:
-    found = live_attempt(state, c)
+    found = _leased_with_progress(state, c)
     if isinstance(found, Decision):
         return found
     task, attempt = found
@@ -282,6 +282,22 @@ def _renew(state: State, c: RenewLease) -> Decision:
     status = lifecycle.target(lifecycle.TASK, task.status, "renew")
     assert status is not None  # a live attempt can always renew
     return _grant(task, attempt, c.now, status, expires_at, renewed)
+
+
+def _leased_with_progress(state: State, c: StartAttempt | RenewLease) -> tuple[Task, Attempt] | Decision:
+    """The live attempt a start or renewal names, if its progress names a step of the plan as
+    steered so far: a bad step is a bad body, refused before the lease checks (PROGRESS/s1)."""
+    found = find_attempt(state, c)
+    if isinstance(found, Decision):
+        return found
+    task, attempt = found
+    if c.progress_step is not None and not steering.is_known_step(task, c.progress_step):
+        return reject(
+            Code.invalid_request,
+            f"progress.step: step {c.progress_step!r} is not in the task's plan as steered so far",
+        )
+    refusal = check_ownership(task, attempt, c) or check_live(attempt, c.now)
+    return refusal if refusal is not None else (task, attempt)
 
 
 def _grant(task: Task, attempt: Attempt, now: int, status: TaskStatus, expires_at: int, extended: Event) -> Decision:

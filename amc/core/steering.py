@@ -268,6 +268,12 @@ def planned_step_ids(task: Task, number: int | None) -> list[str]:
 _REFUSED = (MessageState.rejected, MessageState.not_admitted)
 
 
+def is_known_step(task: Task, step_id: str) -> bool:
+    """Whether `step_id` is in `known_step_ids(task)`; the submitted plan is looked at first,
+    so a renewal's progress on a planned step parses no steer."""
+    return any(step.id == step_id for step in task.plan.all_steps()) or step_id in known_step_ids(task)
+
+
 def known_step_ids(task: Task) -> frozenset[str]:
     """Every step id the task's plan may hold as steered so far: the submitted plan's, and
     those that the steers not refused (posted, delivered or admitted) insert.

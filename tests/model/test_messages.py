@@ -538,3 +538,33 @@ def test_messages_not_admitted_say_why():
     assert "only when it ends done" in message(w, task_id, follow_up).detail
     assert all(m.detail for m in w.task(task_id).messages if m.state in ("not_admitted", "rejected"))
     w.restart()
+
+
+# -- progress -----------------------------------------------------------------------------
+
+
+@req("PROGRESS/s1")
+def test_progress_must_name_a_step_of_the_plan_as_steered_so_far():
+    w = World()
+    task_id, a = running(w, "a", "b")
+    assert w.renew(a, progress_step="b").accepted
+    refused = w.renew(a, progress_step="zz")
+    assert code(refused) is Code.invalid_request and "'zz'" in refused.rejection.detail
+    # a bad step is a bad body: refused before the lease checks would refuse the renewal
+    assert code(w.renew(a, lease_id="L-wrong", progress_step="zz")) is Code.invalid_request
+    assert code(w.renew(a, lease_id="L-wrong", progress_step="b")) is Code.lease_unknown
+    # a step a steer inserts counts from when the steer is posted, before it is admitted
+    posted(w.post(task_id, "steer", data={"insert_after": "a", "steps": [step("a2")]}))
+    assert w.renew(a, progress_step="a2").accepted
+    # but not one a refused steer would have inserted
+    m = posted(w.post(task_id, "steer", data={"insert_after": "a", "steps": [step("a3")]}))
+    assert w.renew(a).accepted  # carries the steer to the host
+    assert w.ack(a, m, "rejected", detail="no room").accepted
+    assert code(w.renew(a, progress_step="a3")) is Code.invalid_request
+    # a start makes the same check
+    w.register("h2", "d2")
+    w.submit(plan=plan("x"))
+    b = w.claim("h2")
+    assert code(w.start(b, progress_step="nope")) is Code.invalid_request
+    assert w.start(b, progress_step="x").accepted
+

@@ -116,11 +116,11 @@ class World:
             )
         )
 
-    def start(self, a, host=None, lease_id=None) -> kernel.Decision:
-        return self._lease(StartAttempt, a, host, lease_id)
+    def start(self, a, host=None, lease_id=None, progress_step=None) -> kernel.Decision:
+        return self._lease(StartAttempt, a, host, lease_id, progress_step=progress_step)
 
-    def renew(self, a, host=None, lease_id=None) -> kernel.Decision:
-        return self._lease(RenewLease, a, host, lease_id)
+    def renew(self, a, host=None, lease_id=None, progress_step=None) -> kernel.Decision:
+        return self._lease(RenewLease, a, host, lease_id, progress_step=progress_step)
 
     def report(self, a, status: str, host=None, lease_id=None, metadata=None, steps=None) -> kernel.Decision:
         return self._lease(ReportResult, a, host, lease_id, status=status, metadata=metadata or {}, steps=steps)

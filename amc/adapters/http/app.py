@@ -553,33 +553,31 @@ class Api:
 
     async def start(self, request: Request) -> Response:
         principal, body, task_id, number = await self._lease_request(request, bodies.decode_lease)
-        self._check_progress(body, task_id, number)
-        command = StartAttempt(now=0, host_id=principal.host, task_id=task_id, attempt=number, lease_id=body.lease_id)
+        command = StartAttempt(
+            now=0,
+            host_id=principal.host,
+            task_id=task_id,
+            attempt=number,
+            lease_id=body.lease_id,
+            progress_step=body.progress.step if body.progress is not None else None,
+        )
         granted = await self.decide(command, LeaseGranted)
         self._record_progress(body, task_id, number)
         return json_response(wire.lease_view(granted))
 
     async def renew(self, request: Request) -> Response:
         principal, body, task_id, number = await self._lease_request(request, bodies.decode_lease)
-        self._check_progress(body, task_id, number)
-        command = RenewLease(now=0, host_id=principal.host, task_id=task_id, attempt=number, lease_id=body.lease_id)
+        command = RenewLease(
+            now=0,
+            host_id=principal.host,
+            task_id=task_id,
+            attempt=number,
+            lease_id=body.lease_id,
+            progress_step=body.progress.step if body.progress is not None else None,
+        )
         granted = await self.decide(command, LeaseGranted)
         self._record_progress(body, task_id, number)
         return json_response(wire.lease_view(granted))
-
-    def _check_progress(self, body: bodies.LeaseBody, task_id: str, number: int) -> None:
-        """400 for progress on a step the plan does not hold. The task is read only when the
-        step differs from the one this attempt last reported (renewals mostly repeat it); a
-        missing task or attempt is left to the kernel, whose 404 comes first."""
-        progress = body.progress
-        if progress is None or progress.step is None:
-            return
-        last = self.progress.of(task_id, number)
-        if last is not None and last.step == progress.step:
-            return
-        task = self.service.task(task_id)
-        if task is not None and 1 <= number <= len(task.attempts):
-            bodies.check_progress(progress, task)
 
     def _record_progress(self, body: bodies.LeaseBody, task_id: str, number: int) -> None:
         if body.progress is not None:

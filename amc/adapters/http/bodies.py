@@ -33,7 +33,7 @@ from amc.core import steering
 from amc.core.errors import InvalidRequest
 from amc.core.lifecycle import TERMINAL_STATUSES, StepStatus, TaskStatus
 from amc.core.messages import ACKNOWLEDGEMENTS
-from amc.core.records import Plan, Step, StepOutcome, Task
+from amc.core.records import Plan, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms
 
 
@@ -420,18 +420,12 @@ def decode_claim(raw: bytes, settings: Settings) -> tuple[ClaimBody, int]:
 
 
 def decode_lease(raw: bytes) -> LeaseBody:
-    """A start or renewal body; whether its progress names a step of the task is `check_progress`."""
+    """A start or renewal body; whether its progress names a step of the task is the kernel's
+    to say (`StartAttempt.progress_step`)."""
     body: LeaseBody = structure(parse_json(raw), LeaseBody)
     if body.progress is not None and body.progress.ended < 0:
         raise InvalidRequest("progress.ended: must be 0 or more")
     return body
-
-
-def check_progress(progress: ProgressBody, task: Task) -> None:
-    """Refuse progress on a step the task's plan does not hold, as steered so far (a step
-    that a steer not refused inserts counts: the host may run it before its admission lands)."""
-    if progress.step is not None and progress.step not in steering.known_step_ids(task):
-        raise InvalidRequest(f"progress.step: step {progress.step!r} is not in the task's plan as steered so far")
 
 
 def decode_result(raw: bytes, limits: Limits) -> tuple[ResultBody, tuple[StepOutcome, ...] | None]:
