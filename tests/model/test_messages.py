@@ -567,4 +567,3 @@ def test_progress_must_name_a_step_of_the_plan_as_steered_so_far():
     b = w.claim("h2")
     assert code(w.start(b, progress_step="nope")) is Code.invalid_request
     assert w.start(b, progress_step="x").accepted
-

@@ -552,22 +552,16 @@ class Api:
         return principal, body, request.path_params["task_id"], request.path_params["attempt"]
 
     async def start(self, request: Request) -> Response:
-        principal, body, task_id, number = await self._lease_request(request, bodies.decode_lease)
-        command = StartAttempt(
-            now=0,
-            host_id=principal.host,
-            task_id=task_id,
-            attempt=number,
-            lease_id=body.lease_id,
-            progress_step=body.progress.step if body.progress is not None else None,
-        )
-        granted = await self.decide(command, LeaseGranted)
-        self._record_progress(body, task_id, number)
-        return json_response(wire.lease_view(granted))
+        return await self._lease_grant(request, StartAttempt)
 
     async def renew(self, request: Request) -> Response:
+        return await self._lease_grant(request, RenewLease)
+
+    async def _lease_grant(self, request: Request, kind: type[StartAttempt] | type[RenewLease]) -> Response:
+        """A start or a renewal: the kernel checks the lease and the reported step; the
+        progress itself is kept here once the lease is granted."""
         principal, body, task_id, number = await self._lease_request(request, bodies.decode_lease)
-        command = RenewLease(
+        command = kind(
             now=0,
             host_id=principal.host,
             task_id=task_id,
