@@ -25,7 +25,7 @@ LAYERS: dict[str, set[str]] = {
     "amc.sim": set(),
     "amc.service": {"amc.core"},
     "amc.adapters.codec": {"amc.core"},
-    "amc.adapters.batches": {"amc.core"},
+    "amc.adapters.batches": {"amc.core", "amc.service"},
     "amc.adapters.replay": {"amc.core"},
     "amc.adapters.lmdb": {
         "amc.core",

@@ -1,6 +1,7 @@
 """What a store's writer thread and its callers hand each other (the LMDB and PostgreSQL
 stores alike): a caller's request (`Work`), the mark of a command that raised in the kernel
-(`Poison`), and `release`, which answers the callers of a batch once it is durable.
+(`Poison`), `Stamper`, which runs a batch's requests through the kernel at the store's time,
+and `release`, which answers the callers of a batch once it is durable.
 
 A caller waits on a future: a `concurrent.futures.Future` when it is a thread (answered
 directly), or an asyncio future of its event loop (answered with one wake-up per loop and
@@ -10,10 +11,15 @@ batch, since waking a loop from another thread is the costly part).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
-from amc.core.commands import Command
+from amc.core import kernel
+from amc.core.commands import Command, ExpireLeases
+from amc.core.events import Event
+from amc.core.state import State
+from amc.service import stamp
 
 
 class Work:
@@ -40,6 +46,45 @@ class Poison(Exception):
     def __init__(self, index: int, error: BaseException):
         self.index = index
         self.error = error
+
+
+class Stamper:
+    """Runs callers' requests through the kernel one after another, each at the store's time:
+    the system clock (`now`), never earlier than the latest time already stamped, so that a
+    store's times never go back; or, with `manual`, the manual clock, which only the callers'
+    advances move (an advance expires what falls due and answers the new time).
+
+    `last_time`, `manual_now` and `advanced` (the sum of the advances) are where the requests
+    run so far left them: what the writer records with the batch, and the manual clock moves
+    by once it is durable."""
+
+    def __init__(self, now: Callable[[], int], manual: bool, last_time: int, manual_now: int):
+        self._now = now
+        self.manual = manual
+        self.last_time = last_time
+        self.manual_now = manual_now
+        self.advanced = 0
+
+    def run(self, state: State, batch: list[Work]) -> Iterator[tuple[int, Any, tuple[Event, ...]]]:
+        """(index, reply, events) of each request in turn. A request that raises in the kernel
+        raises `Poison` with its index (the state may hold part of it)."""
+        for index, work in enumerate(batch):
+            try:
+                if work.advance_ms is not None:
+                    self.manual_now += work.advance_ms
+                    self.advanced += work.advance_ms
+                    now = self.manual_now
+                    decision = kernel.execute(state, ExpireLeases(now=now))
+                    reply: Any = now
+                else:
+                    assert work.command is not None  # a Work is a command or a clock advance
+                    now = self.manual_now if self.manual else max(self._now(), self.last_time)
+                    decision = reply = kernel.execute(state, stamp(work.command, now))
+            except Exception as exc:
+                raise Poison(index, exc) from None
+            if now > self.last_time:
+                self.last_time = now
+            yield index, reply, decision.events
 
 
 Outcome = tuple[Work, Any, BaseException | None]  # the work, its reply, or the error it gets

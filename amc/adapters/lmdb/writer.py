@@ -52,17 +52,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from amc.adapters.batches import Outcome, Poison, Work, release
+from amc.adapters.batches import Outcome, Poison, Stamper, Work, release
 from amc.adapters.lmdb import layout
 from amc.adapters.lmdb.errors import CommitFailed, StoreClosed, StoreError
 from amc.adapters.lmdb.store import Store
-from amc.core import kernel
-from amc.core.commands import ExpireLeases
 from amc.core.events import HostRegistered
 from amc.core.history import HISTORY_TYPES
 from amc.core.lifecycle import TaskStatus
 from amc.core.state import Journal, State
-from amc.service import Change, ChangeFeed, Clock, ManualClock, stamp
+from amc.service import Change, ChangeFeed, Clock, ManualClock
 
 log = logging.getLogger("amc.store")
 
@@ -246,25 +244,14 @@ class Writer:
 
     def _run_batch(self, batch: list[Work], prepared: _Prepared) -> None:
         """Each command of the batch through the kernel, its events encoded for the log."""
-        state, tasks, replies = self.state, self.state.tasks, prepared.replies
+        tasks, replies = self.state.tasks, prepared.replies
         seq = self.next_seq - 1
-        last_time = self.last_time
-        manual_now = self.clock.now() if self.manual else 0
+        stamper = Stamper(self.clock.now, self.manual, self.last_time, self.clock.now() if self.manual else 0)
         log_items, history_items = prepared.log_items, prepared.history_items
         encode, u64, task_key, shown = layout.encode, layout.u64, layout.task_key, HISTORY_TYPES
-        for index, work in enumerate(batch):
+        for index, reply, events in stamper.run(self.state, batch):
             try:
-                if work.advance_ms is not None:
-                    manual_now += work.advance_ms
-                    prepared.advanced += work.advance_ms
-                    now = manual_now
-                    decision = kernel.execute(state, ExpireLeases(now=now))
-                    reply: Any = now
-                else:
-                    assert work.command is not None  # a Work is a command or a clock advance
-                    now = manual_now if self.manual else max(self.clock.now(), last_time)
-                    decision = reply = kernel.execute(state, stamp(work.command, now))
-                for event in decision.events:
+                for event in events:
                     seq += 1
                     key = u64(seq)
                     log_items.append((key, encode(event)))
@@ -272,12 +259,11 @@ class Writer:
                         history_items.append((task_key(tasks[event.task_id]), key))
             except Exception as exc:
                 raise Poison(index, exc) from None
-            if now > last_time:
-                last_time = now
             replies.append(reply)
         prepared.last_seq = seq
-        prepared.last_time = last_time
-        prepared.manual_now = manual_now
+        prepared.last_time = stamper.last_time
+        prepared.manual_now = stamper.manual_now
+        prepared.advanced = stamper.advanced
 
     def _prepare_records(self, prepared: _Prepared, journal: Journal) -> None:
         """Encode each record the journal names once, and diff its index entries."""

@@ -60,17 +60,15 @@ from typing import Any
 import psycopg
 
 from amc.adapters import codec
-from amc.adapters.batches import Outcome, Poison, Work, release
+from amc.adapters.batches import Outcome, Poison, Stamper, Work, release
 from amc.adapters.postgres import arrays, store
 from amc.adapters.postgres.commits import CommitConnection
 from amc.adapters.postgres.errors import Deposed
-from amc.core import kernel
-from amc.core.commands import ExpireLeases
 from amc.core.events import HostRegistered
 from amc.core.history import HISTORY_TYPES
 from amc.core.records import Task
 from amc.core.state import Journal, State
-from amc.service import Change, ChangeFeed, Clock, ManualClock, NotLeader, stamp
+from amc.service import Change, ChangeFeed, Clock, ManualClock, NotLeader
 
 log = logging.getLogger("amc.store")
 
@@ -413,25 +411,14 @@ class Writer:
         return prepared
 
     def _run_batch(self, batch: list[Work], prepared: _Prepared) -> None:
-        state, tasks, replies, decided = self.state, self.state.tasks, prepared.replies, prepared.batch
+        tasks, replies, decided = self.state.tasks, prepared.replies, prepared.batch
         ready = self._connection_ready
         seq = self.next_seq - 1
-        last_time = self.last_time
-        manual_now = self.manual_now
+        stamper = Stamper(self.clock.now, self.manual, self.last_time, self.manual_now)
         events, encode, shown = prepared.events, codec.encode, HISTORY_TYPES
-        for index, work in enumerate(batch):
+        for index, reply, decided_events in stamper.run(self.state, batch):
             try:
-                if work.advance_ms is not None:
-                    manual_now += work.advance_ms
-                    prepared.advanced += work.advance_ms
-                    now = manual_now
-                    decision = kernel.execute(state, ExpireLeases(now=now))
-                    reply: Any = now
-                else:
-                    assert work.command is not None
-                    now = manual_now if self.manual else max(self.clock.now(), last_time)
-                    decision = reply = kernel.execute(state, stamp(work.command, now))
-                for event in decision.events:
+                for event in decided_events:
                     seq += 1
                     task_seq = None
                     if type(event) in shown and not isinstance(event, HostRegistered):  # no history shows a host event
@@ -439,15 +426,14 @@ class Writer:
                     events.append((seq, task_seq, encode(event)))
             except Exception as exc:
                 raise Poison(index, exc) from None
-            if now > last_time:
-                last_time = now
             replies.append(reply)
-            decided.append(work)
+            decided.append(batch[index])
             if index % READY_EVERY == READY_EVERY - 1 and ready():
                 break
         prepared.last_seq = seq
-        prepared.last_time = last_time
-        prepared.manual_now = manual_now
+        prepared.last_time = stamper.last_time
+        prepared.manual_now = stamper.manual_now
+        prepared.advanced = stamper.advanced
 
     def _prepare_records(self, prepared: _Prepared, journal: Journal) -> None:
         """Each record the journal names, encoded once, with the columns the reads filter on."""
