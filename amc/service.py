@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import re
 import threading
 import time
 from collections import Counter
@@ -573,11 +574,11 @@ class MemoryBlobStore:
         return _MemoryBlobReader(sha256, self._get(sha256))
 
     def size_of(self, sha256: str) -> int | None:
-        found = self._blobs.get(_digest(sha256))
+        found = self._blobs.get(checked_sha256(sha256))
         return None if found is None else len(found[0])
 
     def check(self, sha256: str) -> BlobProblem | None:
-        found = self._blobs.get(_digest(sha256))
+        found = self._blobs.get(checked_sha256(sha256))
         if found is None:
             return BlobProblem(sha256, "missing", "not in memory")
         actual = hashlib.sha256(found[0]).hexdigest()
@@ -592,7 +593,7 @@ class MemoryBlobStore:
 
     def delete(self, sha256: str) -> bool:
         with self._lock:
-            return self._blobs.pop(_digest(sha256), None) is not None
+            return self._blobs.pop(checked_sha256(sha256), None) is not None
 
     def gc(self, referenced: Collection[str], dry_run: bool = False, grace_s: float = 600.0) -> GcReport:
         keep, cutoff = set(referenced), time.time() - grace_s
@@ -605,7 +606,7 @@ class MemoryBlobStore:
         return GcReport(dry_run, len(garbage), freed, 0, 0)
 
     def _get(self, sha256: str) -> bytes:
-        found = self._blobs.get(_digest(sha256))
+        found = self._blobs.get(checked_sha256(sha256))
         if found is None:
             raise BlobNotFound(sha256)
         return found[0]
@@ -691,7 +692,11 @@ class _MemoryBlobReader:
         self.close()
 
 
-def _digest(sha256: str) -> str:
-    if len(sha256) != 64 or not all(c in "0123456789abcdef" for c in sha256):
+SHA256 = re.compile(r"[0-9a-f]{64}")  # how every blob store names a blob
+
+
+def checked_sha256(sha256: str) -> str:
+    """`sha256`, if it names a blob (64 lowercase hex digits); else `ValueError`."""
+    if not SHA256.fullmatch(sha256):
         raise ValueError(f"not a sha256 (64 lowercase hex digits): {sha256!r}")
     return sha256

@@ -30,21 +30,28 @@ import errno
 import fcntl
 import hashlib
 import os
-import re
 import tempfile
 import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from amc.service import BlobNotFound, BlobProblem, GcReport, StorageUnavailable, StoredBlob, Upload
+from amc.service import (
+    SHA256,
+    BlobNotFound,
+    BlobProblem,
+    GcReport,
+    StorageUnavailable,
+    StoredBlob,
+    Upload,
+    checked_sha256,
+)
 
 ARTIFACTS_DIR = "artifacts"  # inside the data directory
 TEMP_DIR = "tmp"
 TEMP_SUFFIX = ".part"
 LOCK_FILE = "lock"
 SHARDS = tuple(f"{i:02x}" for i in range(256))
-DIGEST = re.compile(r"[0-9a-f]{64}")
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -128,7 +135,7 @@ class FileBlobStore:
         for shard in SHARDS:
             with os.scandir(self.root / shard) as entries:
                 for entry in entries:
-                    if DIGEST.fullmatch(entry.name) and entry.name.startswith(shard):
+                    if SHA256.fullmatch(entry.name) and entry.name.startswith(shard):
                         yield entry.name
 
     # --- removing --------------------------------------------------------------------------
@@ -167,9 +174,7 @@ class FileBlobStore:
     # --- the rest --------------------------------------------------------------------------
 
     def path_of(self, sha256: str) -> Path:
-        if not DIGEST.fullmatch(sha256):
-            raise ValueError(f"not a sha256 (64 lowercase hex digits): {sha256!r}")
-        return self.root / sha256[:2] / sha256
+        return self.root / checked_sha256(sha256)[:2] / sha256
 
     def temporaries(self) -> list[Path]:
         """The temporary files of uploads in progress (or abandoned by a crash)."""

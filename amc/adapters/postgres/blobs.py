@@ -29,7 +29,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from amc.adapters.postgres import store
-from amc.service import BlobNotFound, BlobProblem, GcReport, StoredBlob, Upload
+from amc.service import BlobNotFound, BlobProblem, GcReport, StoredBlob, Upload, checked_sha256
 
 CHUNK_BYTES = 256 * 1024
 POOL_SIZE = 16
@@ -61,7 +61,7 @@ class PostgresBlobStore:
         return _Upload(self._pool, limit)
 
     def open(self, sha256: str) -> _Reader:
-        digest = _digest(sha256)
+        digest = checked_sha256(sha256)
         conn = self._pool.getconn()
         try:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -75,7 +75,7 @@ class PostgresBlobStore:
         return _Reader(self._pool, conn, digest, int(row[0]))
 
     def size_of(self, sha256: str) -> int | None:
-        digest = _digest(sha256)
+        digest = checked_sha256(sha256)
         with self._pool.connection() as conn:
             row = conn.execute("SELECT size FROM amc_blobs WHERE sha256 = %s", (digest,)).fetchone()
         return None if row is None else int(row[0])
@@ -103,7 +103,7 @@ class PostgresBlobStore:
             return iter([sha256 for (sha256,) in conn.execute("SELECT sha256 FROM amc_blobs")])
 
     def delete(self, sha256: str) -> bool:
-        digest = _digest(sha256)
+        digest = checked_sha256(sha256)
         with self._pool.connection() as conn, conn.transaction():
             conn.execute("DELETE FROM amc_blob_chunks WHERE blob = %s", (digest,))
             return conn.execute("DELETE FROM amc_blobs WHERE sha256 = %s", (digest,)).rowcount > 0
@@ -240,9 +240,3 @@ class _Reader:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def _digest(sha256: str) -> str:
-    if len(sha256) != 64 or not all(c in "0123456789abcdef" for c in sha256):
-        raise ValueError(f"not a sha256 (64 lowercase hex digits): {sha256!r}")
-    return sha256
