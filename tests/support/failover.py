@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -32,8 +31,7 @@ from amc.adapters.postgres.verify import verify
 from amc.core.events import LeaseExpired
 from tests.support.plans import PLAN
 from tests.support.postgres import Cluster
-
-LISTENING = re.compile(r"listening on (http://\S+)")
+from tests.support.served import listening_url
 
 
 class Server:
@@ -46,24 +44,8 @@ class Server:
         self.output: list[str] = []
         self.url = self._wait_for_url()
 
-    def _wait_for_url(self, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        assert self.process.stdout is not None
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                raise AssertionError(f"amc serve exited: {self.process.wait()} {''.join(self.output)}")
-            self.output.append(line)
-            found = LISTENING.search(line)
-            if found:
-                threading.Thread(target=self._drain, daemon=True).start()
-                return found.group(1)
-        raise AssertionError("amc serve did not start")
-
-    def _drain(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.output.append(line)
+    def _wait_for_url(self) -> str:
+        return listening_url(self.process, self.output, lambda: "".join(self.output))
 
     @property
     def pid(self) -> int:

@@ -8,11 +8,28 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.http import Caller, http_client
 
 LISTENING = re.compile(r"listening on (http://\S+)")
+
+
+def listening_url(process: subprocess.Popen, output: list[str], errors: Callable[[], str], timeout: float = 30) -> str:
+    """The URL an `amc serve` process says it listens on; its lines go on into `output`."""
+    deadline = time.monotonic() + timeout
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            raise AssertionError(f"amc serve exited: {process.wait()} {errors()}")
+        output.append(line)
+        found = LISTENING.search(line)
+        if found:
+            threading.Thread(target=lambda: output.extend(process.stdout or ()), daemon=True).start()
+            return found.group(1)
+    raise AssertionError("amc serve did not start")
 
 
 class Served:
@@ -43,23 +60,13 @@ class Served:
         self.url = self._wait_for_url()
         self.http = http_client(self.url)
 
-    def _wait_for_url(self, timeout: float = 20) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                errors = self.process.stderr.read() if self.process.stderr else "(stderr in its log file)"
-                raise AssertionError(f"amc serve exited: {self.process.wait()} {errors}")
-            self.output.append(line)
-            found = LISTENING.search(line)
-            if found:
-                threading.Thread(target=self._drain, daemon=True).start()
-                return found.group(1)
-        raise AssertionError("amc serve did not start")
-
-    def _drain(self) -> None:
-        for line in self.process.stdout:
-            self.output.append(line)
+    def _wait_for_url(self) -> str:
+        return listening_url(
+            self.process,
+            self.output,
+            lambda: self.process.stderr.read() if self.process.stderr else "(stderr in its log file)",
+            timeout=20,
+        )
 
     def caller(self, token: str) -> Caller:
         return Caller(self.http, token)
