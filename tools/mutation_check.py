@@ -210,6 +210,14 @@ MUTANTS: dict[str, list[Edit]] = {
             """if follow_ups and status == "never":""",
         )
     ],
+    "progress-on-an-unknown-step": [
+        Edit(
+            "amc.core.kernel",
+            "_leased_with_progress",
+            """if c.progress_step is not None and not steering.is_known_step(task, c.progress_step):""",
+            """if False:""",
+        )
+    ],
     "artifact-from-an-ended-attempt": [
         Edit(
             "amc.core.artifacts",

@@ -222,11 +222,15 @@ def check_live(attempt: Attempt, now: int) -> Decision | None:
     return None
 
 
+def check_lease(task: Task, attempt: Attempt, c: LeaseCommand) -> Decision | None:
+    """Lease checks 1-5 (specs/protocol.md), in order."""
+    return check_ownership(task, attempt, c) or check_live(attempt, c.now)
+
+
 def live_attempt(state: State, c: LeaseCommand) -> tuple[Task, Attempt] | Decision:
     """The attempt a lease command names, if it passes every lease check."""
     found = find_attempt(state, c)
     if isinstance(found, Decision):
         return found
-    task, attempt = found
-    refusal = check_ownership(task, attempt, c) or check_live(attempt, c.now)
-    return refusal if refusal is not None else (task, attempt)
+    refusal = check_lease(*found, c)
+    return refusal if refusal is not None else found

@@ -68,6 +68,7 @@ from amc.core.decisions import (  # noqa: F401  (replies are part of this module
     Submitted,
     check_current,
     check_holder,
+    check_lease,
     check_live,
     check_ownership,
     find_attempt,
@@ -296,7 +297,7 @@ def _leased_with_progress(state: State, c: StartAttempt | RenewLease) -> tuple[T
             Code.invalid_request,
             f"progress.step: step {c.progress_step!r} is not in the task's plan as steered so far",
         )
-    refusal = check_ownership(task, attempt, c) or check_live(attempt, c.now)
+    refusal = check_lease(task, attempt, c)
     return refusal if refusal is not None else (task, attempt)
 
 

@@ -25,8 +25,7 @@ from amc.core.decisions import (
     AcknowledgementRecorded,
     Decision,
     MessageAccepted,
-    check_live,
-    check_ownership,
+    check_lease,
     find_attempt,
     reject,
     visible_task,
@@ -124,7 +123,7 @@ def acknowledge(state: State, c: AcknowledgeMessage) -> Decision:
         )
     if c.state == MessageState.rejected and not c.detail:
         return reject(Code.invalid_request, "detail: a rejected message says why it could not be applied")
-    refusal = check_ownership(task, attempt, c) or check_live(attempt, c.now)
+    refusal = check_lease(task, attempt, c)
     if refusal is not None:
         return refusal
     if message.attempt != attempt.number or message.intent == "follow_up":
