@@ -543,7 +543,7 @@ def test_messages_not_admitted_say_why():
 # -- progress -----------------------------------------------------------------------------
 
 
-@req("PROGRESS/s1")
+@req("PROGRESS/s2")
 def test_progress_must_name_a_step_of_the_plan_as_steered_so_far():
     w = World()
     task_id, a = running(w, "a", "b")
