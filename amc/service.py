@@ -141,6 +141,12 @@ class ChangeFeed:
 
         return stop
 
+    @property
+    def listening(self) -> bool:
+        """Whether anyone listens: a service that builds its `Change` at commit time skips
+        building one for nobody."""
+        return bool(self._listeners)
+
     def publish(self, change: Change) -> None:
         if not (change.tasks or change.hosts):
             return
@@ -264,7 +270,8 @@ class MemoryService:
         self.log.extend(decision.events)
         self._history.record(decision.events)
         self._order.extend(e.task_id for e in decision.events if isinstance(e, TaskSubmitted))
-        self._changes.publish(Change.of(journal, self.state))
+        if self._changes.listening:
+            self._changes.publish(Change.of(journal, self.state))
         return decision
 
     def watch(self, listener: ChangeListener) -> Callable[[], None]:

@@ -218,7 +218,7 @@ class Writer:
         release(outcomes)
         # After the replies are on their way: an edge that records something of the moment
         # with a reply (a renewal's progress) has done so before a watcher renders the change.
-        if prepared.journal is not None and not prepared.empty:
+        if prepared.journal is not None and not prepared.empty and self.changes.listening:
             self.changes.publish(Change.of(prepared.journal, self.state))
         if self.on_commit is not None and not prepared.empty:
             try:

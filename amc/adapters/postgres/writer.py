@@ -403,6 +403,7 @@ class Writer:
             prepared.meta.append(("last_time", str(prepared.last_time)))
             if self.manual:
                 prepared.meta.append(("manual_now", str(prepared.manual_now)))
+            # Built whether or not anyone listens now: one who starts before the commit hears it.
             prepared.change = Change.of(journal, state)
             self.next_seq = prepared.last_seq + 1
             self.last_time = prepared.last_time
