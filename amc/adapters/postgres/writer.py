@@ -129,8 +129,8 @@ class _Prepared:
         "next_expiry",
     )
 
-    def __init__(self, batch: list[Work] | None = None) -> None:
-        self.batch: list[Work] = batch or []
+    def __init__(self) -> None:
+        self.batch: list[Work] = []  # the callers decided, in order (a prefix of what was taken)
         self.replies: list[Any] = []
         self.events: list[tuple[int, int | None, bytes]] = []
         self.tasks: list[tuple[int, str, str, str, int | None, bytes]] = []
