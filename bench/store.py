@@ -52,7 +52,7 @@ from amc.core.commands import ClaimTask, RegisterHost, RenewLease, ReportResult,
 from amc.core.kernel import Assignment
 from amc.core.lifecycle import TaskStatus
 from amc.core.records import DeviceSpec, Host, Plan, Step, Task
-from amc.service import MemoryService, Service
+from amc.service import MemoryService, Service, TaskQuery
 
 PLAN = Plan(
     steps=(Step(id="open", action="launch", args={"package": "com.example"}), Step(id="shot", action="screenshot"))
@@ -326,7 +326,7 @@ def startup(base: Path, tasks: int, opens: int, distinct_plans: bool) -> dict:
                 times.append(time.perf_counter() - started)
                 cpus.append(time.process_time() - cpu)
                 size = service.size_bytes()
-                unfinished = len(service.tasks(None, TaskStatus.queued, None, 1000).tasks)
+                unfinished = len(service.tasks(TaskQuery(limit=1000, status=TaskStatus.queued)).tasks)
         assert unfinished == 1000
         return {
             "seconds": statistics.median(times),

@@ -46,8 +46,7 @@ def service(request, tmp_path):
 
 
 def execute(service, command):
-    execute_sync = getattr(service, "execute_sync", None)
-    return execute_sync(command) if execute_sync else service.execute_now(command)
+    return service.execute_sync(command)
 
 
 def test_each_commit_tells_its_changed_records_as_they_stand_after_it(service):

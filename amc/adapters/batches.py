@@ -16,10 +16,9 @@ from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 from amc.core import kernel
-from amc.core.commands import Command, ExpireLeases
+from amc.core.commands import Command, ExpireLeases, stamp
 from amc.core.events import Event
 from amc.core.state import State
-from amc.service import stamp
 
 
 class Work:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from amc.core.records import Task
-from amc.service import BlobProblem, BlobStore
+from amc.service import BlobProblem, BlobStore, TaskQuery
 
 
 class Busy(Exception):
@@ -117,12 +117,12 @@ class _Lmdb:
             return list(self._snapshot.load_state().tasks.values())
         assert self._service is not None
         found: list[Task] = []
-        after = None
-        while True:
-            page = self._service.tasks(None, None, after, 1000)
+        query: TaskQuery | None = TaskQuery(limit=1000)
+        while query is not None:
+            page = self._service.tasks(query)
             found.extend(page.tasks)
-            if (after := page.next) is None:
-                return found
+            query = query.following(page)
+        return found
 
     def blobs(self) -> BlobStore | None:
         from amc.adapters.lmdb.blobs import ARTIFACTS_DIR, FileBlobStore

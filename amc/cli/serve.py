@@ -11,11 +11,14 @@ import stat
 import sys
 import time
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
 
 from amc.cli.options import data_option
+
+if TYPE_CHECKING:
+    from amc.service import Service
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -26,7 +29,7 @@ def is_postgres_url(store: str) -> bool:
 
 def _open_store(
     data: Path, clock: Literal["system", "manual"], on_commit, store: str, map_size: int, max_map_size: int
-):
+) -> tuple[Service, bool]:
     """The service and whether it is durable: `PostgresService` for a postgresql:// URL, the
     durable `LmdbService` when `amc.adapters.lmdb` provides it, else an in-memory service."""
     if is_postgres_url(store):
@@ -344,7 +347,7 @@ def serve(
         try:
             tokens, tokens_path = _tokens(data, None)
         except click.ClickException:
-            getattr(service, "close", lambda: None)()
+            service.close()
             raise
     if not durable:
         click.echo("amc serve: serving from memory; nothing is durable", err=True)
@@ -357,7 +360,7 @@ def serve(
     try:
         role = ""
         if is_postgres_url(store):
-            role = "; leading" if getattr(service, "leading", False) else "; standing by (another server leads)"
+            role = "; leading" if service.leading else "; standing by (another server leads)"
         click.echo(f"amc serve: tokens from {tokens_path}; {clock} clock{role}; listening on http://{shown}:{port}")
         sys.stdout.flush()
         settings_of_uvicorn = config(app, host, port, access_log=access_log, log_level=log_level, limits=limits)

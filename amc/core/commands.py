@@ -12,7 +12,7 @@ from typing import Union
 import attrs
 
 from amc.core.lifecycle import MessageState, TaskStatus
-from amc.core.records import JSON, Boundary, DeviceSpec, Plan, Requirements, Step, StepOutcome
+from amc.core.records import JSON, Boundary, DeviceSpec, Plan, Requirements, Step, StepOutcome, replace
 
 
 @attrs.frozen(kw_only=True)
@@ -231,6 +231,13 @@ Command = Union[
 LeaseCommand = Union[
     StartAttempt, RenewLease, ReportResult, ReleaseAttempt, AcknowledgeMessage, StoreArtifact, PollAction, ReportAction
 ]
+
+
+def stamp(command: Command, now: int) -> Command:
+    """`command` at `now`. Callers build commands with ``now=0``; a service stamps each with
+    its clock when the command's turn comes, so a store's times never go back."""
+    return replace(command, now=now)
+
 
 # Each command's stable name: the store's log tags commands with it and metrics label them
 # with it, so it is part of the storage format. Add names, never change one.

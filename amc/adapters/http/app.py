@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import logging
 import secrets
 import time
@@ -97,7 +96,7 @@ from amc.core.lifecycle import MessageState, TaskStatus
 from amc.core.records import Action, Boundary, DeviceSpec, Host, Message, Requirements, Task
 from amc.core.times import to_rfc3339
 from amc.core.waiting import Waiting, waiting
-from amc.service import BlobStore, MemoryBlobStore, Service, StorageUnavailable
+from amc.service import BlobStore, MemoryBlobStore, NoManualClock, Service, StorageUnavailable, TaskQuery
 
 log = logging.getLogger("amc.http")
 
@@ -348,12 +347,14 @@ class Api:
         await self.catch_up()
         try:
             page = self.service.tasks(
-                principal.scope,
-                query.status,
-                query.after,
-                query.limit,
-                newest_first=query.newest_first,
-                label=query.label,
+                TaskQuery(
+                    limit=query.limit,
+                    tenant=principal.scope,
+                    status=query.status,
+                    after=query.after,
+                    newest_first=query.newest_first,
+                    label=query.label,
+                )
             )
         except (ValueError, TypeError, KeyError):
             raise invalid("after: not a cursor from this server") from None
@@ -741,7 +742,7 @@ class Api:
         ms = bodies.decode_clock(raw, self.settings.limits)
         try:
             now = await self.service.advance_clock(ms)
-        except TypeError:
+        except NoManualClock:
             raise _no_manual_clock() from None
         # Expiries may have freed devices and requeued tasks, and moved the earliest expiry.
         self.signal.notify()
@@ -819,15 +820,6 @@ def _message_of(task: Task, message_id: str) -> Message:
     return message
 
 
-async def _close(service: Service) -> None:
-    """Close a store that can be closed, without blocking the loop if it offers a way."""
-    close = getattr(service, "aclose", None) or getattr(service, "close", None)
-    if close is not None:
-        result = close()
-        if inspect.isawaitable(result):
-            await result
-
-
 def create_app(
     service: Service,
     settings: Settings | None = None,
@@ -869,11 +861,11 @@ def create_app(
             liveness.cancel()
             await api.timer.stop()
             if close_service:
-                await _close(service)
+                await service.aclose()
 
     handlers: dict[Any, Any] = {**EXCEPTION_HANDLERS, HTTPException: api.unrouted}
     # A service shared with other servers may be a standby: then every request is 503 (standby.py).
-    middleware = [Middleware(StandbyGate, service=service)] if hasattr(service, "leading") else []
+    middleware = [Middleware(StandbyGate, service=service)] if service.may_stand_by else []
     app = Starlette(routes=api.routes(), exception_handlers=handlers, lifespan=lifespan, middleware=middleware)
     app.state.api = api
     app.state.redact = tokens.redact  # problems.py keeps tokens out of error details with it

@@ -24,30 +24,12 @@ _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
-def status_counts(service: Service) -> dict[str, int]:
-    """Tasks by status: the service's own count if it keeps one, else a walk over the pages."""
-    counts = getattr(service, "status_counts", None)
-    if callable(counts):
-        return dict(counts())
-    found: dict[str, int] = {}
-    for status in TaskStatus:
-        total, after = 0, None
-        while True:
-            page = service.tasks(None, status, after, 1000)
-            total += len(page.tasks)
-            if page.next is None:
-                break
-            after = page.next
-        found[status] = total
-    return found
-
-
 class _StateCollector(Collector):
     def __init__(self, service: Service):
         self._service = service
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        counts = status_counts(self._service)
+        counts = self._service.status_counts()
         tasks = GaugeMetricFamily("amc_tasks", "Tasks by status.", labels=["status"])
         for status in TaskStatus:
             tasks.add_metric([status], counts.get(status, 0))

@@ -5,7 +5,8 @@ of them leads; the others are standbys. A standby holds no state and must not an
 what it last saw, so this ASGI middleware answers before any route runs (specs/protocol.md,
 High availability): `GET /v1/health` is 503 `{"status": "standby"}`, so a load balancer
 that checks it sends traffic to the leader only, and every other request is 503
-`not_leader` with `Retry-After`. A service without a `leading` property always leads.
+`not_leader` with `Retry-After`. The app puts the gate only in front of a service that
+`may_stand_by`: the others always lead.
 """
 
 from __future__ import annotations
@@ -20,17 +21,13 @@ from amc.service import Service
 HEALTH_PATH = "/v1/health"
 
 
-def leads(service: Service) -> bool:
-    return bool(getattr(service, "leading", True))
-
-
 class StandbyGate:
     def __init__(self, app: ASGIApp, service: Service):
         self.app = app
         self.service = service
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or leads(self.service):
+        if scope["type"] != "http" or self.service.leading:
             await self.app(scope, receive, send)
             return
         if scope["path"] == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):

@@ -4,7 +4,7 @@
 
     with LmdbService.open(".amc") as service:        # refuses a second writer
         decision = service.execute_sync(command)    # returns after the fsync
-        page = service.tasks(tenant="acme", status=None, after=None, limit=100)
+        page = service.tasks(TaskQuery(tenant="acme", limit=100))
     verify(".amc")                                  # [] when records == replayed log
 
 Modules: `layout` (the on-disk format: databases, keys, schema version), `store`

@@ -12,13 +12,13 @@ from collections.abc import Iterator
 
 import lmdb
 
-from amc import service as port
 from amc.adapters.lmdb import layout
 from amc.adapters.lmdb.store import Store, read_host, read_task, task_seq_key
-from amc.core.errors import InvalidRequest
 from amc.core.history import history_data, history_type
+from amc.core.lifecycle import TaskStatus
 from amc.core.records import Host, Task
-from amc.service import HistoryEntry, Page, has_label
+from amc.service import port
+from amc.service.port import HistoryEntry, Page, TaskQuery
 
 
 def _indexed(txn: lmdb.Transaction[bytes], key: bytes, db: lmdb._Database) -> bytes:
@@ -32,21 +32,10 @@ def task(store: Store, txn: lmdb.Transaction[bytes], task_id: str) -> Task | Non
     return read_task(txn, store, task_id)
 
 
-def tasks(
-    store: Store,
-    txn: lmdb.Transaction[bytes],
-    tenant: str | None,
-    status: str | None,
-    after: str | None,
-    limit: int,
-    *,
-    newest_first: bool = False,
-    label: tuple[str, str] | None = None,
-) -> Page:
+def tasks(store: Store, txn: lmdb.Transaction[bytes], query: TaskQuery) -> Page:
     """A page of tasks by `seq`, oldest or newest first, from the listing index of one scope;
     with a `label`, only the tasks that have it, examining at most `port.LABEL_SCAN_LIMIT` of them."""
-    if limit < 1:
-        raise InvalidRequest("limit: must be at least 1")
+    tenant, status, after = query.tenant, query.status, query.after
     start_seq = layout.parse_cursor(after)  # oldest first: the first seq shown; newest first: one past the last
     too_long = (tenant is not None and len(tenant.encode()) > layout.MAX_ID_BYTES) or (
         status is not None and len(status.encode()) > 64
@@ -56,26 +45,44 @@ def tasks(
     prefix = layout.listing_prefix(tenant, status)
     keys = (
         _newest_first(txn, store, prefix, start_seq - 1 if after else None)
-        if newest_first
+        if query.newest_first
         else _oldest_first(txn, store, prefix, start_seq)
     )
     found: list[Task] = []
     examined = 0
     for key in keys:
-        if len(found) == limit:  # one beyond the page exists: the page gets a cursor
+        if len(found) == query.limit:  # one beyond the page exists: the page gets a cursor
             return Page(found, layout.cursor_of(found[-1]))
         seq_key = key[-8:]  # a listing key ends with the task's seq: its record's key
-        if label is None:
+        if query.label is None:
             found.append(layout.decode_task(_indexed(txn, seq_key, store.tasks)))
             continue
         if examined == port.LABEL_SCAN_LIMIT:  # stop here; the next page starts with this task
             seq = int.from_bytes(seq_key, "big")
-            return Page(found, str(seq + 1 if newest_first else seq - 1))
+            return Page(found, str(seq + 1 if query.newest_first else seq - 1))
         examined += 1
         task = layout.decode_task(_indexed(txn, seq_key, store.tasks))
-        if has_label(task, label):
+        if query.label_matches(task):
             found.append(task)
     return Page(found, None)
+
+
+def status_counts(store: Store, txn: lmdb.Transaction[bytes]) -> dict[str, int]:
+    """How many tasks have each status, for a metrics scrape: a walk over the keys of each
+    status's all-tenant listing scope, which reads no record."""
+    counts: dict[str, int] = {}
+    cursor = txn.cursor(db=store.listing)
+    for status in TaskStatus:
+        prefix = layout.listing_prefix(None, status)
+        found = 0
+        if cursor.set_range(prefix):
+            for key in cursor.iternext(values=False):
+                if not key.startswith(prefix):
+                    break
+                found += 1
+        if found:
+            counts[status] = found
+    return counts
 
 
 def _oldest_first(txn: lmdb.Transaction[bytes], store: Store, prefix: bytes, start_seq: int) -> Iterator[bytes]:

@@ -22,7 +22,7 @@ from amc.adapters.lmdb.writer import Writer
 from amc.core import kernel
 from amc.core.commands import Command, RegisterHost, SubmitTask
 from amc.core.records import Host, Task
-from amc.service import ChangeListener, Clock, HistoryEntry, ManualClock, Page, SystemClock
+from amc.service import ChangeListener, Clock, HistoryEntry, ManualClock, NoManualClock, Page, SystemClock, TaskQuery
 
 DEFAULT_DATA_DIR = ".amc"
 
@@ -37,6 +37,9 @@ class LmdbService:
     """
 
     clock: Clock
+    # Only one server opens an LMDB store (its writer lock): that server always leads it.
+    may_stand_by = False
+    leading = True
 
     def __init__(self, store: Store, clock: Clock, writer: Writer):
         self._store = store
@@ -107,9 +110,9 @@ class LmdbService:
 
     async def advance_clock(self, ms: int) -> int:
         """Move the manual clock forward by `ms`, apply the expiries that fall due, and
-        return the new now once both are durable. Raises `TypeError` without a manual clock."""
+        return the new now once both are durable. Raises `NoManualClock` without a manual clock."""
         if not isinstance(self.clock, ManualClock):
-            raise TypeError("this service does not run a manual clock")
+            raise NoManualClock("this service does not run a manual clock")
         if int(ms) != ms or ms <= 0:
             raise ValueError("a clock only moves forward, by a whole number of milliseconds")
         loop = asyncio.get_running_loop()
@@ -123,23 +126,15 @@ class LmdbService:
         with self._store.read() as txn:
             return reads.task(self._store, txn, task_id)
 
-    def tasks(
-        self,
-        tenant: str | None,
-        status: str | None,
-        after: str | None,
-        limit: int,
-        *,
-        newest_first: bool = False,
-        label: tuple[str, str] | None = None,
-    ) -> Page:
-        """A page of tasks, oldest first (or newest first); `tenant` None means every tenant;
-        `label` keeps only the tasks with that label.
-
-        `after` is the `next` of the previous page; a malformed one raises `InvalidRequest`.
-        """
+    def tasks(self, query: TaskQuery) -> Page:
+        """The page `query` asks for; a malformed `after` raises `InvalidRequest`."""
         with self._store.read() as txn:
-            return reads.tasks(self._store, txn, tenant, status, after, limit, newest_first=newest_first, label=label)
+            return reads.tasks(self._store, txn, query)
+
+    def status_counts(self) -> dict[str, int]:
+        """How many tasks have each status (for metrics), from the listing index."""
+        with self._store.read() as txn:
+            return reads.status_counts(self._store, txn)
 
     def history(self, task_id: str) -> list[HistoryEntry]:
         with self._store.read() as txn:

@@ -33,7 +33,18 @@ from amc.adapters.postgres.writer import Writer
 from amc.core import kernel
 from amc.core.commands import Command, RegisterHost, SubmitTask
 from amc.core.records import Host, Task
-from amc.service import ChangeFeed, ChangeListener, Clock, HistoryEntry, ManualClock, NotLeader, Page, SystemClock
+from amc.service import (
+    ChangeFeed,
+    ChangeListener,
+    Clock,
+    HistoryEntry,
+    ManualClock,
+    NoManualClock,
+    NotLeader,
+    Page,
+    SystemClock,
+    TaskQuery,
+)
 
 log = logging.getLogger("amc.store")
 
@@ -58,6 +69,8 @@ class PostgresService:
     Open it with `PostgresService.open`; close it with `close`. `leading` says whether this
     server leads now; `wait_leading` waits until it does.
     """
+
+    may_stand_by = True  # other servers share the store: whoever does not lead stands by
 
     def __init__(
         self,
@@ -211,7 +224,7 @@ class PostgresService:
 
     async def advance_clock(self, ms: int) -> int:
         if not self.manual:
-            raise TypeError("this service does not run a manual clock")
+            raise NoManualClock("this service does not run a manual clock")
         if int(ms) != ms or ms <= 0:
             raise ValueError("a clock only moves forward, by a whole number of milliseconds")
         loop = asyncio.get_running_loop()
@@ -225,18 +238,9 @@ class PostgresService:
         with self._pool.connection() as conn:
             return store.task(conn, task_id)
 
-    def tasks(
-        self,
-        tenant: str | None,
-        status: str | None,
-        after: str | None,
-        limit: int,
-        *,
-        newest_first: bool = False,
-        label: tuple[str, str] | None = None,
-    ) -> Page:
+    def tasks(self, query: TaskQuery) -> Page:
         with self._pool.connection() as conn:
-            return store.tasks(conn, tenant, status, after, limit, newest_first=newest_first, label=label)
+            return store.tasks(conn, query)
 
     def status_counts(self) -> dict[str, int]:
         """How many tasks have each status (for metrics): one grouped count."""

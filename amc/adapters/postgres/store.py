@@ -20,7 +20,8 @@ from amc.core.errors import InvalidRequest
 from amc.core.history import history_data, history_type
 from amc.core.records import Host, Task
 from amc.core.state import State
-from amc.service import LABEL_SCAN_LIMIT, HistoryEntry, Page, has_label
+from amc.service import port
+from amc.service.port import HistoryEntry, Page, TaskQuery
 
 # Server-side settings of every connection: keep a session alive across a quiet network
 # (TCP keepalives find a dead peer in about 10 s) and give up a statement that hangs.
@@ -129,54 +130,44 @@ def task(conn: psycopg.Connection, task_id: str) -> Task | None:
     return None if row is None else codec.decode_task(row[0])
 
 
-def tasks(
-    conn: psycopg.Connection,
-    tenant: str | None,
-    status: str | None,
-    after: str | None,
-    limit: int,
-    *,
-    newest_first: bool = False,
-    label: tuple[str, str] | None = None,
-) -> Page:
+def tasks(conn: psycopg.Connection, query: TaskQuery) -> Page:
     """A page of tasks by `seq`, oldest or newest first; the cursor is the seq of the page's
     last task. With a `label`, only the tasks that have it, examining at most
-    `LABEL_SCAN_LIMIT` of them (the same rule and cursors as the other stores)."""
-    if limit < 1:
-        raise InvalidRequest("limit: must be at least 1")
-    start = _parse_cursor(after)  # oldest first: the first seq shown; newest first: one past the last
-    if not (_storable(tenant) and _storable(status)):
+    `port.LABEL_SCAN_LIMIT` of them (the same rule and cursors as the other stores)."""
+    start = _parse_cursor(query.after)  # oldest first: the first seq shown; newest first: one past the last
+    if not (_storable(query.tenant) and _storable(query.status)):
         return Page([], None)  # nothing like that was ever stored
     where: list[str] = []
     params: list[object] = []
-    if newest_first and after is not None:
+    if query.newest_first and query.after is not None:
         where.append("seq < %s")
         params.append(start - 1)
-    elif not newest_first:
+    elif not query.newest_first:
         where.append("seq >= %s")
         params.append(start)
-    if tenant is not None:
+    if query.tenant is not None:
         where.append("tenant = %s")
-        params.append(tenant)
-    if status is not None:
+        params.append(query.tenant)
+    if query.status is not None:
         where.append("status = %s")
-        params.append(status)
-    rows_needed = limit + 1 if label is None else max(limit, LABEL_SCAN_LIMIT) + 1
-    query = (
+        params.append(query.status)
+    scan_limit = port.LABEL_SCAN_LIMIT
+    rows_needed = query.limit + 1 if query.label is None else max(query.limit, scan_limit) + 1
+    sql = (
         f"SELECT seq, body FROM amc_tasks WHERE {' AND '.join(where) or 'true'} "
-        f"ORDER BY seq {'DESC' if newest_first else 'ASC'} LIMIT %s"
+        f"ORDER BY seq {'DESC' if query.newest_first else 'ASC'} LIMIT %s"
     )
     found: list[Task] = []
     examined = 0
-    for seq, body in conn.execute(query.encode(), [*params, rows_needed]):
-        if len(found) == limit:  # one beyond the page exists: the page gets a cursor
+    for seq, body in conn.execute(sql.encode(), [*params, rows_needed]):
+        if len(found) == query.limit:  # one beyond the page exists: the page gets a cursor
             return Page(found, str(found[-1].seq))
-        if label is not None:
-            if examined == LABEL_SCAN_LIMIT:  # stop here; the next page starts with this task
-                return Page(found, str(seq + 1 if newest_first else seq - 1))
+        if query.label is not None:
+            if examined == scan_limit:  # stop here; the next page starts with this task
+                return Page(found, str(seq + 1 if query.newest_first else seq - 1))
             examined += 1
         task = codec.decode_task(body)
-        if has_label(task, label):
+        if query.label_matches(task):
             found.append(task)
     return Page(found, None)
 

@@ -119,7 +119,7 @@ class Amc:
         for client in self._clients:
             client.close()
         self.switch.uninstall()
-        getattr(self.service, "close", lambda: None)()
+        self.service.close()
 
     # -- common set-ups -------------------------------------------------------------------
 

@@ -785,7 +785,7 @@ def test_a_label_filter_examines_a_bounded_number_of_tasks_per_page(amc_any_stor
     """A rare label costs pages, not one unbounded scan: every page stops after the bound,
     with a cursor, and following the cursors finds every labelled task once, in either order."""
     amc = amc_any_store
-    monkeypatch.setattr("amc.service.LABEL_SCAN_LIMIT", 3)
+    monkeypatch.setattr("amc.service.port.LABEL_SCAN_LIMIT", 3)
     ids = [amc.acme.submit(labels={"rare": "yes"} if n in (0, 6) else {})["id"] for n in range(8)]
     for order, expected in (("oldest", [ids[0], ids[6]]), ("newest", [ids[6], ids[0]])):
         seen, pages, after = [], 0, None

@@ -15,7 +15,7 @@ from amc.core import kernel
 from amc.core.commands import CancelTask, ClaimTask, ExpireLeases, RegisterHost, StartAttempt, SubmitTask
 from amc.core.errors import Code, InvalidRequest
 from amc.core.records import DeviceSpec
-from amc.service import ManualClock, MemoryService
+from amc.service import ManualClock, MemoryService, NoManualClock, TaskQuery
 from tests.adapters.lmdb.helpers import advance_clock, writer_state
 from tests.adapters.lmdb.workload import HOSTS, TENANTS, Workload
 from tests.support.plans import PLAN_RECORD as PLAN
@@ -28,13 +28,11 @@ def submit(task_id: str, tenant: str = "acme", **kwargs) -> SubmitTask:
 
 
 def all_pages(service, tenant, status, limit):
-    pages, after = [], None
-    while True:
-        page = service.tasks(tenant, status, after, limit)
-        pages.append(page)
-        if page.next is None:
-            return pages
-        after = page.next
+    pages, query = [], TaskQuery(limit=limit, tenant=tenant, status=status)
+    while query is not None:
+        pages.append(page := service.tasks(query))
+        query = query.following(page)
+    return pages
 
 
 def assert_same_reads(store: LmdbService, memory: MemoryService) -> None:
@@ -54,7 +52,7 @@ def assert_same_reads(store: LmdbService, memory: MemoryService) -> None:
 
 def advance_memory(memory: MemoryService, ms: int) -> int:
     now = memory.clock.advance(ms)
-    memory.execute_now(ExpireLeases(now=0))
+    memory.execute_sync(ExpireLeases(now=0))
     return now
 
 
@@ -81,7 +79,7 @@ def check_answers_like_the_memory_service(open_store, verify_store, state_of, ad
                 assert advance(store, ms) == advance_memory(memory, ms)
             else:
                 command = workload.next_command(memory.state)
-                assert store.execute_sync(command) == memory.execute_now(command), command
+                assert store.execute_sync(command) == memory.execute_sync(command), command
             if step % 100 == 0:
                 assert state_of(store) == memory.state
                 assert_same_reads(store, memory)
@@ -101,10 +99,10 @@ def check_answers_like_the_memory_service(open_store, verify_store, state_of, ad
 def test_pages_use_opaque_cursors_and_validate_them(data_dir):
     with LmdbService.open(data_dir) as store:
         check_pages_and_cursors(store)
-        assert store.tasks(None, None, None, 7).next is None
-        with pytest.raises(ValueError):
-            store.tasks(None, None, None, 0)
-        assert store.tasks("x" * 600, None, None, 10).tasks == []
+        assert store.tasks(TaskQuery(limit=7)).next is None
+        with pytest.raises(InvalidRequest):
+            TaskQuery(limit=0)
+        assert store.tasks(TaskQuery(limit=10, tenant="x" * 600)).tasks == []
 
 
 def check_pages_and_cursors(store) -> None:
@@ -112,15 +110,15 @@ def check_pages_and_cursors(store) -> None:
     for i in range(7):
         store.execute_sync(submit(f"t{i}", tenant="acme" if i % 2 == 0 else "beta"))
     store.execute_sync(CancelTask(now=0, task_id="t2", tenant=None))
-    first = store.tasks("acme", None, None, 2)
+    first = store.tasks(TaskQuery(limit=2, tenant="acme"))
     assert [t.id for t in first.tasks] == ["t0", "t2"] and first.next is not None
-    second = store.tasks("acme", None, first.next, 2)
+    second = store.tasks(TaskQuery(limit=2, tenant="acme", after=first.next))
     assert [t.id for t in second.tasks] == ["t4", "t6"] and second.next is None
-    assert [t.id for t in store.tasks("acme", "queued", None, 10).tasks] == ["t0", "t4", "t6"]
-    assert [t.id for t in store.tasks(None, "cancelled", None, 10).tasks] == ["t2"]
+    assert [t.id for t in store.tasks(TaskQuery(limit=10, tenant="acme", status="queued")).tasks] == ["t0", "t4", "t6"]
+    assert [t.id for t in store.tasks(TaskQuery(limit=10, status="cancelled")).tasks] == ["t2"]
     for bad in ("x", "-1", "1.5", "", "²"):
         with pytest.raises(InvalidRequest):
-            store.tasks(None, None, bad, 10)
+            store.tasks(TaskQuery(limit=10, after=bad))
 
 
 def test_ids_the_store_cannot_key_are_refused_before_the_kernel(data_dir):
@@ -151,7 +149,7 @@ def test_concurrent_callers_share_commits_in_arrival_order(data_dir):
         assert all(d.accepted for d in decisions[0::2])
         assert all(d.rejection.code is Code.not_found and not d.events for d in decisions[1::2])
         # Arrival order: gather starts the coroutines in order, each enqueues at once.
-        assert [t.id for t in store.tasks(None, None, None, 1000).tasks] == [f"t{i:03d}" for i in range(300)]
+        assert [t.id for t in store.tasks(TaskQuery(limit=1000)).tasks] == [f"t{i:03d}" for i in range(300)]
         assert [store.task(f"t{i:03d}").seq for i in range(300)] == list(range(300))
     assert sum(batches) == 600 and max(batches) > 1, batches
     assert len(batches) < 600 / 4, f"expected group commit, got {len(batches)} commits"
@@ -171,7 +169,7 @@ def test_threads_share_commits_too(data_dir):
             thread.start()
         for thread in threads:
             thread.join()
-        assert len(store.tasks(None, None, None, 1000).tasks) == 320
+        assert len(store.tasks(TaskQuery(limit=1000)).tasks) == 320
     assert sum(batches) == 320 and max(batches) > 1
 
 
@@ -205,7 +203,7 @@ def test_reads_never_wait_for_the_writer(data_dir):
         for _ in range(100):
             assert store.task("t1").status == "queued"
             assert store.task("t2") is None  # queued behind the stalled writer: not committed
-            assert len(store.tasks(None, None, None, 10).tasks) == 1
+            assert len(store.tasks(TaskQuery(limit=10)).tasks) == 1
         assert time.perf_counter() - started < 2
         release.set()
         second.join(5)
@@ -229,7 +227,7 @@ def test_a_failed_commit_fails_its_batch_and_applies_nothing(data_dir, monkeypat
         monkeypatch.setattr(writer, "_write", original)
         assert store.task("lost") is None and "lost" not in writer_state(store).tasks
         assert store.execute_sync(submit("after")).accepted
-        assert [t.id for t in store.tasks(None, None, None, 10).tasks] == ["before", "after"]
+        assert [t.id for t in store.tasks(TaskQuery(limit=10)).tasks] == ["before", "after"]
         assert store.task("after").seq == 1  # the failed submit left no trace in the state
     assert verify(data_dir) == []
 
@@ -262,7 +260,7 @@ def check_a_kernel_bug_fails_alone(store, in_state, monkeypatch) -> None:
     assert isinstance(outcomes[5], RuntimeError)
     assert all(d.accepted for i, d in enumerate(outcomes) if i != 5)
     assert store.task("poison") is None and not in_state("poison")
-    assert len(store.tasks(None, None, None, 100).tasks) == 10
+    assert len(store.tasks(TaskQuery(limit=100)).tasks) == 10
 
 
 def test_manual_clock_starts_at_wall_time_and_resumes_after_restart(data_dir):
@@ -276,7 +274,7 @@ def test_manual_clock_starts_at_wall_time_and_resumes_after_restart(data_dir):
             advance_clock(store, 0)
     with LmdbService.open(data_dir, clock="manual") as store:
         assert store.clock.now() == start + 5_001
-    with LmdbService.open(data_dir, clock="system") as store, pytest.raises(TypeError):
+    with LmdbService.open(data_dir, clock="system") as store, pytest.raises(NoManualClock):
         advance_clock(store, 10)
 
 
@@ -329,7 +327,7 @@ def test_close_drains_the_queue_and_is_idempotent(data_dir):
     with pytest.raises(StoreClosed):
         store.task("t1")
     with LmdbService.open(data_dir) as reopened:
-        assert len(reopened.tasks(None, None, None, 100).tasks) == 50
+        assert len(reopened.tasks(TaskQuery(limit=100)).tasks) == 50
 
 
 def test_the_map_grows_while_readers_read(data_dir):
@@ -341,7 +339,7 @@ def test_the_map_grows_while_readers_read(data_dir):
         def reader():
             try:
                 while not done.is_set():
-                    store.tasks(None, "queued", None, 50)
+                    store.tasks(TaskQuery(limit=50, status="queued"))
                     store.task("t1")
                     store.next_expiry()
             except BaseException as exc:  # noqa: BLE001 - reported below

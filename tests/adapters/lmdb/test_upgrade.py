@@ -24,6 +24,7 @@ from amc.core.commands import (
     StoreArtifact,
     SubmitTask,
 )
+from amc.service import TaskQuery
 from tests.adapters.lmdb.helpers import writer_state
 from tests.adapters.lmdb.workload import Workload
 
@@ -62,7 +63,7 @@ def reads_of(service: LmdbService, answered: dict) -> dict:
     pages = {}
     for scope in answered["pages"]:
         tenant, status = (None if part == "None" else part for part in scope.split("/"))
-        pages[scope] = [t.id for t in service.tasks(tenant, status, None, 1000).tasks]
+        pages[scope] = [t.id for t in service.tasks(TaskQuery(limit=1000, tenant=tenant, status=status)).tasks]
     return {
         "tasks": {t: orjson.loads(codec.dumps(service.task(t))) for t in answered["tasks"]},
         "hosts": [orjson.loads(codec.dumps(h)) for h in service.hosts()],

@@ -13,7 +13,7 @@ from amc.adapters.postgres.verify import verify
 from amc.core.commands import CancelTask, RegisterHost, SubmitTask
 from amc.core.errors import InvalidRequest
 from amc.core.records import DeviceSpec
-from amc.service import MemoryService, NotLeader
+from amc.service import MemoryService, NotLeader, TaskQuery
 from tests.adapters.lmdb.test_service import (
     check_answers_like_the_memory_service,
     check_pages_and_cursors,
@@ -36,7 +36,7 @@ def test_answers_like_the_memory_service_across_restarts(pg_url, seed):
 def test_pages_and_ids_as_the_lmdb_store(pg_url):
     with PostgresService.open(pg_url) as store:
         check_pages_and_cursors(store)
-        assert store.tasks("x\x00", None, None, 10).tasks == [] and store.task("t\x00") is None
+        assert store.tasks(TaskQuery(limit=10, tenant="x\x00")).tasks == [] and store.task("t\x00") is None
         with pytest.raises(InvalidRequest):
             store.execute_sync(SubmitTask(now=0, task_id="a\x00b", tenant="acme", plan=submit("x").plan))
         with pytest.raises(InvalidRequest):
@@ -60,7 +60,7 @@ def test_a_second_server_stands_by_and_takes_over_when_the_leader_closes(pg_url)
         assert second.epoch == 2
         assert second.task("t1") is not None
         second.execute_sync(submit("t2"))
-        assert [t.id for t in second.tasks(None, None, None, 10).tasks] == ["t1", "t2"]
+        assert [t.id for t in second.tasks(TaskQuery(limit=10)).tasks] == ["t1", "t2"]
     finally:
         first.close()
         second.close()
@@ -117,33 +117,30 @@ def test_concurrent_callers_share_commits(pg_url):
         for thread in threads:
             thread.join()
         assert sum(commits) == 40
-        assert len(store.tasks(None, None, None, 100).tasks) == 40
+        assert len(store.tasks(TaskQuery(limit=100)).tasks) == 40
     assert verify(pg_url) == []
 
 
 def test_pages_newest_first_and_by_label_as_the_memory_service(pg_url, monkeypatch):
-    import amc.service
-    from amc.adapters.postgres import store as pg_store
+    from amc.service import port
 
-    monkeypatch.setattr(amc.service, "LABEL_SCAN_LIMIT", 5)  # small, so pages end at the bound
-    monkeypatch.setattr(pg_store, "LABEL_SCAN_LIMIT", 5)
+    monkeypatch.setattr(port, "LABEL_SCAN_LIMIT", 5)  # small, so pages end at the bound
     memory = MemoryService()
     with PostgresService.open(pg_url) as store:
         for i in range(23):
             command = submit(f"t{i}", tenant="acme" if i % 3 else "beta", labels={"kind": "a" if i % 4 else "b"})
             store.execute_sync(command)
-            memory.execute_now(command)
+            memory.execute_sync(command)
         store.execute_sync(CancelTask(now=0, task_id="t5", tenant=None))
-        memory.execute_now(CancelTask(now=0, task_id="t5", tenant=None))
+        memory.execute_sync(CancelTask(now=0, task_id="t5", tenant=None))
 
         def pages(service, **options):
-            found, after = [], None
-            while True:
-                page = service.tasks(options.pop("tenant", None), None, after, 3, **options)
+            found, query = [], TaskQuery(limit=3, **options)
+            while query is not None:
+                page = service.tasks(query)
                 found.append(([t.id for t in page.tasks], page.next))
-                if page.next is None:
-                    return found
-                after = page.next
+                query = query.following(page)
+            return found
 
         for newest_first in (False, True):
             for label in (None, ("kind", "b"), ("kind", "nothing")):

@@ -22,7 +22,7 @@ from amc.adapters.postgres import PostgresService
 from amc.adapters.postgres.commits import CommitConnection
 from amc.adapters.postgres.verify import verify
 from amc.core.commands import CancelTask
-from amc.service import NotLeader
+from amc.service import NotLeader, TaskQuery
 from tests.adapters.lmdb.test_service import check_a_kernel_bug_fails_alone, submit
 from tests.adapters.postgres.helpers import writer_state
 from tests.support.waiting import eventually
@@ -110,7 +110,7 @@ def test_nothing_decided_after_a_failed_commit_is_written(pg_url, monkeypatch):
         assert service.wait_leading(5)  # a new term, loaded from what was committed
         assert service.task("t1") is None and "t1" not in writer_state(service).tasks
         assert service.execute_sync(submit("t2")).accepted
-        assert [task.id for task in service.tasks(None, None, None, 10).tasks] == ["before", "t2"]
+        assert [task.id for task in service.tasks(TaskQuery(limit=10)).tasks] == ["before", "t2"]
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM amc_events").fetchone() == (2,)
     assert verify(pg_url) == []
@@ -138,6 +138,6 @@ def test_many_callers_each_answered_once_their_commit_is_in(pg_url):
             await asyncio.gather(*(caller(c) for c in range(32)))
 
         asyncio.run(main())
-        assert len(service.tasks(None, None, None, 1000).tasks) == 640
+        assert len(service.tasks(TaskQuery(limit=1000)).tasks) == 640
     assert sum(sizes) == 640  # counted once the service closed: on_commit runs after the replies
     assert verify(pg_url) == []

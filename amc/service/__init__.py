@@ -1,0 +1,79 @@
+"""The service layer: the port between the edges (HTTP, CLI, embedders) and a store.
+
+- `port`: the `Service` protocol, the listing's `TaskQuery`, what a commit tells (`Change`),
+  and the errors that cross the port;
+- `clock`: the clocks a service stamps commands with;
+- `memory`: `MemoryService`, the kernel in memory, nothing durable;
+- `blobs`: the `BlobStore` of artifact bytes, streaming into and out of it, `MemoryBlobStore`.
+
+Every public name is here too: ``from amc.service import Service, MemoryService``.
+"""
+
+from amc.service.blobs import (
+    COALESCE_BYTES,
+    READ_CHUNK_BYTES,
+    SHA256,
+    BlobError,
+    BlobNotFound,
+    BlobProblem,
+    BlobReader,
+    BlobStore,
+    BlobTooLarge,
+    BlobWriter,
+    GcReport,
+    MemoryBlobStore,
+    StoredBlob,
+    Upload,
+    checked_sha256,
+    read_chunks,
+    store_chunks,
+)
+from amc.service.clock import Clock, ManualClock, SystemClock
+from amc.service.memory import HistoryLog, MemoryService
+from amc.service.port import (
+    Change,
+    ChangeFeed,
+    ChangeListener,
+    HistoryEntry,
+    NoManualClock,
+    NotLeader,
+    Page,
+    Service,
+    StorageUnavailable,
+    TaskQuery,
+)
+
+__all__ = [
+    "COALESCE_BYTES",
+    "READ_CHUNK_BYTES",
+    "SHA256",
+    "BlobError",
+    "BlobNotFound",
+    "BlobProblem",
+    "BlobReader",
+    "BlobStore",
+    "BlobTooLarge",
+    "BlobWriter",
+    "Change",
+    "ChangeFeed",
+    "ChangeListener",
+    "Clock",
+    "GcReport",
+    "HistoryEntry",
+    "HistoryLog",
+    "ManualClock",
+    "MemoryBlobStore",
+    "MemoryService",
+    "NoManualClock",
+    "NotLeader",
+    "Page",
+    "Service",
+    "StorageUnavailable",
+    "StoredBlob",
+    "SystemClock",
+    "TaskQuery",
+    "Upload",
+    "checked_sha256",
+    "read_chunks",
+    "store_chunks",
+]
