@@ -45,6 +45,7 @@ def assert_same_reads(store: LmdbService, memory: MemoryService) -> None:
     for host_id in (*HOSTS, "no-such-host"):
         assert store.host(host_id) == memory.host(host_id)
     assert store.next_expiry() == memory.next_expiry()
+    assert store.status_counts() == memory.status_counts()
     for tenant in (None, *TENANTS, "nobody"):
         for status in STATUSES:
             assert all_pages(store, tenant, status, 4) == all_pages(memory, tenant, status, 4), (tenant, status)
