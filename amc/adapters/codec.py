@@ -10,8 +10,9 @@ here, once, from the `attrs` declarations: straight-line code with no per-value 
 about three times as fast as cattrs' generic hooks both ways. They write and accept
 exactly cattrs' JSON (the same keys in the same order; `tests/adapters/lmdb/test_codec.py`
 proves it against a plain converter by property), so a field added to a record needs no
-change here; it needs a new schema version in each store (the LMDB `layout.SCHEMA_VERSION` with its
-step and field list in `upgrade.py`, and the PostgreSQL `schema.RECORD_SCHEMA`).
+change here; it needs a new `RECORD_SCHEMA` below, which both stores record and check (with
+the step and field list in the LMDB store's `upgrade.py`, which the PostgreSQL store's
+`schema.RECORD_UPGRADES` follows).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ from cattrs.preconf.orjson import make_converter
 from amc.core import commands, events, records
 from amc.core.events import Event
 from amc.core.records import Host, Plan, Requirements, Task
+
+# The version of the records' JSON, which every store records beside them.
+# 3: attempts' steps (release); 4: tasks' artifacts; 5: step outcomes' artifacts; 6: sessions
+RECORD_SCHEMA = 6
 
 converter = make_converter(forbid_extra_keys=True)
 

@@ -13,8 +13,7 @@ Modules: `layout` (the on-disk format: databases, keys, schema version), `store`
 (`FileBlobStore`: artifact bytes as content-addressed files beside the LMDB environment).
 """
 
-from amc.adapters.lmdb.blobs import FileBlobStore
-from amc.adapters.lmdb.errors import (
+from amc.adapters.errors import (
     CommitFailed,
     NotAStore,
     SchemaMismatch,
@@ -22,6 +21,7 @@ from amc.adapters.lmdb.errors import (
     StoreError,
     StoreLocked,
 )
+from amc.adapters.lmdb.blobs import FileBlobStore
 from amc.adapters.lmdb.layout import SCHEMA_VERSION
 from amc.adapters.lmdb.service import DEFAULT_DATA_DIR, LmdbService
 from amc.adapters.lmdb.verify import Findings, check, verify

@@ -71,7 +71,7 @@ class LmdbService:
             max_batch: the most commands committed in one transaction.
 
         Raises:
-            NotAStore, SchemaMismatch, StoreLocked (see `amc.adapters.lmdb.errors`).
+            NotAStore, SchemaMismatch, StoreLocked (see `amc.adapters.errors`).
         """
         store = Store.open(path, map_size=map_size, max_map_size=max_map_size)
         try:

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import lmdb
 
+from amc.adapters.errors import MapCeiling, NotAStore, SchemaMismatch, StoreClosed, StoreLocked
 from amc.adapters.lmdb import layout, upgrade
-from amc.adapters.lmdb.errors import MapCeiling, NotAStore, SchemaMismatch, StoreClosed, StoreLocked
 from amc.core.records import Host, Task
 from amc.core.state import State
 

@@ -39,8 +39,8 @@ from pathlib import Path
 import lmdb
 import orjson
 
+from amc.adapters.errors import NotAStore
 from amc.adapters.lmdb import layout
-from amc.adapters.lmdb.errors import NotAStore
 
 log = logging.getLogger("amc.store")
 

@@ -53,8 +53,8 @@ from collections.abc import Callable
 from typing import Any
 
 from amc.adapters.batches import Outcome, Poison, Stamper, Work, release
+from amc.adapters.errors import CommitFailed, StoreClosed, StoreError
 from amc.adapters.lmdb import layout
-from amc.adapters.lmdb.errors import CommitFailed, StoreClosed, StoreError
 from amc.adapters.lmdb.store import Store
 from amc.core.events import HostRegistered
 from amc.core.history import HISTORY_TYPES

@@ -15,7 +15,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from amc.adapters import codec
-from amc.adapters.postgres.errors import NotAStore
+from amc.adapters.errors import NotAStore
 from amc.core.errors import InvalidRequest
 from amc.core.history import history_data, history_type
 from amc.core.records import Host, Task

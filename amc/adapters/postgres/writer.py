@@ -61,9 +61,9 @@ import psycopg
 
 from amc.adapters import codec
 from amc.adapters.batches import Outcome, Poison, Stamper, Work, release
+from amc.adapters.errors import Deposed
 from amc.adapters.postgres import arrays, store
 from amc.adapters.postgres.commits import CommitConnection
-from amc.adapters.postgres.errors import Deposed
 from amc.core.events import HostRegistered
 from amc.core.history import HISTORY_TYPES
 from amc.core.records import Task
