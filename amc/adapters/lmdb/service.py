@@ -18,7 +18,8 @@ from typing import Literal
 from amc.adapters.batches import Work
 from amc.adapters.lmdb import layout, reads
 from amc.adapters.lmdb.store import DEFAULT_MAP_SIZE, DEFAULT_MAX_MAP_SIZE, Store
-from amc.adapters.lmdb.writer import Writer
+from amc.adapters.lmdb.writer import LmdbWrites, open_writer
+from amc.adapters.writer import Writer
 from amc.core import kernel
 from amc.core.commands import Command, RegisterHost, SubmitTask
 from amc.core.records import Host, Task
@@ -38,7 +39,7 @@ class LmdbService:
 
     clock: Clock
 
-    def __init__(self, store: Store, clock: Clock, writer: Writer):
+    def __init__(self, store: Store, clock: Clock, writer: Writer[LmdbWrites]):
         self._store = store
         self.clock = clock
         self._writer = writer
@@ -76,7 +77,7 @@ class LmdbService:
         store = Store.open(path, map_size=map_size, max_map_size=max_map_size)
         try:
             chosen = _open_clock(store, clock)
-            writer = Writer(store, chosen, on_commit=on_commit, max_batch=max_batch)
+            writer = open_writer(store, chosen, on_commit=on_commit, max_batch=max_batch)
             writer.start()
         except BaseException:
             store.close()
