@@ -77,7 +77,7 @@ _CLASS_OF: dict[str, type] = {
 
 def to_data(value: Any) -> dict[str, Any]:
     """A tagged, JSON-ready dict: ``{"type": tag, ...fields}``."""
-    data = converter.unstructure(value)
+    data: dict[str, Any] = converter.unstructure(value)
     data["type"] = _TAG_OF[type(value)]
     return data
 
@@ -108,9 +108,10 @@ def loads(raw: bytes) -> Any:
 #   anything else           as it is: str, int, bool, None, literals, dicts of JSON (`records.JSON`)
 
 _PLAIN = (str, int, bool, float, type(None), typing.Any, dict)
+Shape = tuple[Any, ...]  # how a field's value is converted: ("plain",), ("record", cls), ("optional", shape), ...
 
 
-def _shape(tp: Any) -> tuple:
+def _shape(tp: Any) -> Shape:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if attrs.has(tp):
         return ("record", tp)
@@ -126,7 +127,7 @@ def _shape(tp: Any) -> tuple:
     raise TypeError(f"no generated hook for a field of type {tp!r}: give it one in amc.adapters.codec")
 
 
-def _unstructure_expr(shape: tuple, value: str, names: dict[str, Any], depth: int = 0) -> str:
+def _unstructure_expr(shape: Shape, value: str, names: dict[str, Any], depth: int = 0) -> str:
     kind = shape[0]
     if kind == "plain":
         return value
@@ -142,7 +143,7 @@ def _unstructure_expr(shape: tuple, value: str, names: dict[str, Any], depth: in
     return f"list({value})" if inner == item else f"[{inner} for {item} in {value}]"
 
 
-def _structure_expr(shape: tuple, value: str, names: dict[str, Any], depth: int = 0) -> str:
+def _structure_expr(shape: Shape, value: str, names: dict[str, Any], depth: int = 0) -> str:
     kind = shape[0]
     if kind == "plain":
         return value
@@ -164,9 +165,10 @@ def _structure_expr(shape: tuple, value: str, names: dict[str, Any], depth: int 
     return f"(() if {value} == [] else tuple([{inner} for {item} in {value}]))"
 
 
-def _compile(source: str, names: dict[str, Any], name: str) -> Callable:
+def _compile(source: str, names: dict[str, Any], name: str) -> Callable[..., Any]:
     exec(compile(source, f"<amc codec: {name}>", "exec"), names)  # noqa: S102 (generated from attrs.fields)
-    return names[name]
+    function: Callable[..., Any] = names[name]
+    return function
 
 
 def stored_fields() -> dict[str, tuple[str, ...]]:
@@ -328,7 +330,8 @@ class TaskLoader:
         found = data.pop("type", None)
         if found != "task":
             raise ValueError(f"expected a 'task' record, found {found!r}")
-        return self._structure(data)
+        task: Task = self._structure(data)
+        return task
 
 
 def _shared(structure: Callable[..., Any]) -> Callable[[Any], Any]:
@@ -356,7 +359,7 @@ def _shared(structure: Callable[..., Any]) -> Callable[[Any], Any]:
 
 
 def decode_event(raw: bytes) -> Event:
-    event = loads(raw)
+    event: Event = loads(raw)
     if type(event) not in EVENT_TAGS.values():
         raise ValueError(f"the log holds a {type(event).__name__}, not an event")
     return event

@@ -112,7 +112,8 @@ def u64(value: int) -> bytes:
 
 
 def read_u64(raw: bytes) -> int:
-    return U64.unpack(raw)[0]
+    value: int = U64.unpack(raw)[0]
+    return value
 
 
 def id_key(identifier: str) -> bytes | None:

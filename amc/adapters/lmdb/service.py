@@ -48,9 +48,9 @@ class LmdbService:
     @classmethod
     def open(
         cls,
-        path: str | os.PathLike = DEFAULT_DATA_DIR,
+        path: str | os.PathLike[str] = DEFAULT_DATA_DIR,
         clock: Literal["system", "manual"] = "system",
-        on_commit=None,
+        on_commit: Callable[[int, float], None] | None = None,
         *,
         map_size: int = DEFAULT_MAP_SIZE,
         max_map_size: int = DEFAULT_MAX_MAP_SIZE,
@@ -95,14 +95,14 @@ class LmdbService:
         """
         _check_ids(command)
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[kernel.Decision] = loop.create_future()
         self._writer.submit(Work(command, future, loop))
         return await future
 
     def execute_sync(self, command: Command, timeout: float | None = None) -> kernel.Decision:
         """`execute` for threads: blocks until the command's batch committed."""
         _check_ids(command)
-        future: Future = Future()
+        future: Future[kernel.Decision] = Future()
         self._writer.submit(Work(command, future))
         return future.result(timeout)
 
@@ -190,7 +190,7 @@ class LmdbService:
     def __enter__(self) -> LmdbService:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import lmdb
 
@@ -49,8 +48,8 @@ class LmdbWrites:
         self.store = store
         self.log_items: Items = []
         self.history_items: Items = []
-        self.deletes: list[tuple[Any, bytes]] = []  # (database, key)
-        self.puts: dict[Any, Items] = {}  # database -> its (key, value) items
+        self.deletes: list[tuple[lmdb._Database, bytes]] = []  # (database, key)
+        self.puts: dict[lmdb._Database, Items] = {}  # database -> its (key, value) items
         self.meta: Items = []
 
     def event(self, seq: int, event: Event, shown_by: Task | None) -> None:
@@ -137,7 +136,7 @@ class LmdbCommits:
         self.store.write(lambda txn: self._write(txn, group))
         return None
 
-    def _write(self, txn: lmdb.Transaction, group: list[LmdbWrites]) -> None:
+    def _write(self, txn: lmdb.Transaction[bytes], group: list[LmdbWrites]) -> None:
         """Apply the prepared writes in `txn` (repeatable: `Store.write` may retry it)."""
         store = self.store
         for writes in group:

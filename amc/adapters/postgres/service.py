@@ -201,13 +201,13 @@ class PostgresService:
         but see writer.py on a commit whose connection died)."""
         _check_ids(command)
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[kernel.Decision] = loop.create_future()
         self._current().submit(Work(command, future, loop))
         return await future
 
     def execute_sync(self, command: Command, timeout: float | None = None) -> kernel.Decision:
         _check_ids(command)
-        future: Future = Future()
+        future: Future[kernel.Decision] = Future()
         self._current().submit(Work(command, future))
         return future.result(timeout)
 
