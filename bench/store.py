@@ -187,8 +187,9 @@ def breakdown(base: Path, callers: int, seconds: float) -> dict:
     figures); "callers" is the process CPU not spent on the writer thread. Also returns the
     fsync wait: the commit's wall time not spent on the CPU.
     """
-    from amc.adapters.lmdb import writer as writer_module
+    from amc.adapters import writer as writer_module
     from amc.adapters.lmdb.store import Store
+    from amc.adapters.lmdb.writer import LmdbCommits, LmdbWrites
     from amc.core import kernel
 
     spent: dict[str, float] = dict.fromkeys([*(name for name, _ in STAGES), "commit_wall", "writer"], 0.0)
@@ -196,10 +197,10 @@ def breakdown(base: Path, callers: int, seconds: float) -> dict:
     patched = {
         (kernel, "execute"): kernel.execute,
         (writer_module.Writer, "_decide"): writer_module.Writer._decide,
-        (writer_module.Writer, "_prepare_records"): writer_module.Writer._prepare_records,
-        (writer_module.Writer, "_write"): writer_module.Writer._write,
+        (LmdbWrites, "records"): LmdbWrites.records,
+        (LmdbCommits, "_write"): LmdbCommits._write,
         (writer_module.Writer, "_run"): writer_module.Writer._run,
-        (writer_module, "_release"): writer_module._release,
+        (writer_module, "release"): writer_module.release,
         (Store, "write"): Store.write,
     }
 
@@ -223,10 +224,10 @@ def breakdown(base: Path, callers: int, seconds: float) -> dict:
 
     kernel.execute = timed("kernel", kernel.execute)
     writer_module.Writer._decide = timed("stamp_events", writer_module.Writer._decide)
-    writer_module.Writer._prepare_records = timed("records", writer_module.Writer._prepare_records)
-    writer_module.Writer._write = timed("puts", writer_module.Writer._write)
+    LmdbWrites.records = timed("records", LmdbWrites.records)
+    LmdbCommits._write = timed("puts", LmdbCommits._write)
     writer_module.Writer._run = timed("writer", writer_module.Writer._run)
-    writer_module._release = timed("release", writer_module._release)
+    writer_module.release = timed("release", writer_module.release)
     Store.write = commit
     try:
         result = durable(base, callers, seconds, measure_process=True)

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # part -> the parts it may import. The kernel and the simulator stand alone; an adapter
 # sees the kernel and the service port, never another adapter (the stores share the
 # records' encoding, `amc.adapters.codec`, their writers' hand-off, `amc.adapters.batches`,
+# the writer that decides batches, `amc.adapters.writer`, their errors, `amc.adapters.errors`,
 # and the check against a replayed log, `amc.adapters.replay`); the Host Agent drives
 # devices through the ADB adapter; only the CLI, the outermost edge, wires everything.
 LAYERS: dict[str, set[str]] = {
@@ -26,12 +27,16 @@ LAYERS: dict[str, set[str]] = {
     "amc.service": {"amc.core"},
     "amc.adapters.codec": {"amc.core"},
     "amc.adapters.batches": {"amc.core", "amc.service"},
+    "amc.adapters.errors": {"amc.service"},
+    "amc.adapters.writer": {"amc.core", "amc.service", "amc.adapters.batches"},
     "amc.adapters.replay": {"amc.core"},
     "amc.adapters.lmdb": {
         "amc.core",
         "amc.service",
         "amc.adapters.codec",
         "amc.adapters.batches",
+        "amc.adapters.errors",
+        "amc.adapters.writer",
         "amc.adapters.replay",
     },
     "amc.adapters.postgres": {
@@ -39,6 +44,8 @@ LAYERS: dict[str, set[str]] = {
         "amc.service",
         "amc.adapters.codec",
         "amc.adapters.batches",
+        "amc.adapters.errors",
+        "amc.adapters.writer",
         "amc.adapters.replay",
     },
     "amc.adapters.http": {"amc.core", "amc.service"},

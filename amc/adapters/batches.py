@@ -29,7 +29,7 @@ class Work:
     def __init__(
         self,
         command: Command | None,
-        future: Future | asyncio.Future,
+        future: Future[Any] | asyncio.Future[Any],
         loop: asyncio.AbstractEventLoop | None = None,
         advance_ms: int | None = None,
     ):
@@ -87,11 +87,12 @@ class Stamper:
 
 
 Outcome = tuple[Work, Any, BaseException | None]  # the work, its reply, or the error it gets
+_Answer = tuple[asyncio.Future[Any] | Future[Any], Any, BaseException | None]  # a future, its reply or error
 
 
 def release(outcomes: list[Outcome]) -> None:
     """Resolve the callers' futures: directly for threads, one wake-up per event loop."""
-    by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Answer]] = {}
     for work, reply, error in outcomes:
         if work.loop is None:
             try:
@@ -110,7 +111,7 @@ def release(outcomes: list[Outcome]) -> None:
             pass  # that event loop is closed; nobody is waiting any more
 
 
-def _settle(items: list) -> None:
+def _settle(items: list[_Answer]) -> None:
     for future, reply, error in items:
         if future.done():  # cancelled: the caller stopped waiting (the command still happened)
             continue

@@ -10,8 +10,9 @@ here, once, from the `attrs` declarations: straight-line code with no per-value 
 about three times as fast as cattrs' generic hooks both ways. They write and accept
 exactly cattrs' JSON (the same keys in the same order; `tests/adapters/lmdb/test_codec.py`
 proves it against a plain converter by property), so a field added to a record needs no
-change here; it needs a new schema version in each store (the LMDB `layout.SCHEMA_VERSION` with its
-step and field list in `upgrade.py`, and the PostgreSQL `schema.RECORD_SCHEMA`).
+change here; it needs a new `RECORD_SCHEMA` below, which both stores record and check (with
+the step and field list in the LMDB store's `upgrade.py`, which the PostgreSQL store's
+`schema.RECORD_UPGRADES` follows).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ from cattrs.preconf.orjson import make_converter
 from amc.core import commands, events, records
 from amc.core.events import Event
 from amc.core.records import Host, Plan, Requirements, Task
+
+# The version of the records' JSON, which every store records beside them.
+# 3: attempts' steps (release); 4: tasks' artifacts; 5: step outcomes' artifacts; 6: sessions
+RECORD_SCHEMA = 6
 
 converter = make_converter(forbid_extra_keys=True)
 
@@ -72,7 +77,7 @@ _CLASS_OF: dict[str, type] = {
 
 def to_data(value: Any) -> dict[str, Any]:
     """A tagged, JSON-ready dict: ``{"type": tag, ...fields}``."""
-    data = converter.unstructure(value)
+    data: dict[str, Any] = converter.unstructure(value)
     data["type"] = _TAG_OF[type(value)]
     return data
 
@@ -103,9 +108,10 @@ def loads(raw: bytes) -> Any:
 #   anything else           as it is: str, int, bool, None, literals, dicts of JSON (`records.JSON`)
 
 _PLAIN = (str, int, bool, float, type(None), typing.Any, dict)
+Shape = tuple[Any, ...]  # how a field's value is converted: ("plain",), ("record", cls), ("optional", shape), ...
 
 
-def _shape(tp: Any) -> tuple:
+def _shape(tp: Any) -> Shape:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if attrs.has(tp):
         return ("record", tp)
@@ -121,7 +127,7 @@ def _shape(tp: Any) -> tuple:
     raise TypeError(f"no generated hook for a field of type {tp!r}: give it one in amc.adapters.codec")
 
 
-def _unstructure_expr(shape: tuple, value: str, names: dict[str, Any], depth: int = 0) -> str:
+def _unstructure_expr(shape: Shape, value: str, names: dict[str, Any], depth: int = 0) -> str:
     kind = shape[0]
     if kind == "plain":
         return value
@@ -137,7 +143,7 @@ def _unstructure_expr(shape: tuple, value: str, names: dict[str, Any], depth: in
     return f"list({value})" if inner == item else f"[{inner} for {item} in {value}]"
 
 
-def _structure_expr(shape: tuple, value: str, names: dict[str, Any], depth: int = 0) -> str:
+def _structure_expr(shape: Shape, value: str, names: dict[str, Any], depth: int = 0) -> str:
     kind = shape[0]
     if kind == "plain":
         return value
@@ -159,9 +165,10 @@ def _structure_expr(shape: tuple, value: str, names: dict[str, Any], depth: int 
     return f"(() if {value} == [] else tuple([{inner} for {item} in {value}]))"
 
 
-def _compile(source: str, names: dict[str, Any], name: str) -> Callable:
+def _compile(source: str, names: dict[str, Any], name: str) -> Callable[..., Any]:
     exec(compile(source, f"<amc codec: {name}>", "exec"), names)  # noqa: S102 (generated from attrs.fields)
-    return names[name]
+    function: Callable[..., Any] = names[name]
+    return function
 
 
 def stored_fields() -> dict[str, tuple[str, ...]]:
@@ -323,7 +330,8 @@ class TaskLoader:
         found = data.pop("type", None)
         if found != "task":
             raise ValueError(f"expected a 'task' record, found {found!r}")
-        return self._structure(data)
+        task: Task = self._structure(data)
+        return task
 
 
 def _shared(structure: Callable[..., Any]) -> Callable[[Any], Any]:
@@ -351,7 +359,7 @@ def _shared(structure: Callable[..., Any]) -> Callable[[Any], Any]:
 
 
 def decode_event(raw: bytes) -> Event:
-    event = loads(raw)
+    event: Event = loads(raw)
     if type(event) not in EVENT_TAGS.values():
         raise ValueError(f"the log holds a {type(event).__name__}, not an event")
     return event

@@ -11,8 +11,8 @@ sentences, a few per kind before the rest are counted.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 import attrs
 
@@ -23,6 +23,7 @@ from amc.core.records import Host, Task
 from amc.core.state import State
 
 SHOWN = 8  # differences listed per kind before summarising the rest
+Record = TypeVar("Record", Task, Host)
 
 
 @attrs.define
@@ -103,7 +104,7 @@ def check_clock(stored_time: int, replayed: Replayed, report: Findings) -> None:
         )
 
 
-def _compare(kind: str, records: dict, replayed: dict, out: list[str]) -> None:
+def _compare(kind: str, records: Mapping[str, Record], replayed: Mapping[str, Record], out: list[str]) -> None:
     found = []
     for key in sorted(records.keys() | replayed.keys()):
         mine, theirs = records.get(key), replayed.get(key)

@@ -9,12 +9,11 @@
 
 Modules: `layout` (the on-disk format: databases, keys, schema version), `store`
 (opening, refusals, the writer lock, map growth), `upgrade` (older schemas, in place),
-`writer` (group commit), `reads`, `service` (`LmdbService`), `verify`; `blobs`
+`writer` (the commit back-end of the stores' one writer: a batch in one transaction), `reads`, `service` (`LmdbService`), `verify`; `blobs`
 (`FileBlobStore`: artifact bytes as content-addressed files beside the LMDB environment).
 """
 
-from amc.adapters.lmdb.blobs import FileBlobStore
-from amc.adapters.lmdb.errors import (
+from amc.adapters.errors import (
     CommitFailed,
     NotAStore,
     SchemaMismatch,
@@ -22,9 +21,11 @@ from amc.adapters.lmdb.errors import (
     StoreError,
     StoreLocked,
 )
+from amc.adapters.lmdb.blobs import FileBlobStore
 from amc.adapters.lmdb.layout import SCHEMA_VERSION
 from amc.adapters.lmdb.service import DEFAULT_DATA_DIR, LmdbService
-from amc.adapters.lmdb.verify import Findings, check, verify
+from amc.adapters.lmdb.verify import check, verify
+from amc.adapters.replay import Findings
 
 __all__ = [
     "DEFAULT_DATA_DIR",

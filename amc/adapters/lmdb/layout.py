@@ -43,6 +43,8 @@ import functools
 import re
 import struct
 
+from amc.adapters import codec
+
 # The values' encoding is shared with every store (`amc.adapters.codec`); re-exported here,
 # where the LMDB code has always found it.
 from amc.adapters.codec import TaskLoader as TaskLoader
@@ -55,8 +57,9 @@ from amc.adapters.codec import encode_task as encode_task
 from amc.core.errors import InvalidRequest
 from amc.core.records import Task
 
-SCHEMA_VERSION = 6  # 3: attempts' steps (release); 4: tasks' artifacts; 5: step outcomes' artifacts; 6: sessions
-# (see upgrade.py)
+# The store's version: its records' (the codec's), since this layout's keys have stood still
+# from schema 2 on; a change of the keys below needs a version past both (see upgrade.py).
+SCHEMA_VERSION = codec.RECORD_SCHEMA
 FORMAT = b"amc-store"
 
 DATA_FILE = "data.mdb"  # LMDB's own file names (subdir=True)
@@ -109,7 +112,8 @@ def u64(value: int) -> bytes:
 
 
 def read_u64(raw: bytes) -> int:
-    return U64.unpack(raw)[0]
+    value: int = U64.unpack(raw)[0]
+    return value
 
 
 def id_key(identifier: str) -> bytes | None:

@@ -18,7 +18,8 @@ from typing import Literal
 from amc.adapters.batches import Work
 from amc.adapters.lmdb import layout, reads
 from amc.adapters.lmdb.store import DEFAULT_MAP_SIZE, DEFAULT_MAX_MAP_SIZE, Store
-from amc.adapters.lmdb.writer import Writer
+from amc.adapters.lmdb.writer import LmdbWrites, open_writer
+from amc.adapters.writer import Writer
 from amc.core import kernel
 from amc.core.commands import Command, RegisterHost, SubmitTask
 from amc.core.records import Host, Task
@@ -41,7 +42,7 @@ class LmdbService:
     may_stand_by = False
     leading = True
 
-    def __init__(self, store: Store, clock: Clock, writer: Writer):
+    def __init__(self, store: Store, clock: Clock, writer: Writer[LmdbWrites]):
         self._store = store
         self.clock = clock
         self._writer = writer
@@ -50,9 +51,9 @@ class LmdbService:
     @classmethod
     def open(
         cls,
-        path: str | os.PathLike = DEFAULT_DATA_DIR,
+        path: str | os.PathLike[str] = DEFAULT_DATA_DIR,
         clock: Literal["system", "manual"] = "system",
-        on_commit=None,
+        on_commit: Callable[[int, float], None] | None = None,
         *,
         map_size: int = DEFAULT_MAP_SIZE,
         max_map_size: int = DEFAULT_MAX_MAP_SIZE,
@@ -74,12 +75,12 @@ class LmdbService:
             max_batch: the most commands committed in one transaction.
 
         Raises:
-            NotAStore, SchemaMismatch, StoreLocked (see `amc.adapters.lmdb.errors`).
+            NotAStore, SchemaMismatch, StoreLocked (see `amc.adapters.errors`).
         """
         store = Store.open(path, map_size=map_size, max_map_size=max_map_size)
         try:
             chosen = _open_clock(store, clock)
-            writer = Writer(store, chosen, on_commit=on_commit, max_batch=max_batch)
+            writer = open_writer(store, chosen, on_commit=on_commit, max_batch=max_batch)
             writer.start()
         except BaseException:
             store.close()
@@ -97,14 +98,14 @@ class LmdbService:
         """
         _check_ids(command)
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[kernel.Decision] = loop.create_future()
         self._writer.submit(Work(command, future, loop))
         return await future
 
     def execute_sync(self, command: Command, timeout: float | None = None) -> kernel.Decision:
         """`execute` for threads: blocks until the command's batch committed."""
         _check_ids(command)
-        future: Future = Future()
+        future: Future[kernel.Decision] = Future()
         self._writer.submit(Work(command, future))
         return future.result(timeout)
 
@@ -184,7 +185,7 @@ class LmdbService:
     def __enter__(self) -> LmdbService:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 

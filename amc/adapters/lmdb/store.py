@@ -29,18 +29,21 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import lmdb
 
+from amc.adapters.errors import MapCeiling, NotAStore, SchemaMismatch, StoreClosed, StoreLocked
 from amc.adapters.lmdb import layout, upgrade
-from amc.adapters.lmdb.errors import MapCeiling, NotAStore, SchemaMismatch, StoreClosed, StoreLocked
 from amc.core.records import Host, Task
 from amc.core.state import State
 
 log = logging.getLogger("amc.store")
+
+Record = TypeVar("Record", Task, Host)
 
 DEFAULT_MAP_SIZE = 64 << 20  # 64 MiB to start with; doubled whenever a write does not fit
 # The most the map may grow to. Only address space is reserved (the data file grows with the
@@ -119,7 +122,7 @@ class Store:
     @classmethod
     def open(
         cls,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         *,
         readonly: bool = False,
         map_size: int = DEFAULT_MAP_SIZE,
@@ -210,7 +213,7 @@ class Store:
             self.env.set_mapsize(0)
             return self.env.begin()
 
-    def write(self, apply) -> float:
+    def write(self, apply: Callable[[lmdb.Transaction[bytes]], object]) -> float:
         """Run `apply(txn)` in one write transaction and commit it; return the seconds taken.
 
         `apply` must be repeatable: when the map is full, the transaction is aborted, the
@@ -281,7 +284,14 @@ class Store:
             if was_enabled:
                 gc.enable()
 
-    def _decode_all(self, txn, db, decode, kind: str, label) -> list:
+    def _decode_all(
+        self,
+        txn: lmdb.Transaction[bytes],
+        db: lmdb._Database,
+        decode: Callable[[bytes], Record],
+        kind: str,
+        label: Callable[[bytes], str],
+    ) -> list[Record]:
         records = []
         for key, raw in txn.cursor(db=db):
             try:

@@ -39,8 +39,8 @@ from pathlib import Path
 import lmdb
 import orjson
 
+from amc.adapters.errors import NotAStore
 from amc.adapters.lmdb import layout
-from amc.adapters.lmdb.errors import NotAStore
 
 log = logging.getLogger("amc.store")
 
@@ -137,7 +137,7 @@ STORED_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def upgrade(path: Path, env: lmdb.Environment, meta) -> None:
+def upgrade(path: Path, env: lmdb.Environment, meta: lmdb._Database) -> None:
     """Bring the store from its schema (one of `UPGRADABLE`) to `layout.SCHEMA_VERSION` in
     one transaction.
 
@@ -154,7 +154,7 @@ def upgrade(path: Path, env: lmdb.Environment, meta) -> None:
     log.info("upgraded the store in %s to schema version %d (%d tasks)", path, layout.SCHEMA_VERSION, count)
 
 
-def _upgrade(path: Path, env: lmdb.Environment, meta) -> int:
+def _upgrade(path: Path, env: lmdb.Environment, meta: lmdb._Database) -> int:
     """Every step from the store's schema on, then the new version, in one transaction;
     the number of task records rewritten."""
     with env.begin(write=True) as txn:
@@ -170,7 +170,7 @@ def _upgrade(path: Path, env: lmdb.Environment, meta) -> int:
     return count
 
 
-def _from_schema_1(path: Path, env: lmdb.Environment, txn, tasks) -> None:
+def _from_schema_1(path: Path, env: lmdb.Environment, txn: lmdb.Transaction[bytes], tasks: lmdb._Database) -> None:
     history = env.open_db(layout.DB_HISTORY, txn=txn, **layout.DATABASES[layout.DB_HISTORY])
     task_ids = env.open_db(layout.DB_TASK_IDS, txn=txn, **layout.DATABASES[layout.DB_TASK_IDS])
     records = list(txn.cursor(db=tasks))
@@ -196,7 +196,7 @@ def _from_schema_1(path: Path, env: lmdb.Environment, txn, tasks) -> None:
         txn.put(seq_keys[task_id], log_key, db=history)
 
 
-def _from_schema_2(path: Path, txn, tasks) -> int:
+def _from_schema_2(path: Path, txn: lmdb.Transaction[bytes], tasks: lmdb._Database) -> int:
     """Every attempt gets `steps` and `release_reason`, both null: none was released."""
     records = list(txn.cursor(db=tasks))
     for key, raw in records:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import lmdb
 
@@ -23,9 +25,12 @@ from amc.adapters.lmdb import layout
 from amc.adapters.lmdb.store import Store
 from amc.adapters.replay import Findings, Replayed, check_clock, compare_records, extend, replay, short
 from amc.core.lifecycle import TaskStatus
+from amc.core.records import Host, Task
+
+Record = TypeVar("Record", Task, Host)
 
 
-def verify(path: str | os.PathLike) -> list[str]:
+def verify(path: str | os.PathLike[str]) -> list[str]:
     """Every difference between the store's records and its replayed log, and every
     violated invariant, as readable sentences; empty when the store is consistent.
 
@@ -34,7 +39,7 @@ def verify(path: str | os.PathLike) -> list[str]:
     return check(path).differences
 
 
-def check(path: str | os.PathLike) -> Findings:
+def check(path: str | os.PathLike[str]) -> Findings:
     """`verify`, with counts (for `amc store verify`)."""
     store = Store.open(path, readonly=True)
     try:
@@ -61,7 +66,7 @@ def _check(store: Store, txn: lmdb.Transaction[bytes]) -> Findings:
 
 
 def _compare_indexes(
-    store: Store, txn: lmdb.Transaction[bytes], tasks: dict, replayed: Replayed, out: list[str]
+    store: Store, txn: lmdb.Transaction[bytes], tasks: dict[str, Task], replayed: Replayed, out: list[str]
 ) -> None:
     expected_ids = {t.id.encode(): layout.task_key(t) for t in tasks.values()}
     _compare_index("task_ids", expected_ids, dict(txn.cursor(db=store.task_ids)), out)
@@ -80,10 +85,18 @@ def _compare_indexes(
     _compare_index("history", expected_history, dict(stored_history), out)
 
 
-def _records(txn, db, decode, kind: str, key_of, label, out: list[str]) -> dict:
+def _records(
+    txn: lmdb.Transaction[bytes],
+    db: lmdb._Database,
+    decode: Callable[[bytes], Record],
+    kind: str,
+    key_of: Callable[[Record], bytes],
+    label: Callable[[bytes], str],
+    out: list[str],
+) -> dict[str, Record]:
     """The records of `db` by id; `key_of(record)` is the key it belongs under, and
     `label(key)` names a record that cannot be decoded."""
-    found = {}
+    found: dict[str, Record] = {}
     for key, raw in txn.cursor(db=db):
         try:
             record = decode(raw)
@@ -98,11 +111,11 @@ def _records(txn, db, decode, kind: str, key_of, label, out: list[str]) -> dict:
     return found
 
 
-def _id_key(record) -> bytes:
+def _id_key(record: Host) -> bytes:
     return record.id.encode()
 
 
-def _compare_index(name: str, expected: dict, stored: dict, out: list[str]) -> None:
+def _compare_index(name: str, expected: Mapping[Any, Any], stored: Mapping[Any, Any], out: list[str]) -> None:
     found = []
     for key in sorted(expected.keys() | stored.keys()):
         want, have = expected.get(key), stored.get(key)

@@ -13,7 +13,7 @@ database), `verify` (the log against the records), `migrate` (an LMDB store copi
 specs/design.md, "PostgreSQL", says why each piece is as it is.
 """
 
-from amc.adapters.postgres.errors import CommitFailed, Deposed, NotAStore, SchemaMismatch, StoreError
+from amc.adapters.errors import CommitFailed, Deposed, NotAStore, SchemaMismatch, StoreError
 from amc.adapters.postgres.schema import SCHEMA_VERSION
 from amc.adapters.postgres.service import PostgresService
 

@@ -19,9 +19,9 @@ from typing import Protocol
 import attrs
 
 from amc.adapters import codec
+from amc.adapters.errors import NotAStore
 from amc.adapters.postgres import schema, store
 from amc.adapters.postgres.blobs import CHUNK_BYTES, RECORD_BLOB
-from amc.adapters.postgres.errors import NotAStore
 from amc.adapters.postgres.leadership import LEADER_LOCK
 from amc.adapters.postgres.writer import task_row
 from amc.core.events import HostRegistered

@@ -26,8 +26,8 @@ expiry has no index: the leader knows the next expiry from its own state (servic
 
 Two versions live in `amc_meta`. `schema` is this module's table layout (`SCHEMA_VERSION`,
 brought forward by `UPGRADES`, one transaction per open, as LMDB's `upgrade.py` does);
-`record_schema` is the version of the records' JSON, which is the LMDB store's
-`SCHEMA_VERSION` (the two stores share the codec, so they share its versions): a store
+`record_schema` is the version of the records' JSON, the codec's `RECORD_SCHEMA` (the two
+stores share the codec, so they share its versions): a store
 written by an older codec is brought forward by the same rules as an LMDB one (`RECORD_UPGRADES`).
 """
 
@@ -37,11 +37,12 @@ import time
 
 import psycopg
 
-from amc.adapters.postgres.errors import NotAStore, SchemaMismatch
+from amc.adapters import codec
+from amc.adapters.errors import NotAStore, SchemaMismatch
 
 FORMAT = "amc-store"
 SCHEMA_VERSION = 1  # the table layout below
-RECORD_SCHEMA = 6  # the records' JSON: the codec's version, as LMDB's layout.SCHEMA_VERSION
+RECORD_SCHEMA = codec.RECORD_SCHEMA  # the records' JSON: the codec's version
 # Only one server creates or upgrades the tables; the others wait for it on this lock.
 SETUP_LOCK = 0x616D_6300_0001  # "amc\0" 1: a transaction-level advisory lock
 

@@ -29,7 +29,8 @@ from psycopg_pool import ConnectionPool
 from amc.adapters.batches import Work
 from amc.adapters.postgres import schema, store
 from amc.adapters.postgres.leadership import DEFAULT_LEASE_S, DEFAULT_POLL_S, Leadership, server_name
-from amc.adapters.postgres.writer import Writer
+from amc.adapters.postgres.writer import Rows, TermCommits
+from amc.adapters.writer import Writer
 from amc.core import kernel
 from amc.core.commands import Command, RegisterHost, SubmitTask
 from amc.core.records import Host, Task
@@ -91,7 +92,8 @@ class PostgresService:
         self._on_commit = on_commit
         self._max_batch = max_batch
         self._lease_s = lease_s
-        self._writer: Writer | None = None
+        self._writer: Writer[Rows] | None = None
+        self._epoch = 0  # the epoch of `_writer`'s term
         self._changes = ChangeFeed()  # one feed across terms: a listener hears whichever term leads
         self._closed = False
         self._elected = threading.Condition()
@@ -140,7 +142,7 @@ class PostgresService:
     def epoch(self) -> int | None:
         """The epoch of the term this server leads, or None on a standby."""
         writer = self._writer
-        return writer.epoch if writer is not None and writer.lost is None else None
+        return self._epoch if writer is not None and writer.lost is None else None
 
     def wait_leading(self, timeout: float) -> bool:
         """Wait until this server leads; False when `timeout` seconds passed first."""
@@ -155,20 +157,20 @@ class PostgresService:
         try:
             commits = store.connect(self.url, f"amc {self.name} commits", **options)
             clock = self._term_clock(conn)
+            term = TermCommits(conn, commits, epoch)
             writer = Writer(
-                conn,
-                epoch,
+                term,
                 clock,
-                commits=commits,
+                self._changes,
+                name=f"amc-pg-writer:{epoch}",
                 on_commit=self._on_commit,
-                on_lost=self._writer_lost,
-                changes=self._changes,
+                on_lost=lambda: self._writer_lost(epoch),
                 max_batch=self._max_batch,
             )
             writer.load()
             if isinstance(clock, ManualClock):
                 # Record where the manual clock starts, so that the next term resumes from here.
-                writer.write_meta([("manual_now", str(clock.now()))])
+                term.write_meta([("manual_now", str(clock.now()))])
         except BaseException:
             conn.close()
             if commits is not None:
@@ -178,7 +180,7 @@ class PostgresService:
         self.clock.current = clock
         writer.start()
         with self._elected:
-            self._writer = writer
+            self._writer, self._epoch = writer, epoch
             self._elected.notify_all()
 
     def _term_clock(self, conn: psycopg.Connection) -> Clock:
@@ -200,7 +202,7 @@ class PostgresService:
 
     # --- commands ----------------------------------------------------------------------
 
-    def _current(self) -> Writer:
+    def _current(self) -> Writer[Rows]:
         writer = self._writer
         if writer is None or writer.lost is not None or self._closed:
             raise NotLeader("this server is a standby")
@@ -212,13 +214,13 @@ class PostgresService:
         but see writer.py on a commit whose connection died)."""
         _check_ids(command)
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[kernel.Decision] = loop.create_future()
         self._current().submit(Work(command, future, loop))
         return await future
 
     def execute_sync(self, command: Command, timeout: float | None = None) -> kernel.Decision:
         _check_ids(command)
-        future: Future = Future()
+        future: Future[kernel.Decision] = Future()
         self._current().submit(Work(command, future))
         return future.result(timeout)
 

@@ -9,19 +9,22 @@ has not committed. Every read is an index lookup or an index range; none scans t
 from __future__ import annotations
 
 import gc
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
 from amc.adapters import codec
-from amc.adapters.postgres.errors import NotAStore
+from amc.adapters.errors import NotAStore
 from amc.core.errors import InvalidRequest
 from amc.core.history import history_data, history_type
 from amc.core.records import Host, Task
 from amc.core.state import State
 from amc.service import port
 from amc.service.port import HistoryEntry, Page, TaskQuery
+
+Record = TypeVar("Record", Task, Host)
 
 # Server-side settings of every connection: keep a session alive across a quiet network
 # (TCP keepalives find a dead peer in about 10 s) and give up a statement that hangs.
@@ -97,7 +100,7 @@ def load_state(conn: psycopg.Connection) -> State:
             gc.enable()
 
 
-def _decoded(decode, body: bytes, kind: str, key: object):
+def _decoded(decode: Callable[[bytes], Record], body: bytes, kind: str, key: object) -> Record:
     try:
         return decode(body)
     except Exception as exc:

@@ -11,6 +11,7 @@ earlier than any event.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import psycopg
 
@@ -19,6 +20,7 @@ from amc.adapters.postgres import store
 from amc.adapters.postgres.schema import open_schema
 from amc.adapters.postgres.writer import task_row
 from amc.adapters.replay import Findings, Replayed, check_clock, compare_records, extend, replay
+from amc.core.records import Task
 
 
 def verify(url: str) -> list[str]:
@@ -60,7 +62,11 @@ def _check(conn: psycopg.Connection, report: Findings) -> Findings:
 
 
 def _compare_columns(
-    conn: psycopg.Connection, tasks: dict, stored_rows: dict, replayed: Replayed, out: list[str]
+    conn: psycopg.Connection,
+    tasks: dict[str, Task],
+    stored_rows: dict[str, tuple[Any, ...]],
+    replayed: Replayed,
+    out: list[str],
 ) -> None:
     """The columns beside each task record, and the events' history links."""
     columns = []

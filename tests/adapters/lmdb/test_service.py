@@ -214,7 +214,7 @@ def test_reads_never_wait_for_the_writer(data_dir):
 def test_a_failed_commit_fails_its_batch_and_applies_nothing(data_dir, monkeypatch):
     with LmdbService.open(data_dir) as store:
         store.execute_sync(submit("before"))
-        writer = store._writer
+        writer = store._writer.commits
         original = writer._write
 
         def failing(txn, prepared):
