@@ -71,7 +71,7 @@ class DeviceSlot:
         self.retired = False
         self.attempt: Attempt | None = None  # the attempt under way
         self._claim: asyncio.Task[dict[str, Any] | None] | None = None
-        self.server = channel
+        self.channel = channel
         self.task = asyncio.create_task(self.run(), name=f"slot {serial}")
 
     def retire(self) -> None:
@@ -88,15 +88,15 @@ class DeviceSlot:
         try:
             await self._claim_and_run()
         finally:
-            await self.server.aclose()
+            await self.channel.aclose()
 
     async def _claim_and_run(self) -> None:
-        config, server = self.host.config, self.server
+        config, channel = self.host.config, self.channel
         failing = False
         while not self.retired:
             began = time.monotonic()
             self._claim = asyncio.create_task(
-                server.claim(self.serial, config.claim_wait_seconds, config.lease_seconds)
+                channel.claim(self.serial, config.claim_wait_seconds, config.lease_seconds)
             )
             try:
                 data = await self._claim
@@ -141,7 +141,7 @@ class DeviceSlot:
 
     async def _run(self, assignment: ClaimedAttempt, received: float) -> None:
         host = self.host
-        attempt = host.attempt_for(assignment, received, self.server)
+        attempt = host.attempt_for(assignment, received, self.channel)
         run = (SessionRun if assignment.session else AttemptRun)(
             attempt, keep_artifacts=host.config.keep_artifacts is not None
         )
