@@ -8,7 +8,11 @@ pure `amc.core.execution.Execution`; the modules here only observe and act:
 - `host.HostAgent`: the supervisor (discovery, one slot per device, graceful stop);
 - `registry`: which devices adb sees, and registering them (PUT /v1/hosts/{id});
 - `slot.DeviceSlot`: one device's loop of long-polling claims and attempts;
+- `attempt.Attempt`: one attempt as its pieces share it (the claim's answer, the channel,
+  the executor, the clock, the Execution), and the one handler of a lease grant, for the
+  start and the renewals alike;
 - `worker.AttemptRun`: one attempt: start, run, report (retried with the identical body);
+  `session.SessionRun`: one session attempt, actions as the caller sends them;
 - `renewer.Renewer`: renews the lease every lease_seconds / 3 and feeds the answers in,
   with the messages (steer, pause, resume) they carry;
 - `runner.TaskRunner` / `WorkflowRunner`: the step loop, waiting while paused, and

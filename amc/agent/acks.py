@@ -23,16 +23,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import random
-from collections.abc import Callable
 
 import attrs
 
-from amc.core.execution import Acknowledgement, Execution, StopReason
+from amc.core.execution import Acknowledgement
 
-from .client import ControlPlane, Rejected, Uncertain
-from .renewer import LEASE_REFUSALS
-from .wire import ClaimedAttempt, acknowledgement_body
+from .attempt import LEASE_REFUSALS, Attempt
+from .client import Rejected, Uncertain
+from .wire import acknowledgement_body
 
 log = logging.getLogger("amc.agent.acks")
 
@@ -52,29 +50,12 @@ class Acknowledger:
     """Posts one attempt's acknowledgements in order, each until it gets a definite answer.
 
     Args:
-        server: the control plane client.
-        assignment: the attempt (task id, number, lease id).
-        execution: where the acknowledgements are decided; only touched from the event loop.
-        changed: called after the Execution learned of a lease loss.
-        backoff: first and longest pause between retries, in seconds.
-        label: names the attempt in logs.
+        attempt: the attempt; its Execution, where the acknowledgements are decided, is
+            only touched from the event loop.
     """
 
-    def __init__(
-        self,
-        server: ControlPlane,
-        assignment: ClaimedAttempt,
-        execution: Execution,
-        changed: Callable[[], None],
-        backoff: tuple[float, float],
-        label: str,
-    ):
-        self._server = server
-        self._assignment = assignment
-        self._execution = execution
-        self._changed = changed
-        self._backoff = backoff
-        self._label = label
+    def __init__(self, attempt: Attempt):
+        self._attempt = attempt
         self._queue: collections.deque[Acknowledgement] = collections.deque()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
@@ -83,7 +64,7 @@ class Acknowledger:
 
     def collect(self) -> None:
         """Take what the Execution decided since the last call, and send it."""
-        taken = self._execution.take_acknowledgements()
+        taken = self._attempt.execution.take_acknowledgements()
         if taken:
             self._queue.extend(taken)
             self._idle.clear()
@@ -107,38 +88,35 @@ class Acknowledger:
         finally:
             self._idle.set()  # a sender that ended (cancelled, or a bug of ours) holds no report back
 
-    def _lease_lost(self) -> bool:
-        return self._execution.stop is StopReason.lease_lost
-
     async def _send(self, ack: Acknowledgement) -> None:
-        a = self._assignment
+        attempt = self._attempt
+        a, label = attempt.assignment, attempt.label
         record = Sent(message_id=ack.message_id, state=ack.state)
         self.sent.append(record)
         body = acknowledgement_body(a.lease_id, ack)
-        delay = self._backoff[0]
-        while not self._lease_lost():  # a lost lease refuses every acknowledgement: drop them
+        delay = attempt.backoff[0]
+        while not attempt.lease_lost:  # a lost lease refuses every acknowledgement: drop them
             record.tries += 1
             try:
-                await self._server.acknowledge(a.task_id, a.attempt, ack.message_id, body)
+                await attempt.channel.acknowledge(a.task_id, a.attempt, ack.message_id, body)
             except Rejected as error:
                 record.answer, record.code = error.status, error.code
                 if error.status in LEASE_REFUSALS and error.code.startswith("lease_"):
                     log.warning(
                         "%s: acknowledgement %s %s refused (%s): the lease is lost",
-                        self._label,
+                        label,
                         ack.message_id,
                         ack.state,
                         error,
                     )
-                    self._execution.lease_refused(error.code)
-                    self._changed()
+                    attempt.lease_refused(error.code)
                 else:
-                    log.error("%s: acknowledgement %s %s refused (%s)", self._label, ack.message_id, ack.state, error)
+                    log.error("%s: acknowledgement %s %s refused (%s)", label, ack.message_id, ack.state, error)
                 return
             except Uncertain as error:
                 log.warning(
                     "%s: acknowledgement %s %s got no answer (%s); retrying in %.2g s",
-                    self._label,
+                    label,
                     ack.message_id,
                     ack.state,
                     error,
@@ -146,10 +124,9 @@ class Acknowledger:
                 )
             else:
                 record.answer = 200
-                log.info("%s: message %s %s%s", self._label, ack.message_id, ack.state, _where(ack))
+                log.info("%s: message %s %s%s", label, ack.message_id, ack.state, _where(ack))
                 return
-            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
-            delay = min(delay * 2, self._backoff[1])
+            delay = await attempt.retry_after(delay)
 
 
 def _where(ack: Acknowledgement) -> str:

@@ -30,7 +30,7 @@ import copy
 import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import orjson
@@ -127,74 +127,72 @@ class ControlPlane:
 
     # -- the host's endpoints ---------------------------------------------------------------
 
-    async def register(self, devices: list[DeviceInfo]) -> dict:
+    async def register(self, devices: list[DeviceInfo]) -> None:
         """Replace this host's inventory (PUT /v1/hosts/{host_id})."""
         body = {"devices": [{"serial": d.serial, "attributes": d.attributes} for d in devices]}
-        return await self._call("PUT", f"/v1/hosts/{self.host_id}", orjson.dumps(body))
+        await self._call("PUT", f"/v1/hosts/{self.host_id}", orjson.dumps(body))
 
-    async def claim(self, serial: str, wait_seconds: float, lease_seconds: float | None) -> dict | None:
+    async def claim(self, serial: str, wait_seconds: float, lease_seconds: float | None) -> dict[str, Any] | None:
         """One long-polling claim for one device: the assignment, or None (204)."""
         body: dict[str, Any] = {"devices": [serial], "wait_seconds": wait_seconds, "sessions": True}
         if lease_seconds is not None:
             body["lease_seconds"] = lease_seconds
-        return await self._call(
+        assignment: dict[str, Any] | None = await self._call(
             "POST", f"/v1/hosts/{self.host_id}/claim", orjson.dumps(body), deadline=wait_seconds + self.timeout
         )
+        return assignment
 
-    async def start(
-        self, task_id: str, attempt: int, lease_id: str, *, deadline: float, progress: RunProgress | None = None
-    ) -> dict:
-        return await self._call(
-            "POST",
-            f"/v1/tasks/{task_id}/attempts/{attempt}/start",
-            lease_body(lease_id, progress),
-            deadline=deadline,
+    async def lease(
+        self,
+        kind: Literal["start", "renew"],
+        task_id: str,
+        attempt: int,
+        lease_id: str,
+        *,
+        deadline: float,
+        progress: RunProgress | None = None,
+    ) -> dict[str, Any]:
+        """Start an attempt or renew its lease (POST .../start or .../renew): the grant."""
+        grant: dict[str, Any] = await self._call(
+            "POST", f"/v1/tasks/{task_id}/attempts/{attempt}/{kind}", lease_body(lease_id, progress), deadline=deadline
         )
+        return grant
 
-    async def renew(
-        self, task_id: str, attempt: int, lease_id: str, *, deadline: float, progress: RunProgress | None = None
-    ) -> dict:
-        return await self._call(
-            "POST",
-            f"/v1/tasks/{task_id}/attempts/{attempt}/renew",
-            lease_body(lease_id, progress),
-            deadline=deadline,
-        )
-
-    async def acknowledge(self, task_id: str, attempt: int, message_id: str, body: bytes) -> dict:
+    async def acknowledge(self, task_id: str, attempt: int, message_id: str, body: bytes) -> None:
         """Acknowledge a message; `body` is sent byte for byte (a retry must be identical)."""
-        return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/messages/{message_id}", body)
+        await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/messages/{message_id}", body)
 
-    async def report(self, task_id: str, attempt: int, body: bytes) -> dict:
+    async def report(self, task_id: str, attempt: int, body: bytes) -> None:
         """Post a terminal report; `body` is sent byte for byte (a retry must be identical)."""
-        return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/result", body)
+        await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/result", body)
 
-    async def release(self, task_id: str, attempt: int, body: bytes) -> dict:
+    async def release(self, task_id: str, attempt: int, body: bytes) -> None:
         """Give an attempt back (the host is stopping, or its device went away); `body` is
         sent byte for byte (a retry must be identical)."""
-        return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/release", body)
+        await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/release", body)
 
     async def poll_action(
         self, task_id: str, attempt: int, lease_id: str, wait_seconds: float, running: str | None = None
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Part D: the session's next action, or news (a cancel), waiting up to `wait_seconds`."""
         body: dict[str, Any] = {"lease_id": lease_id, "wait_seconds": wait_seconds}
         if running is not None:
             body["running"] = running
-        return await self._call(
+        answer: dict[str, Any] = await self._call(
             "POST",
             f"/v1/tasks/{task_id}/attempts/{attempt}/actions/next",
             orjson.dumps(body),
             deadline=wait_seconds + self.timeout,
         )
+        return answer
 
-    async def report_action(self, task_id: str, attempt: int, action_id: str, body: bytes) -> dict:
+    async def report_action(self, task_id: str, attempt: int, action_id: str, body: bytes) -> None:
         """Part D: an action's outcome; `body` is sent byte for byte (a retry must be identical)."""
-        return await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/actions/{action_id}", body)
+        await self._call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/actions/{action_id}", body)
 
     async def upload(
         self, task_id: str, attempt: int, lease_id: str, step: str, name: str, path: Path, content_type: str
-    ) -> tuple[int, dict]:
+    ) -> tuple[int, dict[str, Any]]:
         """Store the file at `path` as artifact `name` of `step` (PUT .../artifacts/{name}):
         the status (201 stored, 200 stored before) and the artifact. The bytes are streamed
         from the file, so a retry sends the same bytes."""
@@ -208,7 +206,8 @@ class ControlPlane:
             headers=headers,
             deadline=self.timeout + size / MIN_UPLOAD_BYTES_PER_SECOND,
         )
-        return response.status_code, response.json()
+        artifact: dict[str, Any] = response.json()
+        return response.status_code, artifact
 
     # -- plumbing ---------------------------------------------------------------------------
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import random
 import re
 import shutil
 from collections.abc import Awaitable, Callable
@@ -36,12 +35,11 @@ from pathlib import Path
 
 import attrs
 
-from amc.core.execution import Execution, StopReason
 from amc.core.records import Step
 
-from .client import ControlPlane, Rejected, Uncertain
-from .renewer import LEASE_REFUSALS
-from .wire import INLINE_OUTPUT_CHARS, ClaimedAttempt
+from .attempt import LEASE_REFUSALS, Attempt
+from .client import Rejected, Uncertain
+from .wire import INLINE_OUTPUT_CHARS
 
 log = logging.getLogger("amc.agent.evidence")
 
@@ -79,42 +77,21 @@ def artifact_name(step_id: str, what: str, suffix: str) -> str:
 
 
 class Evidence:
-    """Uploads one attempt's evidence, step by step.
+    """Uploads one attempt's evidence, step by step, from its executor's directory (where
+    the executor writes its observations).
 
     Args:
-        server: the control plane client.
-        assignment: the attempt (task id, number, lease id).
-        execution: told of a lease loss; only touched from the event loop.
-        changed: called after the Execution learned of a lease loss.
+        attempt: the attempt; its Execution is told of a lease loss, from the event loop only.
         settled: waits until every acknowledgement decided so far has its answer: the server
             takes evidence of a step a steer inserted only once it has the admission.
-        directory: where the attempt's files are (the executor writes its observations there).
         keep: keep the files (``--keep-artifacts``); otherwise they are removed once uploaded.
-        backoff: first and longest pause between retries, in seconds.
-        label: names the attempt in logs.
     """
 
-    def __init__(
-        self,
-        server: ControlPlane,
-        assignment: ClaimedAttempt,
-        execution: Execution,
-        changed: Callable[[], None],
-        settled: Callable[[], Awaitable[None]],
-        directory: Path,
-        keep: bool,
-        backoff: tuple[float, float],
-        label: str,
-    ):
-        self._server = server
-        self._assignment = assignment
-        self._execution = execution
-        self._changed = changed
+    def __init__(self, attempt: Attempt, *, settled: Callable[[], Awaitable[None]], keep: bool):
+        self._attempt = attempt
         self._settled = settled
-        self.directory = directory
+        self.directory = attempt.executor.artifacts_dir
         self.keep = keep
-        self._backoff = backoff
-        self._label = label
         self.uploads: list[Upload] = []
 
     async def store(
@@ -157,37 +134,36 @@ class Evidence:
 
     async def _upload(self, step_id: str, name: str, path: Path, content_type: str) -> tuple[str | None, str]:
         """Send one file until a definite answer: (its artifact id, "") or (None, why not)."""
-        a = self._assignment
+        attempt = self._attempt
+        a, label = attempt.assignment, attempt.label
         record = Upload(step=step_id, name=name)
         self.uploads.append(record)
-        delay = self._backoff[0]
-        while self._execution.stop is not StopReason.lease_lost:
+        delay = attempt.backoff[0]
+        while not attempt.lease_lost:
             record.tries += 1
             try:
-                status, artifact = await self._server.upload(
+                status, artifact = await attempt.channel.upload(
                     a.task_id, a.attempt, a.lease_id, step_id, name, path, content_type
                 )
                 artifact_id = str(artifact["id"])
             except Rejected as error:
                 record.answer = error.status
                 if error.status in LEASE_REFUSALS and error.code.startswith("lease_"):
-                    log.warning("%s: upload of %s refused (%s): the lease is lost", self._label, name, error)
-                    self._execution.lease_refused(error.code)
-                    self._changed()
+                    log.warning("%s: upload of %s refused (%s): the lease is lost", label, name, error)
+                    attempt.lease_refused(error.code)
                 else:
-                    log.error("%s: upload of %s refused (%s)", self._label, name, error)
+                    log.error("%s: upload of %s refused (%s)", label, name, error)
                 return None, f"{error.status} {error.code} ({error.detail})"
             except OSError as error:  # the local file went away or cannot be read: sending again will not help
-                log.error("%s: cannot upload %s: %s", self._label, name, error)
+                log.error("%s: cannot upload %s: %s", label, name, error)
                 return None, f"the local file could not be read: {error}"
             except (Uncertain, ValueError, KeyError, TypeError) as error:  # no answer, or not an artifact
-                log.warning("%s: upload of %s got no answer (%s); retrying in %.2g s", self._label, name, error, delay)
+                log.warning("%s: upload of %s got no answer (%s); retrying in %.2g s", label, name, error, delay)
             else:
                 record.answer, record.artifact_id = status, artifact_id
-                log.info("%s: stored %s as %s", self._label, name, artifact_id)
+                log.info("%s: stored %s as %s", label, name, artifact_id)
                 return artifact_id, ""
-            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
-            delay = min(delay * 2, self._backoff[1])
+            delay = await attempt.retry_after(delay)
         return None, "the lease was lost"
 
 

@@ -46,7 +46,9 @@ from amc.adapters.adb.executor import AdbExecutor
 from amc.adapters.adb.policy import ActionPolicy
 from amc.core.execution import StopReason
 
+from .attempt import Attempt
 from .client import ControlPlane
+from .clock import ServerClock
 from .config import AgentConfig
 from .registry import Registry
 from .slot import DeviceSlot
@@ -166,7 +168,7 @@ class HostAgent:
             while not self.stopping:
                 registered = await registry.refresh()
                 if registered is not None and not self.stopping:
-                    self._reconcile({device.serial for device in registered})
+                    self._reconcile({device.serial for device in registered}, self.server)
                 try:
                     await asyncio.wait_for(self._stopping.wait(), config.scan_seconds)
                 except TimeoutError:
@@ -182,12 +184,12 @@ class HostAgent:
             self.pool.shutdown(wait=False, cancel_futures=True)
             log.info("host %s: stopped", config.host_id)
 
-    def _reconcile(self, serials: set[str]) -> None:
+    def _reconcile(self, serials: set[str], server: ControlPlane) -> None:
         """One slot per registered device: new devices get one, departed ones are retired."""
         for serial in sorted(serials):
             slot = self.slots.get(serial)
             if slot is None or slot.done:
-                self.slots[serial] = DeviceSlot(serial, self)
+                self.slots[serial] = DeviceSlot(serial, self, server.channel())
             elif slot.retired:
                 slot.retired = False  # back before its last attempt ended: keep claiming
         for serial, slot in self.slots.items():
@@ -201,12 +203,22 @@ class HostAgent:
         """Run a blocking call (adb) in the pool."""
         return asyncio.get_running_loop().run_in_executor(self.pool, function)
 
-    def executor_for(self, assignment: ClaimedAttempt) -> AdbExecutor:
-        """An executor for one attempt, writing its files under <--keep-artifacts>/<task>/<attempt>,
-        or in a temporary directory of its own (removed when the attempt ends)."""
+    def attempt_for(self, assignment: ClaimedAttempt, received_at: float, channel: ControlPlane) -> Attempt:
+        """The attempt of a claim's answer (which arrived at local monotonic time `received_at`),
+        run through `channel`. Its executor writes the attempt's files under
+        <--keep-artifacts>/<task>/<attempt>, or in a temporary directory of its own (removed
+        when the attempt ends)."""
+        assert self.pool is not None, "attempts run only while the host runs"
         keep = self.config.keep_artifacts
         if keep is not None:
             files = Path(keep).resolve() / assignment.task_id / str(assignment.attempt)
         else:
             files = Path(tempfile.mkdtemp(prefix=f"amc-{assignment.task_id}-{assignment.attempt}-"))
-        return AdbExecutor(self.adb, assignment.device, artifacts_dir=files, policy=self.policy)
+        return Attempt(
+            assignment=assignment,
+            channel=channel,
+            clock=ServerClock(assignment.granted_at, received_at),
+            executor=AdbExecutor(self.adb, assignment.device, artifacts_dir=files, policy=self.policy),
+            pool=self.pool,
+            backoff=self.config.report_backoff,
+        )

@@ -33,18 +33,17 @@ since another host would run the same code).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from amc.adapters.adb.errors import ActionRefused, DeviceUnavailable, Interrupted, StepFailed
-from amc.adapters.adb.executor import ActionResult, AdbExecutor
-from amc.core.execution import Execution, Pause
+from amc.adapters.adb.executor import ActionResult
+from amc.core.execution import Pause
 from amc.core.records import Plan, Step
 
-from .clock import ServerClock
+from .attempt import Attempt
 from .evidence import Evidence
 
 log = logging.getLogger("amc.agent.runner")
@@ -56,60 +55,37 @@ class TaskRunner:
     """Runs the steps of one attempt in plan order, as its `Execution` decides.
 
     Args:
-        execution: the attempt's decisions.
-        executor: the device's action executor.
-        clock: the server's clock estimate (step times are server times).
-        pool: the threads that run blocking executor calls.
-        stop_signal: set when a stop may have been put on the Execution.
-        wake: set whenever the Execution observed something (what a paused run waits for).
-        on_boundary: called after each boundary, to send the acknowledgements decided there.
+        attempt: the attempt: its Execution, the device's executor, the pool of threads
+            for its blocking calls, the server's clock (step times are server times), and
+            the events that say a stop may have arrived or the Execution observed something.
         evidence: stores what each step produced, before the next step starts.
-        label: names the attempt in logs.
+        on_boundary: called after each boundary, to send the acknowledgements decided there.
     """
 
-    def __init__(
-        self,
-        execution: Execution,
-        executor: AdbExecutor,
-        clock: ServerClock,
-        pool: concurrent.futures.Executor,
-        stop_signal: asyncio.Event,
-        wake: asyncio.Event,
-        on_boundary: Callable[[], None],
-        evidence: Evidence,
-        label: str,
-    ):
-        self.execution = execution
-        self.executor = executor
-        self.clock = clock
-        self.pool = pool
-        self.stop_signal = stop_signal
-        self.wake = wake
-        self.on_boundary = on_boundary
+    def __init__(self, attempt: Attempt, *, evidence: Evidence, on_boundary: Callable[[], None]):
+        self.attempt = attempt
         self.evidence = evidence
-        self.label = label
+        self.on_boundary = on_boundary
         self._pause_logged: Pause | None = None
 
     async def run(self) -> None:
         """Run until the Execution has finished."""
+        attempt = self.attempt
+        execution, clock, label = attempt.execution, attempt.clock, attempt.label
         while True:
-            self.wake.clear()  # before asking: whatever arrives after the answer wakes the wait
-            step = self.execution.next_step(self.clock.now())
+            attempt.wake.clear()  # before asking: whatever arrives after the answer wakes the wait
+            step = execution.next_step(clock.now())
             self.on_boundary()
             if step is None:
-                if self.execution.finished:
+                if execution.finished:
                     return
                 await self._wait_paused()
                 continue
-            log.debug("%s: step %s (%s) starts", self.label, step.id, step.action)
+            log.debug("%s: step %s (%s) starts", label, step.id, step.action)
             await self._run_step(step)
-            outcome = self.execution.outcomes[step.id]
+            outcome = execution.outcomes[step.id]
             log.info(
-                "%s: step %s %s%s",
-                self.label,
-                step.id,
-                outcome.status,
-                f" ({outcome.reason})" if outcome.reason else "",
+                "%s: step %s %s%s", label, step.id, outcome.status, f" ({outcome.reason})" if outcome.reason else ""
             )
             self.after_step(step)
 
@@ -118,32 +94,35 @@ class TaskRunner:
 
     async def _wait_paused(self) -> None:
         """Paused at a boundary: wait for news, or at most until the lease would expire."""
-        pause = self.execution.pauses[-1]
+        attempt = self.attempt
+        pause = attempt.execution.pauses[-1]
         if pause is not self._pause_logged:
             self._pause_logged = pause
             log.info(
                 "%s: paused by message %s before %s",
-                self.label,
+                attempt.label,
                 pause.message_id,
                 f"step {pause.before_step}" if pause.before_step else "the report",
             )
-        timeout = max(0.0, self.clock.seconds_until(self.execution.lease_expires_at))
+        timeout = max(0.0, attempt.clock.seconds_until(attempt.execution.lease_expires_at))
         try:
-            await asyncio.wait_for(self.wake.wait(), timeout)
+            await asyncio.wait_for(attempt.wake.wait(), timeout)
         except TimeoutError:
             pass
 
     async def _run_step(self, step: Step) -> None:
+        attempt = self.attempt
+        executor = attempt.executor
         loop = asyncio.get_running_loop()
-        call = functools.partial(self.executor.run, step.action, step.args, step_id=step.id)
-        future = loop.run_in_executor(self.pool, call)
+        call = functools.partial(executor.run, step.action, step.args, step_id=step.id)
+        future = loop.run_in_executor(attempt.pool, call)
         try:
             await self._supervise(future)
         except asyncio.CancelledError:
-            self.executor.interrupt()  # a forced shutdown: leave nothing running on the device
+            executor.interrupt()  # a forced shutdown: leave nothing running on the device
             raise
-        now = self.clock.now()
-        execution = self.execution
+        now = attempt.clock.now()
+        execution = attempt.execution
         try:
             result: ActionResult = future.result()
         except ActionRefused as error:
@@ -157,7 +136,7 @@ class TaskRunner:
             reason = "; ".join(filter(None, (error.reason, stored.missing)))
             execution.step_failed(now, reason, output=error.output or None, artifacts=stored.artifacts)
         except Exception as error:  # a bug of ours: the step's effect is unknown
-            log.exception("%s: step %s raised unexpectedly", self.label, step.id)
+            log.exception("%s: step %s raised unexpectedly", attempt.label, step.id)
             execution.step_lost(now, f"agent error: {type(error).__name__}: {error}")
         else:
             stored = await self.evidence.store(step, result.artifact, result.content_type, result.output)
@@ -165,16 +144,17 @@ class TaskRunner:
                 now, output=result.output or None, artifacts=stored.artifacts, reason=stored.missing
             )
 
-    async def _supervise(self, future: asyncio.Future) -> None:
+    async def _supervise(self, future: asyncio.Future[Any]) -> None:
         """Wait for the step; once a stop arrives, interrupt it as the Execution says."""
-        stopped = asyncio.ensure_future(self.stop_signal.wait())
+        attempt = self.attempt
+        stopped = asyncio.ensure_future(attempt.stop_signal.wait())
         try:
             while not future.done():
                 if not stopped.done():
                     await asyncio.wait([future, stopped], return_when=asyncio.FIRST_COMPLETED)
                     continue
-                if self.execution.should_interrupt:
-                    self.executor.interrupt()
+                if attempt.execution.should_interrupt:
+                    attempt.executor.interrupt()
                 await asyncio.wait([future], timeout=INTERRUPT_RETRY_SECONDS)
         finally:
             stopped.cancel()
@@ -187,14 +167,13 @@ class WorkflowRunner(TaskRunner):
     runner announces each one as it is reached, so an operator can follow progress.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._announced = 0
+    _announced = 0  # how many of the Execution's checkpoints were announced
 
     def after_step(self, step: Step) -> None:
-        for stage in self.execution.checkpoints[self._announced :]:
-            log.info("%s: checkpoint: stage %s completed", self.label, stage)
-        self._announced = len(self.execution.checkpoints)
+        checkpoints = self.attempt.execution.checkpoints
+        for stage in checkpoints[self._announced :]:
+            log.info("%s: checkpoint: stage %s completed", self.attempt.label, stage)
+        self._announced = len(checkpoints)
 
 
 def runner_for(plan: Plan) -> type[TaskRunner]:

@@ -30,8 +30,9 @@ from amc.core.execution import RELEASE_REASONS, StopReason
 from amc.core.records import Step
 from amc.core.times import to_rfc3339
 
+from .attempt import LEASE_REFUSALS
 from .client import Rejected, Uncertain
-from .renewer import LEASE_REFUSALS, Renewer
+from .renewer import Renewer
 from .runner import INTERRUPT_RETRY_SECONDS
 from .wire import INLINE_OUTPUT_CHARS
 from .worker import AttemptRecord, AttemptRun
@@ -42,7 +43,7 @@ POLL_SECONDS = 20.0  # one long poll's wait; well under a host timeout
 WATCH_AFTER_SECONDS = 0.2  # an action running longer than this is watched for a cancel by a poll
 
 
-def _forget(call: asyncio.Future) -> None:
+def _forget(call: asyncio.Future[Any]) -> None:
     if not call.cancelled():
         call.exception()
 
@@ -51,16 +52,17 @@ class SessionRun(AttemptRun):
     """Runs one session attempt; see the module docstring."""
 
     async def run(self) -> AttemptRecord:
-        a = self.assignment
-        log.info("%s: session assigned (lease %.3g s)", self.label, a.lease_ms / 1000)
+        attempt = self.attempt
+        a, label = attempt.assignment, attempt.label
+        log.info("%s: session assigned (lease %.3g s)", label, a.lease_ms / 1000)
         record = AttemptRecord(task_id=a.task_id, attempt=a.attempt, device=a.device, body={})
         self.outcomes: dict[str, bytes] = {}  # action id -> the outcome body reported (a redelivery is not rerun)
         started = await self._start()
         renewer = None
-        background: list[asyncio.Task[Any]] = []
+        background: list[asyncio.Task[None]] = []
         if started is not None:
-            renewer = Renewer(self.server, a, self.execution, self.clock, self.changed, last_grant=started)
-            background.append(asyncio.create_task(renewer.run(), name=f"renew {self.label}"))
+            renewer = Renewer(attempt, last_grant=started)
+            background.append(asyncio.create_task(renewer.run(), name=f"renew {label}"))
         try:
             if started is not None:
                 await self._serve()
@@ -78,31 +80,33 @@ class SessionRun(AttemptRun):
 
     async def _serve(self) -> None:
         """Poll and run actions until a stop (cancel, lease loss, the host stopping)."""
-        while self.execution.stop is None:
+        attempt = self.attempt
+        execution, outcomes = attempt.execution, self.outcomes
+        while execution.stop is None:
             answer = await self._poll(running=None)
             if answer is None:
                 continue
             if answer.get("cancel_requested"):
-                self.execution.request_stop(StopReason.cancelled, "a cancellation was requested")
-                self.changed()
+                attempt.stop(StopReason.cancelled, "a cancellation was requested")
             action = answer.get("action")
             if action is None:
                 continue
             step = Step(id=action["id"], action=action["action"], args=action.get("args") or {})
-            if step.id in self.outcomes:  # our report's answer was lost: send it again, never rerun
-                await self._report_action(step.id, self.outcomes[step.id])
-            elif self.execution.stop is None:
+            if step.id in outcomes:  # our report's answer was lost: send it again, never rerun
+                await self._report_action(step.id, outcomes[step.id])
+            elif execution.stop is None:
                 await self._run_action(step)
             else:  # delivered as a stop arrived: it never started
                 await self._report_action(step.id, self._outcome_body("not_started", reason=self._stop_words()))
 
-    async def _poll(self, running: str | None) -> dict | None:
+    async def _poll(self, running: str | None) -> dict[str, Any] | None:
         """One long poll, given up when a stop arrives; None when it had no answer."""
-        a = self.assignment
+        attempt = self.attempt
+        a = attempt.assignment
         call = asyncio.ensure_future(
-            self.server.poll_action(a.task_id, a.attempt, a.lease_id, POLL_SECONDS, running=running)
+            attempt.channel.poll_action(a.task_id, a.attempt, a.lease_id, POLL_SECONDS, running=running)
         )
-        stopped = asyncio.ensure_future(self.stop_signal.wait())
+        stopped = asyncio.ensure_future(attempt.stop_signal.wait())
         try:
             await asyncio.wait([call, stopped], return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:  # the action it watched ended: this poll is not wanted
@@ -119,31 +123,32 @@ class SessionRun(AttemptRun):
             return call.result()
         except Rejected as error:
             if error.status in LEASE_REFUSALS:
-                log.info("%s: the session's attempt is over (%s)", self.label, error)
-                self.execution.lease_refused(error.code)
-                self.changed()
+                log.info("%s: the session's attempt is over (%s)", attempt.label, error)
+                attempt.lease_refused(error.code)
             else:
-                log.error("%s: poll refused (%s)", self.label, error)
-                await asyncio.sleep(self.backoff[0])
+                log.error("%s: poll refused (%s)", attempt.label, error)
+                await asyncio.sleep(attempt.backoff[0])
         except Uncertain as error:
-            log.warning("%s: poll got no answer (%s)", self.label, error)
-            await asyncio.sleep(self.backoff[0] * random.uniform(0.8, 1.2))
+            log.warning("%s: poll got no answer (%s)", attempt.label, error)
+            await asyncio.sleep(attempt.backoff[0] * random.uniform(0.8, 1.2))
         return None
 
     async def _run_action(self, step: Step) -> None:
+        attempt = self.attempt
+        clock, executor, label = attempt.clock, attempt.executor, attempt.label
         loop = asyncio.get_running_loop()
-        started_at = self.clock.now()
-        call = functools.partial(self.executor.run, step.action, step.args, step_id=step.id)
-        future = loop.run_in_executor(self.pool, call)
+        started_at = clock.now()
+        call = functools.partial(executor.run, step.action, step.args, step_id=step.id)
+        future = loop.run_in_executor(attempt.pool, call)
         watcher = asyncio.ensure_future(self._watch(step.id, future))
         try:
             await asyncio.wait([future])
         except asyncio.CancelledError:
-            self.executor.interrupt()  # a forced shutdown: leave nothing running on the device
+            executor.interrupt()  # a forced shutdown: leave nothing running on the device
             raise
         finally:
             watcher.cancel()
-        ended_at = self.clock.now()
+        ended_at = clock.now()
         times: dict[str, Any] = {"started_at": to_rfc3339(started_at), "ended_at": to_rfc3339(ended_at)}
         try:
             result: ActionResult = future.result()
@@ -152,15 +157,14 @@ class SessionRun(AttemptRun):
         except Interrupted:
             body = self._outcome_body("interrupted", reason=f"stopped while running: {self._stop_words()}", **times)
         except DeviceUnavailable as error:
-            self.execution.request_stop(StopReason.device_lost, error.reason)
-            self.changed()
+            attempt.stop(StopReason.device_lost, error.reason)
             body = self._outcome_body("interrupted", reason=f"the device went away: {error.reason}", **times)
         except StepFailed as error:
             stored = await self.evidence.store(step, output=error.output)
             reason = "; ".join(filter(None, (error.reason, stored.missing)))
             body = self._outcome_body("failed", reason=reason, output=error.output, artifacts=stored.artifacts, **times)
         except Exception as error:  # a bug of ours: the action's effect is unknown
-            log.exception("%s: action %s raised unexpectedly", self.label, step.id)
+            log.exception("%s: action %s raised unexpectedly", label, step.id)
             body = self._outcome_body("interrupted", reason=f"agent error: {type(error).__name__}: {error}", **times)
         else:
             stored = await self.evidence.store(step, result.artifact, result.content_type, result.output)
@@ -168,30 +172,32 @@ class SessionRun(AttemptRun):
                 "completed", reason=stored.missing, output=result.output, artifacts=stored.artifacts, **times
             )
         self.outcomes[step.id] = body
-        log.info("%s: action %s (%s) %s", self.label, step.id, step.action, orjson.loads(body)["status"])
+        log.info("%s: action %s (%s) %s", label, step.id, step.action, orjson.loads(body)["status"])
         await self._report_action(step.id, body)
 
-    async def _watch(self, action_id: str, future: asyncio.Future) -> None:
+    async def _watch(self, action_id: str, future: asyncio.Future[ActionResult]) -> None:
         """While `action_id` runs: learn of a cancel (a poll naming it `running`, or a renewal)
         and interrupt it, again until it returns."""
         # Most actions (a tap, a dump) end within a few ms: a second poll for them would only
         # double the requests and be cut off; a cancel arriving meanwhile waits for the action.
         await asyncio.wait([future], timeout=WATCH_AFTER_SECONDS)
+        attempt = self.attempt
+        execution = attempt.execution
         while not future.done():
-            if self.execution.stop is not None and self.execution.stop is not StopReason.drain_timed_out:
-                self.executor.interrupt()
+            if execution.stop is not None and execution.stop is not StopReason.drain_timed_out:
+                attempt.executor.interrupt()
                 await asyncio.sleep(INTERRUPT_RETRY_SECONDS)
                 continue
             answer = await self._poll(running=action_id)
             if answer is not None and answer.get("cancel_requested"):
-                self.execution.request_stop(StopReason.cancelled, "a cancellation was requested")
-                self.changed()
+                attempt.stop(StopReason.cancelled, "a cancellation was requested")
 
     def _stop_words(self) -> str:
-        stop = self.execution.stop
+        execution = self.attempt.execution
+        stop = execution.stop
         if stop is StopReason.cancelled:
             return "cancelled"
-        return f"{stop.value if stop else 'stopped'}: {self.execution.stop_detail or ''}".rstrip(": ")
+        return f"{stop.value if stop else 'stopped'}: {execution.stop_detail or ''}".rstrip(": ")
 
     def _outcome_body(
         self,
@@ -203,7 +209,7 @@ class SessionRun(AttemptRun):
         started_at: str | None = None,
         ended_at: str | None = None,
     ) -> bytes:
-        body: dict[str, Any] = {"lease_id": self.assignment.lease_id, "status": status}
+        body: dict[str, Any] = {"lease_id": self.attempt.assignment.lease_id, "status": status}
         for name, value in (("reason", reason), ("started_at", started_at), ("ended_at", ended_at)):
             if value is not None:
                 body[name] = value
@@ -215,32 +221,32 @@ class SessionRun(AttemptRun):
 
     async def _report_action(self, action_id: str, body: bytes) -> None:
         """Send an action's outcome until a definite answer (the identical bytes each time)."""
-        a = self.assignment
-        delay = self.backoff[0]
+        attempt = self.attempt
+        a, label = attempt.assignment, attempt.label
+        delay = attempt.backoff[0]
         while True:
             try:
-                await self.server.report_action(a.task_id, a.attempt, action_id, body)
+                await attempt.channel.report_action(a.task_id, a.attempt, action_id, body)
                 return
             except Rejected as error:
                 if error.status in LEASE_REFUSALS:
-                    log.warning("%s: outcome of %s refused (%s): the attempt is over", self.label, action_id, error)
-                    self.execution.lease_refused(error.code)
-                    self.changed()
+                    log.warning("%s: outcome of %s refused (%s): the attempt is over", label, action_id, error)
+                    attempt.lease_refused(error.code)
                 else:
-                    log.error("%s: outcome of %s refused (%s)", self.label, action_id, error)
+                    log.error("%s: outcome of %s refused (%s)", label, action_id, error)
                 return
             except Uncertain as error:
-                log.warning("%s: outcome of %s got no answer (%s); retrying", self.label, action_id, error)
-            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
-            delay = min(delay * 2, self.backoff[1])
+                log.warning("%s: outcome of %s got no answer (%s); retrying", label, action_id, error)
+            delay = await attempt.retry_after(delay)
 
     # -- the end ----------------------------------------------------------------------------
 
     async def _conclude(self, record: AttemptRecord) -> None:
         """The report a stop calls for: `cancelled` for a cancel, a release when the host stops
         or lost the device, nothing after lease loss (the attempt is no longer this host's)."""
-        stop = self.execution.stop
-        lease_id = self.assignment.lease_id
+        attempt = self.attempt
+        stop = attempt.execution.stop
+        lease_id = attempt.assignment.lease_id
         if stop is StopReason.cancelled:
             body = orjson.dumps({"lease_id": lease_id, "status": "cancelled"})
             release = False
@@ -248,7 +254,7 @@ class SessionRun(AttemptRun):
             body = orjson.dumps({"lease_id": lease_id, "reason": RELEASE_REASONS[stop]})
             release = True
         else:
-            log.info("%s: session over (%s)", self.label, self.execution.stop_detail)
+            log.info("%s: session over (%s)", attempt.label, attempt.execution.stop_detail)
             return
         record.body = orjson.loads(body)
         await self._report(body, record, release=release)

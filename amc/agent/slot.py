@@ -4,9 +4,14 @@ Each registered device has its own slot, so a host runs one attempt per device a
 devices in parallel, and an idle device waits in a long poll of its own (`devices:
 [serial]`). A slot is retired when its device leaves the inventory or the host stops:
 its pending claim is called off at once, while an attempt already under way runs to its
-report. A slot whose device went away mid-task retires itself after releasing the attempt. The server checks that a long-polling caller is still there before it assigns,
-so a called-off claim takes nothing; only an assignment already on its way back in that
-instant is lost, and then its lease lapses and the task is requeued.
+report. A slot whose device went away mid-task retires itself after releasing the attempt.
+The server checks that a long-polling caller is still there before it assigns, so a
+called-off claim takes nothing; only an assignment already on its way back in that instant
+is lost, and then its lease lapses and the task is requeued.
+
+A slot knows its host agent only as `Host`, the little it asks of it (the settings, whether
+it is stopping, an `Attempt` for each claim's answer), so this module does not import
+`host`, which imports it.
 """
 
 from __future__ import annotations
@@ -14,17 +19,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from amc.core.execution import StopReason
 
-from .client import Rejected, Uncertain
+from .attempt import Attempt
+from .client import ControlPlane, Rejected, Uncertain
+from .config import AgentConfig
 from .session import SessionRun
 from .wire import ClaimedAttempt, parse_assignment
-from .worker import AttemptRun
-
-if TYPE_CHECKING:
-    from .host import HostAgent
+from .worker import AttemptRecord, AttemptRun
 
 log = logging.getLogger("amc.agent.slot")
 
@@ -32,17 +36,42 @@ RETRY_SECONDS = 1.0  # after a claim that got no answer or was refused
 MIN_CLAIM_SECONDS = 0.5  # a claim loop never spins faster than this (a draining server answers 204 at once)
 
 
-class DeviceSlot:
-    """Claims and runs attempts for one device, one at a time, until retired."""
+class Host(Protocol):
+    """What a slot asks of the host agent that runs it (`host.HostAgent`)."""
 
-    def __init__(self, serial: str, host: HostAgent):
+    @property
+    def config(self) -> AgentConfig: ...
+
+    @property
+    def records(self) -> list[AttemptRecord]:
+        """Every finished attempt, in the order they ended."""
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def stop_reason(self) -> tuple[StopReason, str]:
+        """The stop for an attempt of this host while it is stopping."""
+
+    def attempt_for(self, assignment: ClaimedAttempt, received_at: float, channel: ControlPlane) -> Attempt:
+        """The attempt of a claim's answer, which arrived at local monotonic time `received_at`."""
+
+
+class DeviceSlot:
+    """Claims and runs attempts for one device, one at a time, until retired.
+
+    Args:
+        serial: the device.
+        host: the host agent, while it runs.
+        channel: this device's own client of the control plane, closed when the slot ends.
+    """
+
+    def __init__(self, serial: str, host: Host, channel: ControlPlane):
         self.serial = serial
         self.host = host
         self.retired = False
-        self.attempt: AttemptRun | None = None
-        self._claim: asyncio.Task | None = None
-        assert host.server is not None, "slots run only while the host runs"
-        self.server = host.server.channel()  # this device's own connections, closed when the slot ends
+        self.attempt: Attempt | None = None  # the attempt under way
+        self._claim: asyncio.Task[dict[str, Any] | None] | None = None
+        self.channel = channel
         self.task = asyncio.create_task(self.run(), name=f"slot {serial}")
 
     def retire(self) -> None:
@@ -59,15 +88,15 @@ class DeviceSlot:
         try:
             await self._claim_and_run()
         finally:
-            await self.server.aclose()
+            await self.channel.aclose()
 
     async def _claim_and_run(self) -> None:
-        config, server = self.host.config, self.server
+        config, channel = self.host.config, self.channel
         failing = False
         while not self.retired:
             began = time.monotonic()
             self._claim = asyncio.create_task(
-                server.claim(self.serial, config.claim_wait_seconds, config.lease_seconds)
+                channel.claim(self.serial, config.claim_wait_seconds, config.lease_seconds)
             )
             try:
                 data = await self._claim
@@ -112,22 +141,15 @@ class DeviceSlot:
 
     async def _run(self, assignment: ClaimedAttempt, received: float) -> None:
         host = self.host
-        assert host.server is not None and host.pool is not None, "slots run only while the host runs"
-        run = SessionRun if assignment.session else AttemptRun
-        attempt = run(
-            assignment,
-            received,
-            self.server,
-            host.executor_for(assignment),
-            host.pool,
-            host.config.report_backoff,
-            keep_artifacts=host.config.keep_artifacts is not None,
+        attempt = host.attempt_for(assignment, received, self.channel)
+        run = (SessionRun if assignment.session else AttemptRun)(
+            attempt, keep_artifacts=host.config.keep_artifacts is not None
         )
         self.attempt = attempt
         if host.stopping:  # the claim was answered just as the host began to stop: give it back
             attempt.stop(*host.stop_reason())
         try:
-            host.records.append(await attempt.run())
+            host.records.append(await run.run())
         finally:
             self.attempt = None
         if attempt.execution.stop is StopReason.device_lost:

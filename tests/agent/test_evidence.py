@@ -6,6 +6,7 @@ device through the real executor; every artifact read back over HTTP.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import struct
 import tempfile
@@ -16,10 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from amc.adapters.adb.client import BoundedClient
+from amc.adapters.adb.executor import AdbExecutor
+from amc.agent.attempt import Attempt
 from amc.agent.client import ControlPlane, Rejected
+from amc.agent.clock import ServerClock
 from amc.agent.evidence import Evidence, Stored, artifact_name
 from amc.agent.wire import INLINE_OUTPUT_CHARS, TRUNCATED, ClaimedAttempt
-from amc.core.execution import Execution, StopReason
+from amc.core.execution import StopReason
 from amc.core.records import Plan, Step
 from tests.agent.helpers import eventually, shell, wait_running
 
@@ -180,10 +185,10 @@ def test_an_artifacts_name_is_fixed_by_its_step_and_within_the_servers_rule(step
     assert artifact_name("a..c", "x", ".png") != artifact_name("a..b", "x", ".png")
 
 
-def one_screenshot() -> ClaimedAttempt:
-    """An attempt of a plan of one screenshot step."""
+def one_screenshot(server, directory: Path, backoff: tuple[float, float]) -> Attempt:
+    """An attempt of a plan of one screenshot step, its files in `directory` (nothing runs on a device)."""
     plan = Plan(steps=(Step(id="shot", action="screenshot"),))
-    return ClaimedAttempt(
+    assignment = ClaimedAttempt(
         task_id="t_1",
         attempt=1,
         lease_id="l_1",
@@ -192,6 +197,14 @@ def one_screenshot() -> ClaimedAttempt:
         device="d1",
         plan=plan,
         cancel_requested=False,
+    )
+    return Attempt(
+        assignment=assignment,
+        channel=server,
+        clock=ServerClock(assignment.granted_at, time.monotonic()),
+        executor=AdbExecutor(BoundedClient("127.0.0.1", 9), "d1", artifacts_dir=directory),
+        pool=concurrent.futures.ThreadPoolExecutor(1),
+        backoff=backoff,
     )
 
 
@@ -211,18 +224,15 @@ class RefusingServer:
 
 
 def test_an_upload_refused_for_the_lease_is_lease_loss_and_nothing_more_is_sent(tmp_path):
-    assignment = one_screenshot()
-    execution = Execution(assignment.plan, assignment.lease_expires_at)
-    server, woken = RefusingServer(), []
-    evidence = Evidence(
-        server, assignment, execution, lambda: woken.append(1), nothing_to_wait_for, tmp_path, False, (0.01, 0.01), "t"
-    )
+    server = RefusingServer()
+    attempt = one_screenshot(server, tmp_path, (0.01, 0.01))
+    evidence = Evidence(attempt, settled=nothing_to_wait_for, keep=False)
     shot = tmp_path / "shot.png"
     shot.write_bytes(b"png")
 
     stored = asyncio.run(evidence.store(Step(id="shot", action="screenshot"), shot, "image/png", "x" * 20_000))
 
-    assert execution.stop is StopReason.lease_lost and woken
+    assert attempt.execution.stop is StopReason.lease_lost and attempt.wake.is_set() and attempt.stop_signal.is_set()
     assert server.sent == ["shot-screenshot.png"]  # the long output was not sent: the lease is gone
     assert stored == Stored(
         (), "screenshot not stored: 409 lease_expired (the lease ran out); output not stored: the lease was lost"
@@ -231,10 +241,8 @@ def test_an_upload_refused_for_the_lease_is_lease_loss_and_nothing_more_is_sent(
 
 
 def test_a_file_that_cannot_be_read_is_reported_not_retried(tmp_path):
-    assignment = one_screenshot()
     server = ControlPlane("http://127.0.0.1:9", "token", "h1")  # never reached: the file is read first
-    execution = Execution(assignment.plan, 10_000)
-    evidence = Evidence(server, assignment, execution, lambda: None, nothing_to_wait_for, tmp_path, False, (0, 0), "t")
+    evidence = Evidence(one_screenshot(server, tmp_path, (0, 0)), settled=nothing_to_wait_for, keep=False)
 
     stored = asyncio.run(evidence.store(Step(id="shot", action="screenshot"), tmp_path / "gone.png", "image/png"))
 
