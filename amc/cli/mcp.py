@@ -24,7 +24,13 @@ class ClientTransport(ApiClient):
     """The `amc.mcp.api.Transport` of the tools, on the CLI's client; errors become `ApiFailure`."""
 
     def request(
-        self, method: str, path: str, body: Any = None, params: dict | None = None, *, repeatable: bool | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        *,
+        repeatable: bool | None = None,
     ) -> tuple[int, Any]:
         from amc.mcp.api import ApiFailure
 

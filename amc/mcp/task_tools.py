@@ -99,7 +99,7 @@ def register(server: MCPServer, api: Api) -> None:
             return f"Cancellation requested; the phone has not confirmed the stop yet.\n{describe.task_text(task)}"
         return describe.task_text(task)
 
-    async def post(task_id: str, intent: str, text: str | None = None, data: dict | None = None) -> str:
+    async def post(task_id: str, intent: str, text: str | None = None, data: dict[str, Any] | None = None) -> str:
         try:
             message = await api.message(task_id, intent, text, data)
         except ApiFailure as failure:

@@ -247,7 +247,7 @@ class SimDevice:
 
     # --- snapshots ----------------------------------------------------------------
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         """The observable state as JSON-ready data (served by `host:amc-sim-state`)."""
         with self._lock:
             return {

@@ -27,19 +27,19 @@ class StreamClosed(Exception):
 
 
 class Hangup(Exception):
-    """The process lost its stream; args[0] is the signal that models it."""
+    """The process lost its stream; `signal` (also args[0]) is the signal that models it."""
 
-    @property
-    def signal(self) -> str:
-        return self.args[0]
+    def __init__(self, signal: str):
+        super().__init__(signal)
+        self.signal = signal
 
 
 class Killed(Exception):
     """The process was signalled by kill/pkill or by the simulator shutting down."""
 
-    @property
-    def signal(self) -> str:
-        return self.args[0]
+    def __init__(self, signal: str):
+        super().__init__(signal)
+        self.signal = signal
 
 
 class TimeLimitReached(Exception):

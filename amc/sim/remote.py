@@ -35,7 +35,8 @@ def fetch_log(port: int, serial: str, *, host: str = "127.0.0.1", timeout: float
 
 def fetch_state(port: int, serial: str, *, host: str = "127.0.0.1", timeout: float = 5.0) -> dict[str, Any]:
     """The observable state of `serial` (foreground app, typed text, files, processes)."""
-    return json.loads(_request(f"host:amc-sim-state:{serial}", port, host, timeout))
+    state: dict[str, Any] = json.loads(_request(f"host:amc-sim-state:{serial}", port, host, timeout))
+    return state
 
 
 def inject_fault(port: int, serial: str, *, host: str = "127.0.0.1", timeout: float = 5.0, **fault: Any) -> None:
