@@ -28,7 +28,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 import click
 
@@ -95,13 +95,23 @@ LOCAL_CODES: dict[int, tuple[str, str]] = {
 }
 
 
-def local_problem(detail: str, code: int) -> dict[str, Any]:
+class Problem(TypedDict):
+    """A problem document, in specs/protocol.md's shape; `status` is None when no server answered."""
+
+    type: str
+    title: str
+    status: int | None
+    detail: str
+    code: str
+
+
+def local_problem(detail: str, code: int) -> Problem:
     """A problem document (specs/protocol.md's shape) for an error no server answered: `status` is null."""
     name, title = LOCAL_CODES.get(code, ("failed", "Failed"))
     return {"type": f"urn:amc:problem:{name}", "title": title, "status": None, "detail": detail, "code": name}
 
 
-def problem_of(error: ApiError, hint: str = "") -> dict[str, Any]:
+def problem_of(error: ApiError, hint: str = "") -> Problem:
     """The problem document of a failed call: the server's own, or one for no answer at all."""
     if isinstance(error, Refused):
         return {
@@ -187,7 +197,7 @@ class Application:
     def display_error(self, text: str) -> None:
         self.err.print(f"Error: {text}", style="red", markup=False, soft_wrap=True)
 
-    def abort(self, message: str, code: int = Exit.FAILED, *, problem: dict[str, Any] | None = None) -> NoReturn:
+    def abort(self, message: str, code: int = Exit.FAILED, *, problem: Problem | None = None) -> NoReturn:
         """Print `message` as one error line and exit with `code`.
 
         Under --json the error is one problem document on stderr instead (`problem`, else one
