@@ -27,19 +27,19 @@ class StreamClosed(Exception):
 
 
 class Hangup(Exception):
-    """The process lost its stream; `signal` (also args[0]) is the signal that models it."""
+    """The process lost its stream; args[0] is the signal that models it."""
 
-    def __init__(self, signal: str):
-        super().__init__(signal)
-        self.signal = signal
+    @property
+    def signal(self) -> str:
+        return str(self.args[0])
 
 
 class Killed(Exception):
     """The process was signalled by kill/pkill or by the simulator shutting down."""
 
-    def __init__(self, signal: str):
-        super().__init__(signal)
-        self.signal = signal
+    @property
+    def signal(self) -> str:
+        return str(self.args[0])
 
 
 class TimeLimitReached(Exception):
