@@ -7,6 +7,7 @@ Each command group lives in its own module and is imported only when it is invok
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
 
@@ -29,7 +30,7 @@ COMMANDS: dict[str, str] = {
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use."""
 
-    def __init__(self, *args, lazy: dict[str, str], **kwargs):
+    def __init__(self, *args: Any, lazy: dict[str, str], **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._lazy = lazy
 
@@ -39,7 +40,8 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self._lazy:
             module_name, attribute = self._lazy[name].split(":")
-            return getattr(importlib.import_module(module_name), attribute)
+            command: click.Command = getattr(importlib.import_module(module_name), attribute)
+            return command
         return super().get_command(ctx, name)
 
 

@@ -28,12 +28,15 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 import click
 
 from amc.cli.client import DEFAULT_URL, SERVER_FILE, ApiClient, ApiError, Refused, Unreachable, local_token, local_url
 from amc.cli.options import data_option
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class Exit(enum.IntEnum):
@@ -56,7 +59,7 @@ EXIT_HELP = (
 )
 
 
-def make_console(stderr: bool = False):
+def make_console(stderr: bool = False) -> Console:
     """A rich console for stdout (or stderr) that also reads well in a pipe or a CI log."""
     from rich.console import Console  # rich is imported by commands only, never by --help
 
@@ -92,13 +95,23 @@ LOCAL_CODES: dict[int, tuple[str, str]] = {
 }
 
 
-def local_problem(detail: str, code: int) -> dict:
+class Problem(TypedDict):
+    """A problem document, in specs/protocol.md's shape; `status` is None when no server answered."""
+
+    type: str
+    title: str
+    status: int | None
+    detail: str
+    code: str
+
+
+def local_problem(detail: str, code: int) -> Problem:
     """A problem document (specs/protocol.md's shape) for an error no server answered: `status` is null."""
     name, title = LOCAL_CODES.get(code, ("failed", "Failed"))
     return {"type": f"urn:amc:problem:{name}", "title": title, "status": None, "detail": detail, "code": name}
 
 
-def problem_of(error: ApiError, hint: str = "") -> dict:
+def problem_of(error: ApiError, hint: str = "") -> Problem:
     """The problem document of a failed call: the server's own, or one for no answer at all."""
     if isinstance(error, Refused):
         return {
@@ -184,7 +197,7 @@ class Application:
     def display_error(self, text: str) -> None:
         self.err.print(f"Error: {text}", style="red", markup=False, soft_wrap=True)
 
-    def abort(self, message: str, code: int = Exit.FAILED, *, problem: dict | None = None) -> NoReturn:
+    def abort(self, message: str, code: int = Exit.FAILED, *, problem: Problem | None = None) -> NoReturn:
         """Print `message` as one error line and exit with `code`.
 
         Under --json the error is one problem document on stderr instead (`problem`, else one
@@ -233,7 +246,7 @@ class Application:
 # -- the options every caller command takes -------------------------------------------------
 
 
-def caller_command(function: Callable) -> Callable:
+def caller_command(function: Callable[..., None]) -> Callable[..., None]:
     """Give a click command the connection and output options, and an `Application` as `app`.
 
     The application goes into `ctx.obj` as well; an `ApiError` escaping the command becomes
@@ -261,7 +274,9 @@ def caller_command(function: Callable) -> Callable:
     )
     @click.pass_context
     @functools.wraps(function)
-    def wrapper(ctx: click.Context, /, as_json: bool, data: Path, token: str | None, url: str | None, **kwargs):
+    def wrapper(
+        ctx: click.Context, /, as_json: bool, data: Path, token: str | None, url: str | None, **kwargs: Any
+    ) -> None:
         app = Application(as_json=as_json, url=url, token=token, data=data)
         ctx.obj = app
         ctx.call_on_close(app.close)

@@ -29,14 +29,14 @@ TEXT_TYPES = ("text/plain",)  # printed by `amc task logs`; other types are only
 PROGRESS_EVERY_S = 0.1
 
 
-def is_text(artifact: dict) -> bool:
+def is_text(artifact: dict[str, Any]) -> bool:
     """A text/plain artifact (a parameter such as `; charset=utf-8` aside): a step's full output or a log."""
     return artifact["content_type"].split(";")[0].strip().lower() in TEXT_TYPES
 
 
-def target_of(directory: Path, artifact: dict) -> Path:
+def target_of(directory: Path, artifact: dict[str, Any]) -> Path:
     """Where `--download DIR` puts an artifact: DIR/attempt-N/NAME (names are unique within an attempt)."""
-    name = artifact["name"]
+    name: str = artifact["name"]
     if not SAFE_NAME.fullmatch(name) or ".." in name or name == ".":
         raise click.ClickException(f"the server listed an artifact named {name!r}, which is not a safe file name")
     return directory / f"attempt-{int(artifact['attempt'])}" / name
@@ -62,11 +62,13 @@ class HashingFile:
 # -- download -------------------------------------------------------------------------------
 
 
-def download_all(app: Application, task_id: str, artifacts: list[dict], directory: Path, overwrite: bool) -> None:
+def download_all(
+    app: Application, task_id: str, artifacts: list[dict[str, Any]], directory: Path, overwrite: bool
+) -> None:
     """Download every artifact of the listing into `directory`; see `amc task artifacts --help`."""
     from amc.cli.views import size_text
 
-    planned: list[tuple[dict, Path, bool]] = []  # (artifact, target, already there)
+    planned: list[tuple[dict[str, Any], Path, bool]] = []  # (artifact, target, already there)
     differing: list[Path] = []
     for artifact in artifacts:
         target = target_of(directory, artifact)
@@ -85,7 +87,7 @@ def download_all(app: Application, task_id: str, artifacts: list[dict], director
         )
     directory.mkdir(parents=True, exist_ok=True)
     total = sum(artifact["size"] for artifact, _, there in planned if not there)
-    report: list[dict] = []
+    report: list[dict[str, Any]] = []
     failures: list[str] = []
     done = 0
     spinner = app.out.status("") if app.out.is_terminal and not app.as_json else nullcontext()
@@ -123,7 +125,9 @@ def download_all(app: Application, task_id: str, artifacts: list[dict], director
         app.abort(f"{len(failures)} artifact(s) not downloaded: " + "; ".join(failures), Exit.FAILED)
 
 
-def _download_one(app: Application, task_id: str, artifact: dict, target: Path, progress: Callable[[int], None]) -> str:
+def _download_one(
+    app: Application, task_id: str, artifact: dict[str, Any], target: Path, progress: Callable[[int], None]
+) -> str:
     """Stream one artifact to a temporary beside `target` and move it into place if its bytes
     are the artifact's: "downloaded", or why not ("sha256 mismatch: ...", the server's refusal)."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -191,7 +195,9 @@ class GatherText:
         return b"".join(self.parts).decode("utf-8", errors="replace")
 
 
-def step_rows(task: dict, artifacts: list[dict]) -> tuple[list[dict], list[dict]]:
+def step_rows(
+    task: dict[str, Any], artifacts: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The steps to print and the artifacts they may use: the outcomes of the task's result
     (the last attempt's), then any step of the last attempt that stored artifacts but has no
     outcome yet (a task still running)."""
@@ -242,7 +248,7 @@ def print_logs(app: Application, task_id: str) -> None:
             )
 
 
-def _step_json(app: Application, task_id: str, step: dict, artifacts: list[dict]) -> dict:
+def _step_json(app: Application, task_id: str, step: dict[str, Any], artifacts: list[dict[str, Any]]) -> dict[str, Any]:
     texts = [a for a in artifacts if a["step"] == step["id"] and is_text(a)]
     output = step.get("output")
     if texts:

@@ -96,18 +96,18 @@ host.add_command(list_hosts)
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
 def run(
-    server,
-    token,
-    host_id,
-    adb_host,
-    adb_port,
-    policy_file,
-    keep_artifacts,
-    lease_seconds,
-    claim_wait,
-    scan_seconds,
-    drain_timeout,
-    log_level,
+    server: str,
+    token: str,
+    host_id: str,
+    adb_host: str,
+    adb_port: int,
+    policy_file: Path | None,
+    keep_artifacts: Path | None,
+    lease_seconds: float | None,
+    claim_wait: float,
+    scan_seconds: float,
+    drain_timeout: float,
+    log_level: str,
 ) -> None:
     """Register the attached devices, claim and run tasks on them until SIGTERM or Ctrl-C.
 

@@ -8,12 +8,15 @@ after a lost answer, exactly as for `amc task`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from amc.cli.client import DEFAULT_URL, SERVER_FILE, ApiClient, ApiError, Refused, local_token, local_url
 from amc.cli.options import data_option
+
+if TYPE_CHECKING:
+    from amc.mcp.api import Json
 
 # A tool may wait 30 s on the server for an action's outcome (Part D's longest wait_seconds):
 # the client must wait longer than that for the answer.
@@ -24,7 +27,7 @@ class ClientTransport(ApiClient):
     """The `amc.mcp.api.Transport` of the tools, on the CLI's client; errors become `ApiFailure`."""
 
     def request(
-        self, method: str, path: str, body: Any = None, params: dict | None = None, *, repeatable: bool | None = None
+        self, method: str, path: str, body: Any = None, params: Json | None = None, *, repeatable: bool | None = None
     ) -> tuple[int, Any]:
         from amc.mcp.api import ApiFailure
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from amc.adapters.lmdb.blobs import FileBlobReader
 
 
 def is_postgres(store: str | None) -> bool:
@@ -139,7 +143,7 @@ class _LmdbSource:
     def blobs(self) -> Iterable[str]:
         return sorted(self.blobs_store.digests())
 
-    def open_blob(self, sha256: str):
+    def open_blob(self, sha256: str) -> FileBlobReader:
         return self.blobs_store.open(sha256)
 
     def close(self) -> None:

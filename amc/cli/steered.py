@@ -10,6 +10,7 @@ removed stays in the list, marked, since it is still reported (`not_started`, `s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -36,7 +37,7 @@ class SteeredStep:
     inserted_by: str | None = None  # the steer message that added it
 
 
-def _admitted_steers(messages: Sequence[dict]) -> list[dict]:
+def _admitted_steers(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The steers a host admitted, in the order they were admitted (their attempt, their time,
     then posting order: one boundary admits its messages in posting order)."""
     found = [
@@ -52,7 +53,7 @@ def _admitted_steers(messages: Sequence[dict]) -> list[dict]:
     return [message for _, message in found]
 
 
-def steered_plan(task: dict, messages: Sequence[dict]) -> list[SteeredStep] | None:
+def steered_plan(task: dict[str, Any], messages: Sequence[dict[str, Any]]) -> list[SteeredStep] | None:
     """The latest attempt's plan after the admitted steers, or None when no steer changed it."""
     steers = _admitted_steers(messages)
     if not steers or task["plan"] is None or "steps" not in task["plan"]:  # stages take words only; a session none

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -49,11 +49,11 @@ def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     return found
 
 
-def _refuse_constant(name: str):
+def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
-def read_submission(source: str, app: Application) -> dict:
+def read_submission(source: str, app: Application) -> dict[str, Any]:
     """The submit body in FILE (or stdin for '-'): a whole body with "plan", or a bare plan."""
     where = "stdin" if source == "-" else source
     try:
@@ -95,7 +95,16 @@ def read_submission(source: str, app: Application) -> dict:
 @click.option("--watch", "follow", is_flag=True, help="Follow the task until it ends, as `amc task watch` does.")
 @caller_command
 def submit(
-    app: Application, file, priority, max_attempts, serial, attributes, labels, idempotency_key, tenant, follow
+    app: Application,
+    file: str,
+    priority: int | None,
+    max_attempts: int | None,
+    serial: str | None,
+    attributes: tuple[str, ...],
+    labels: tuple[str, ...],
+    idempotency_key: str | None,
+    tenant: str | None,
+    follow: bool,
 ) -> None:
     """Submit the plan in FILE (or stdin for '-').
 
@@ -169,7 +178,7 @@ def show(app: Application, task_id: str) -> None:
     app.display(task_detail(found, app.client.messages(task_id)["messages"], _artifacts_if_served(app, task_id)))
 
 
-def _artifacts_if_served(app: Application, task_id: str) -> list[dict]:
+def _artifacts_if_served(app: Application, task_id: str) -> list[dict[str, Any]]:
     """The task's artifacts; none from a server without Part C (a v1 server answers 404 to
     the route while the task itself is there)."""
     from amc.cli.client import Refused
@@ -341,7 +350,7 @@ def cancel(app: Application, task_id: str, reason: str | None) -> None:
 # -- messages: steer, pause, resume, follow-up --------------------------------------------------
 
 
-def read_json_option(value: str, option: str, app: Application):
+def read_json_option(value: str, option: str, app: Application) -> Any:
     """The JSON an option carries, inline or as @FILE (@- for stdin); one line and exit 7 if it is not JSON."""
     where = option
     text = value
@@ -358,14 +367,15 @@ def read_json_option(value: str, option: str, app: Application):
         app.abort(f"{where} is not valid JSON: {error}; nothing was sent", Exit.INVALID)
 
 
-def read_steps(value: str, option: str, app: Application) -> list:
+def read_steps(value: str, option: str, app: Application) -> list[Any]:
     """The steps an option carries: a JSON list of steps, or a plan {"steps": [...]}.
 
     Their actions and arguments are the server's to check, as for a submitted plan.
     """
     data = read_json_option(value, option, app)
     if isinstance(data, dict) and isinstance(data.get("steps"), list):
-        return data["steps"]
+        steps: list[Any] = data["steps"]
+        return steps
     if isinstance(data, list):
         return data
     app.abort(
@@ -382,7 +392,7 @@ def steer_edit(
     insert_first: bool,
     steps: str | None,
     replace_remaining: str | None,
-) -> dict | None:
+) -> dict[str, Any] | None:
     """The one structured edit the steer options ask for (specs/protocol.md Part B), or None for words only."""
     inserting = insert_after is not None or insert_first
     if insert_after is not None and insert_first:
@@ -630,12 +640,14 @@ def _watch(app: Application, task_id: str, interval: float, timeout: float | Non
         raise click.exceptions.Exit(130) from None
 
 
-def _since(task: dict) -> str:
+def _since(task: dict[str, Any]) -> str:
     """When the current phase began: the current attempt's start (or claim), else the submission."""
     attempts = task.get("attempts") or []
     if task["status"] != TaskStatus.queued and attempts:
-        return attempts[-1].get("dispatched_at") or attempts[-1]["assigned_at"]
-    return task["created_at"]
+        started: str = attempts[-1].get("dispatched_at") or attempts[-1]["assigned_at"]
+        return started
+    submitted: str = task["created_at"]
+    return submitted
 
 
 class _Changes:
@@ -693,7 +705,7 @@ def _follow(app: Application, task_id: str, interval: float, timeout: float | No
     _ended(app, task_id, found)
 
 
-def _follow_changes(app: Application, task_id: str, changes: _Changes, timeout: float | None) -> dict:
+def _follow_changes(app: Application, task_id: str, changes: _Changes, timeout: float | None) -> dict[str, Any]:
     """Show the task's events and where it stands until it ends; the ended task."""
     from contextlib import nullcontext
 
@@ -742,7 +754,7 @@ def _follow_changes(app: Application, task_id: str, changes: _Changes, timeout: 
             read = changes.wait()
 
 
-def _ended(app: Application, task_id: str, found: dict) -> None:
+def _ended(app: Application, task_id: str, found: dict[str, Any]) -> None:
     from rich.markup import escape
 
     from amc.cli.views import duration, parse_time, steps_table, where

@@ -13,10 +13,10 @@ from pathlib import Path
 import click
 
 from amc.cli.app import Exit
-from amc.cli.options import data_option
+from amc.cli.options import F, data_option
 
 
-def _file_options(function):
+def _file_options(function: F) -> F:
     function = click.option(
         "--tokens",
         "tokens_file",

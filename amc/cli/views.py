@@ -45,7 +45,7 @@ def status_text(status: str | None) -> Text:
     return Text(status or "-", style=STATUS_STYLE.get(status or "", ""))
 
 
-def task_status_text(task: dict) -> Text:
+def task_status_text(task: dict[str, Any]) -> Text:
     """The status, and whether a pause holds the task: ``dispatched (paused)``, ``queued (held)``."""
     text = status_text(task["status"])
     if task.get("held"):
@@ -103,7 +103,7 @@ def duration(seconds: float) -> str:
     return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
-def where(task: dict) -> str:
+def where(task: dict[str, Any]) -> str:
     """``host/device`` of the current attempt, or ``-``."""
     attempts = task.get("attempts") or []
     if not attempts:
@@ -112,11 +112,11 @@ def where(task: dict) -> str:
     return f"{last['host_id']}/{last['device']}"
 
 
-def _pairs(mapping: dict | None) -> str:
+def _pairs(mapping: dict[str, Any] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in (mapping or {}).items()) or "-"
 
 
-def requirement_text(task: dict) -> str:
+def requirement_text(task: dict[str, Any]) -> str:
     requirements = task.get("requirements") or {}
     parts = []
     if requirements.get("serial"):
@@ -125,7 +125,7 @@ def requirement_text(task: dict) -> str:
     return ", ".join(parts) or "any device"
 
 
-def requirement_phrase(task: dict) -> str | None:
+def requirement_phrase(task: dict[str, Any]) -> str | None:
     """The requirements in words, ``serial 'x' and model 'Pixel 7'``; None when any device will do."""
     requirements = task.get("requirements") or {}
     parts = [f"serial {requirements['serial']!r}"] if requirements.get("serial") else []
@@ -133,7 +133,7 @@ def requirement_phrase(task: dict) -> str | None:
     return " and ".join(parts) or None
 
 
-def waiting_text(task: dict) -> str | None:
+def waiting_text(task: dict[str, Any]) -> str | None:
     """Why a queued task waits, in words (the server's `waiting`, specs/protocol.md "Why a
     queued task waits"); None for a task that is not waiting, or a server that does not say."""
     waiting = task.get("waiting")
@@ -157,7 +157,7 @@ def waiting_text(task: dict) -> str | None:
     return str(waiting.get("reason"))
 
 
-def progress_text(task: dict, steered: Sequence[Any] | None = None) -> str:
+def progress_text(task: dict[str, Any], steered: Sequence[Any] | None = None) -> str:
     """Where a task stands, in words: ``queued: ...``, ``paused, 1 of 3 steps ended``,
     ``step sync running, 1 of 3 steps ended``. `steered` is the plan as steered (its live
     steps are the total); without it, the submitted plan's steps count."""
@@ -182,7 +182,7 @@ def progress_text(task: dict, steered: Sequence[Any] | None = None) -> str:
     return ", ".join(parts)
 
 
-def _all_steps(plan: dict | None) -> list[dict]:
+def _all_steps(plan: dict[str, Any] | None) -> list[dict[str, Any]]:
     if plan is None:  # a session (Part D): its steps are its actions
         return []
     if "stages" in plan:
@@ -274,7 +274,7 @@ def table(*columns: str, title: str | None = None, fold: Sequence[str] = (), opt
     return Fitted(*columns, title=title, fold=fold, optional=optional)
 
 
-def tasks_table(tasks: list[dict]) -> Fitted:
+def tasks_table(tasks: list[dict[str, Any]]) -> Fitted:
     made = table("ID", "STATUS", "WHERE", "CREATED", "UPDATED", "NOTE", optional=("WHERE", "CREATED"))
     for task in tasks:
         notes = [waiting_text(task) or ("held by a pause" if task.get("held") else "")]
@@ -298,7 +298,9 @@ def tasks_table(tasks: list[dict]) -> Fitted:
     return made
 
 
-def task_detail(task: dict, messages: Sequence[dict] = (), artifacts: Sequence[dict] = ()) -> Group:
+def task_detail(
+    task: dict[str, Any], messages: Sequence[dict[str, Any]] = (), artifacts: Sequence[dict[str, Any]] = ()
+) -> Group:
     """Everything about one task: the summary, its attempts, its cancellation, its messages
     in brief (`messages`, from the task's messages endpoint), its result, and under each
     step the artifacts it stored (`artifacts`, from the task's artifacts endpoint)."""
@@ -370,18 +372,18 @@ def task_detail(task: dict, messages: Sequence[dict] = (), artifacts: Sequence[d
     return Group(*parts)
 
 
-def _attempt_words(artifacts: Sequence[dict]) -> str:
+def _attempt_words(artifacts: Sequence[dict[str, Any]]) -> str:
     numbers = sorted({a["attempt"] for a in artifacts})
     return ("attempt " if len(numbers) == 1 else "attempts ") + ", ".join(map(str, numbers))
 
 
-def session_summary(task: dict) -> str:
+def session_summary(task: dict[str, Any]) -> str:
     """A session's line where a plan's would be (Part D)."""
     actions = (task.get("session") or {}).get("actions") or []
     return f"a session: {len(actions)} action(s)" + (": " + ", ".join(a["action"] for a in actions) if actions else "")
 
 
-def plan_summary(plan: dict) -> str:
+def plan_summary(plan: dict[str, Any]) -> str:
     if "stages" in plan:
         steps = [step for stage in plan["stages"] for step in stage["steps"]]
         return f"{len(plan['stages'])} stages, {len(steps)} steps: " + ", ".join(s["action"] for s in steps)
@@ -403,7 +405,7 @@ def steered_table(steps: Sequence[Any]) -> Fitted:
     return made
 
 
-def attempts_table(attempts: list[dict]) -> Fitted:
+def attempts_table(attempts: list[dict[str, Any]]) -> Fitted:
     made = table("#", "OUTCOME", "HOST/DEVICE", "ASSIGNED", "DISPATCHED", "ENDED", "RENEWED", title="attempts")
     for attempt in attempts:
         outcome = attempt.get("outcome")
@@ -420,7 +422,7 @@ def attempts_table(attempts: list[dict]) -> Fitted:
     return made
 
 
-def steps_table(steps: list[dict], artifacts: Sequence[dict] = ()) -> Fitted:
+def steps_table(steps: list[dict[str, Any]], artifacts: Sequence[dict[str, Any]] = ()) -> Fitted:
     """The step outcomes; under each step's reason, the artifacts it stored (`artifacts`:
     those of the attempt whose outcomes these are)."""
     made = table("STEP", "OUTCOME", "STARTED", "ENDED", "REASON / ARTIFACTS" if artifacts else "REASON", title="steps")
@@ -455,7 +457,7 @@ def size_text(size: int) -> str:
     return f"{value:.1f} GiB"
 
 
-def artifacts_table(artifacts: list[dict]) -> Fitted:
+def artifacts_table(artifacts: list[dict[str, Any]]) -> Fitted:
     """Every artifact of a task: its step, type, size, when it was stored, and its name (the
     right-most column, which wraps: a name may be long); the attempt (#) too when more than
     one attempt stored some."""
@@ -486,7 +488,7 @@ MESSAGE_STYLE: dict[str, str] = {
 }
 
 
-def _step_count(steps: list) -> str:
+def _step_count(steps: list[Any]) -> str:
     return f"{len(steps)} step{'s' if len(steps) != 1 else ''}"
 
 
@@ -495,7 +497,7 @@ def _step_ids(steps: Any) -> str:
     return f"{_step_count(ids)} ({', '.join(ids)})"
 
 
-def edit_text(data: dict | None) -> str:
+def edit_text(data: dict[str, Any] | None) -> str:
     """A steer's structured edit as a phrase: ``skip d``, ``insert 1 step (a2) after a``."""
     data = data or {}
     if "skip" in data:
@@ -508,7 +510,7 @@ def edit_text(data: dict | None) -> str:
     return ""
 
 
-def _asked(text: str | None, data: dict | None, *, steer: bool = False) -> str:
+def _asked(text: str | None, data: dict[str, Any] | None, *, steer: bool = False) -> str:
     """What a message asks for: its edit or steps, and its words, quoted."""
     parts = []
     if steer:
@@ -520,27 +522,27 @@ def _asked(text: str | None, data: dict | None, *, steer: bool = False) -> str:
     return "; ".join(part for part in parts if part) or "-"
 
 
-def asked_text(message: dict) -> str:
+def asked_text(message: dict[str, Any]) -> str:
     """What a message asks for: ``skip d; "the report is not needed"``, ``1 step (shot)``."""
     return _asked(message.get("text"), message.get("data"), steer=message["intent"] == "steer")
 
 
-def request_text(message: dict) -> str:
+def request_text(message: dict[str, Any]) -> str:
     """``steer: skip d``, ``pause``, ``follow_up: 1 step (shot)``."""
-    intent = message["intent"]
+    intent: str = message["intent"]
     if intent in ("pause", "resume") and not message.get("text"):
         return intent
     return f"{intent}: {asked_text(message)}"
 
 
-def boundary_text(boundary: dict | None) -> str:
+def boundary_text(boundary: dict[str, Any] | None) -> str:
     if boundary is None:
         return "-"
     step = boundary.get("before_step")
     return "after the last step" if step is None else f"before {step}"
 
 
-def message_note(message: dict) -> str:
+def message_note(message: dict[str, Any]) -> str:
     """What became of a message beyond its state: the host's or server's detail, the successor."""
     notes = [message.get("detail") or ""]
     if message.get("successor"):
@@ -552,7 +554,7 @@ def message_state_text(state: str) -> Text:
     return Text(state, style=MESSAGE_STYLE.get(state, ""))
 
 
-def message_times(message: dict) -> str:
+def message_times(message: dict[str, Any]) -> str:
     """Each state the message reached, with its time: ``posted 01:45:12, delivered 01:45:13``."""
     times = (
         ("posted", message.get("created_at")),
@@ -563,7 +565,7 @@ def message_times(message: dict) -> str:
     return ", ".join(f"{label} {when(at)}" for label, at in times if at)
 
 
-def messages_table(messages: list[dict]) -> Fitted:
+def messages_table(messages: list[dict[str, Any]]) -> Fitted:
     made = table("MESSAGE", "STATE", "ATT", "BOUNDARY", "INTENT / DETAIL", fold=("BOUNDARY",))
     for message in messages:
         asked = Text(request_text(message))
@@ -582,7 +584,7 @@ def messages_table(messages: list[dict]) -> Fitted:
     return made
 
 
-def messages_brief(messages: Sequence[dict]) -> Fitted:
+def messages_brief(messages: Sequence[dict[str, Any]]) -> Fitted:
     """The messages of a task in one line each, for `amc task show`."""
     made = table("MESSAGE", "STATE", "INTENT / NOTE", title="messages")
     for message in messages:
@@ -598,7 +600,7 @@ def messages_brief(messages: Sequence[dict]) -> Fitted:
 # -- history ----------------------------------------------------------------------------------
 
 
-def event_text(event: dict) -> str:
+def event_text(event: dict[str, Any]) -> str:
     """One history event as a phrase: ``assigned attempt 1 to h1/amc-sim-01``."""
     data = event.get("data") or {}
     kind = event["type"]
@@ -635,7 +637,7 @@ def event_text(event: dict) -> str:
     return f"{kind} {data}"
 
 
-def _acknowledged_text(data: dict) -> str:
+def _acknowledged_text(data: dict[str, Any]) -> str:
     """``message m_1 admitted before c by attempt 1's host``, or applied by the server itself."""
     text = f"message {data.get('message_id')} {data.get('state')}"
     if data.get("boundary"):
@@ -647,7 +649,7 @@ def _acknowledged_text(data: dict) -> str:
     return text + (f": {data['detail']}" if data.get("detail") else "")
 
 
-def history_table(events: list[dict]) -> Fitted:
+def history_table(events: list[dict[str, Any]]) -> Fitted:
     made = table("SEQ", "AT", "EVENT")
     for event in events:
         _row(made, str(event["seq"]), when(event["at"]), event_text(event))
@@ -661,7 +663,7 @@ def online_text(online: bool | None) -> Text:
     return Text("yes", style="green") if online else Text("no", style="red")
 
 
-def hosts_table(hosts: list[dict], now: float | None = None) -> Fitted:
+def hosts_table(hosts: list[dict[str, Any]], now: float | None = None) -> Fitted:
     """One row per device. ONLINE is the device's (false whenever its host is not seen within
     the server's host timeout); LAST SEEN is the host's latest request, or, from a server
     without host liveness, `-`."""

@@ -24,7 +24,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Literal, Union, overload
 
 import httpx
 
@@ -148,8 +148,8 @@ class Caller:
         body: Any = _UNSET,
         *,
         content: bytes | None = None,
-        params: dict | None = None,
-        headers: dict | None = None,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
         timeout: float | None = None,
     ) -> httpx.Response:
         """One request, unchecked."""
@@ -164,7 +164,7 @@ class Caller:
         self.last = response
         return response
 
-    def call(self, method: str, path: str, body: Any = _UNSET, *, expect: Expect = 200, **options) -> Any:
+    def call(self, method: str, path: str, body: Any = _UNSET, *, expect: Expect = 200, **options: Any) -> Any:
         """One request whose answer must be `expect`; the decoded JSON (None for no body)."""
         response = self.send(method, path, body, **options)
         status, code = (expect, None) if isinstance(expect, int) else expect
@@ -186,22 +186,25 @@ class Caller:
 
     # -- tasks ------------------------------------------------------------------------
 
-    def submit_task(self, plan: dict | None = None, *, expect: Expect = 201, **fields) -> dict:
+    def submit_task(self, plan: dict[str, Any] | None = None, *, expect: Expect = 201, **fields: Any) -> dict[str, Any]:
         body = {"plan": PLAN if plan is None else plan, **fields}
-        task = self.call("POST", "/v1/tasks", body, expect=expect)
+        task: dict[str, Any] = self.call("POST", "/v1/tasks", body, expect=expect)
         if expect == 201:
             self.created.append(task["id"])
         return task
 
-    def get_task(self, task_id: str, *, expect: Expect = 200) -> dict:
-        return self.call("GET", f"/v1/tasks/{task_id}", expect=expect)
+    def get_task(self, task_id: str, *, expect: Expect = 200) -> dict[str, Any]:
+        task: dict[str, Any] = self.call("GET", f"/v1/tasks/{task_id}", expect=expect)
+        return task
 
-    def list_tasks(self, *, expect: Expect = 200, **params) -> dict:
-        return self.call("GET", "/v1/tasks", params=params, expect=expect)
+    def list_tasks(self, *, expect: Expect = 200, **params: Any) -> dict[str, Any]:
+        page: dict[str, Any] = self.call("GET", "/v1/tasks", params=params, expect=expect)
+        return page
 
-    def all_tasks(self, status: str | None = None) -> list[dict]:
+    def all_tasks(self, status: str | None = None) -> list[dict[str, Any]]:
         """Every task this caller may list (following `next`), optionally of one status."""
-        tasks, after = [], None
+        tasks: list[dict[str, Any]] = []
+        after: str | None = None
         while True:
             params: dict[str, Any] = {"limit": 1000}
             if status is not None:
@@ -214,41 +217,50 @@ class Caller:
             if after is None:
                 return tasks
 
-    def history(self, task_id: str, *, expect: Expect = 200) -> list[dict]:
+    def history(self, task_id: str, *, expect: Expect = 200) -> Any:
+        """The task's events (a 200), else the problem document."""
         document = self.call("GET", f"/v1/tasks/{task_id}/history", expect=expect)
         return document["events"] if expect == 200 else document
 
     def event_types(self, task_id: str) -> list[str]:
         return [event["type"] for event in self.history(task_id)]
 
-    def cancel(self, task_id: str, reason: str | None = None, *, expect: Expect = 200, body: Any = _UNSET) -> dict:
+    def cancel(
+        self, task_id: str, reason: str | None = None, *, expect: Expect = 200, body: Any = _UNSET
+    ) -> dict[str, Any]:
         if body is _UNSET:
             body = {} if reason is None else {"reason": reason}
-        return self.call("POST", f"/v1/tasks/{task_id}/cancel", body, expect=expect)
+        answer: dict[str, Any] = self.call("POST", f"/v1/tasks/{task_id}/cancel", body, expect=expect)
+        return answer
 
     # -- hosts ------------------------------------------------------------------------
 
-    def register(self, host_id: str, devices: list, *, expect: Expect = 200) -> dict:
+    def register(self, host_id: str, devices: list[Any], *, expect: Expect = 200) -> dict[str, Any]:
         """Replace `host_id`'s inventory; a device is a serial or ``{"serial", "attributes"}``."""
         listed = [{"serial": d, "attributes": {}} if isinstance(d, str) else d for d in devices]
-        return self.call("PUT", f"/v1/hosts/{host_id}", {"devices": listed}, expect=expect)
+        host: dict[str, Any] = self.call("PUT", f"/v1/hosts/{host_id}", {"devices": listed}, expect=expect)
+        return host
 
-    def get_host(self, host_id: str, *, expect: Expect = 200) -> dict:
-        return self.call("GET", f"/v1/hosts/{host_id}", expect=expect)
+    def get_host(self, host_id: str, *, expect: Expect = 200) -> dict[str, Any]:
+        host: dict[str, Any] = self.call("GET", f"/v1/hosts/{host_id}", expect=expect)
+        return host
 
-    def list_hosts(self, *, expect: Expect = 200) -> dict:
-        return self.call("GET", "/v1/hosts", expect=expect)
+    def list_hosts(self, *, expect: Expect = 200) -> dict[str, Any]:
+        hosts: dict[str, Any] = self.call("GET", "/v1/hosts", expect=expect)
+        return hosts
 
-    def claim(self, host_id: str, *, expect: Expect = 200, timeout: float | None = None, **body) -> Any:
+    def claim(self, host_id: str, *, expect: Expect = 200, timeout: float | None = None, **body: Any) -> Any:
         return self.call("POST", f"/v1/hosts/{host_id}/claim", body, expect=expect, timeout=timeout)
 
-    def start(self, task_id: str, attempt: int, lease_id: Any, *, expect: Expect = 200, **extra) -> dict:
+    def start(self, task_id: str, attempt: int, lease_id: Any, *, expect: Expect = 200, **extra: Any) -> dict[str, Any]:
         body = {**_lease_body(lease_id), **extra}
-        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/start", body, expect=expect)
+        answer: dict[str, Any] = self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/start", body, expect=expect)
+        return answer
 
-    def renew(self, task_id: str, attempt: int, lease_id: Any, *, expect: Expect = 200, **extra) -> dict:
+    def renew(self, task_id: str, attempt: int, lease_id: Any, *, expect: Expect = 200, **extra: Any) -> dict[str, Any]:
         body = {**_lease_body(lease_id), **extra}
-        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/renew", body, expect=expect)
+        answer: dict[str, Any] = self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/renew", body, expect=expect)
+        return answer
 
     def report(
         self,
@@ -260,13 +272,16 @@ class Caller:
         expect: Expect = 200,
         metadata: Any = _UNSET,
         steps: Any = _UNSET,
-    ) -> dict:
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"lease_id": lease_id, "status": status}
         if metadata is not _UNSET:
             body["metadata"] = metadata
         if steps is not _UNSET:
             body["steps"] = steps
-        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/result", body, expect=expect)
+        answer: dict[str, Any] = self.call(
+            "POST", f"/v1/tasks/{task_id}/attempts/{attempt}/result", body, expect=expect
+        )
+        return answer
 
     def release(
         self,
@@ -277,14 +292,17 @@ class Caller:
         expect: Expect = 200,
         reason: Any = _UNSET,
         steps: Any = _UNSET,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """v1.1: give the attempt back (specs/protocol.md "Release: a host gives an attempt back")."""
         body: dict[str, Any] = {"lease_id": lease_id}
         if reason is not _UNSET:
             body["reason"] = reason
         if steps is not _UNSET:
             body["steps"] = steps
-        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/release", body, expect=expect)
+        answer: dict[str, Any] = self.call(
+            "POST", f"/v1/tasks/{task_id}/attempts/{attempt}/release", body, expect=expect
+        )
+        return answer
 
     # -- messages (Part B) --------------------------------------------------------------
 
@@ -297,7 +315,7 @@ class Caller:
         data: Any = _UNSET,
         expect: Expect = 201,
         body: Any = _UNSET,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Send an intent to a task; `body` replaces the one built from the arguments."""
         if body is _UNSET:
             body = {"intent": intent}
@@ -305,9 +323,11 @@ class Caller:
                 body["text"] = text
             if data is not _UNSET:
                 body["data"] = data
-        return self.call("POST", f"/v1/tasks/{task_id}/messages", body, expect=expect)
+        message: dict[str, Any] = self.call("POST", f"/v1/tasks/{task_id}/messages", body, expect=expect)
+        return message
 
-    def messages(self, task_id: str, *, expect: Expect = 200) -> list[dict]:
+    def messages(self, task_id: str, *, expect: Expect = 200) -> Any:
+        """The task's messages (a 200), else the problem document."""
         document = self.call("GET", f"/v1/tasks/{task_id}/messages", expect=expect)
         return document["messages"] if expect == 200 else document
 
@@ -322,16 +342,28 @@ class Caller:
         return found[0]
 
     def acknowledge(
-        self, task_id: str, attempt: int, message_id: str, lease_id: Any, state: str, *, expect: Expect = 200, **body
-    ) -> dict:
+        self,
+        task_id: str,
+        attempt: int,
+        message_id: str,
+        lease_id: Any,
+        state: str,
+        *,
+        expect: Expect = 200,
+        **body: Any,
+    ) -> dict[str, Any]:
         """The host's acknowledgement of a message; `body` adds `boundary` and `detail`."""
         sent = {**_lease_body(lease_id), "state": state, **body}
-        return self.call("POST", f"/v1/tasks/{task_id}/attempts/{attempt}/messages/{message_id}", sent, expect=expect)
+        answer: dict[str, Any] = self.call(
+            "POST", f"/v1/tasks/{task_id}/attempts/{attempt}/messages/{message_id}", sent, expect=expect
+        )
+        return answer
 
     # -- admin ------------------------------------------------------------------------
 
-    def advance_clock(self, seconds: float, *, expect: Expect = 200) -> dict:
-        return self.call("POST", "/v1/admin/clock", {"advance_seconds": seconds}, expect=expect)
+    def advance_clock(self, seconds: float, *, expect: Expect = 200) -> dict[str, Any]:
+        answer: dict[str, Any] = self.call("POST", "/v1/admin/clock", {"advance_seconds": seconds}, expect=expect)
+        return answer
 
 
 # ---------------------------------------------------------------------------------------
@@ -340,7 +372,7 @@ class Caller:
 
 def upload_artifact(
     caller: Caller,
-    lease: Any,
+    lease: Lease,
     name: str,
     data: bytes,
     *,
@@ -351,7 +383,7 @@ def upload_artifact(
     expect: Expect = 201,
 ) -> Any:
     """PUT the bytes of an artifact of `lease`'s attempt (the lease in `Amc-Lease-Id`)."""
-    headers = {}
+    headers: dict[str, str] = {}
     sent_lease = lease.lease_id if lease_id is _UNSET else lease_id
     if sent_lease is not None:
         headers["Amc-Lease-Id"] = sent_lease
@@ -377,7 +409,7 @@ def download_artifact(caller: Caller, task_id: str, artifact_id: str) -> httpx.R
     return response
 
 
-def _lease_body(lease_id: Any) -> dict:
+def _lease_body(lease_id: Any) -> dict[str, Any]:
     return {} if lease_id is None else {"lease_id": lease_id}
 
 
@@ -394,11 +426,11 @@ def _code(document: Any) -> str | None:
     return document.get("code") if isinstance(document, dict) else None
 
 
-def check_problem(response: httpx.Response, status: int, code: str | None) -> dict:
+def check_problem(response: httpx.Response, status: int, code: str | None) -> dict[str, Any]:
     """The problem document of `response`, checked for the shape specs/protocol.md gives it."""
     kind = response.headers.get("content-type", "")
     assert kind.startswith("application/problem+json"), f"a {status} must be application/problem+json, got {kind!r}"
-    problem = response.json()
+    problem: dict[str, Any] = response.json()
     for member in ("type", "title", "status", "detail", "code"):
         assert member in problem, f"problem without {member!r}: {problem}"
     assert problem["status"] == status, problem
@@ -429,7 +461,7 @@ class Lease:
     def expires_ms(self) -> int:
         return ms(self.lease_expires_at)
 
-    def extended(self, answer: dict) -> None:
+    def extended(self, answer: dict[str, Any]) -> None:
         self.lease_expires_at = answer["lease_expires_at"]
         self.granted = time.monotonic()
 
@@ -444,16 +476,27 @@ class Host:
     def __repr__(self) -> str:
         return f"<host {self.id}>"
 
-    def register(self, *devices, expect: Expect = 200) -> dict:
+    def register(self, *devices: Any, expect: Expect = 200) -> dict[str, Any]:
         return self.caller.register(self.id, list(devices), expect=expect)
 
-    def read(self, *, expect: Expect = 200) -> dict:
+    def read(self, *, expect: Expect = 200) -> dict[str, Any]:
         return self.caller.get_host(self.id, expect=expect)
 
-    def claim(self, *, expect: Expect = 200, timeout: float | None = None, **body) -> Lease | None:
+    # A claim expected to succeed gives a Lease; one expected to answer otherwise gives the
+    # decoded answer: None for a 204, the problem document of a refusal.
+    @overload
+    def claim(self, *, expect: Literal[200] = 200, timeout: float | None = None, **body: Any) -> Lease: ...
+
+    @overload
+    def claim(self, *, expect: Expect, timeout: float | None = None, **body: Any) -> Lease | dict[str, Any] | None: ...
+
+    def claim(
+        self, *, expect: Expect = 200, timeout: float | None = None, **body: Any
+    ) -> Lease | dict[str, Any] | None:
         answer = self.caller.claim(self.id, expect=expect, timeout=timeout, **body)
         if expect != 200:
-            return answer
+            other: dict[str, Any] | None = answer
+            return other
         return Lease(
             task_id=answer["task_id"],
             attempt=answer["attempt"],
@@ -465,18 +508,26 @@ class Host:
         )
 
     def start(
-        self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None, **extra
-    ) -> dict:
+        self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None, **extra: Any
+    ) -> dict[str, Any]:
         """Acknowledge the start; `extra` members go into the body (``progress=...``)."""
         return self._extend(self.caller.start, lease, expect, lease_id, attempt, extra)
 
     def renew(
-        self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None, **extra
-    ) -> dict:
+        self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None, **extra: Any
+    ) -> dict[str, Any]:
         """Renew the lease; `extra` members go into the body (``progress=...``)."""
         return self._extend(self.caller.renew, lease, expect, lease_id, attempt, extra)
 
-    def _extend(self, call: Any, lease: Lease, expect: Expect, lease_id: Any, attempt: int | None, extra: dict) -> dict:
+    def _extend(
+        self,
+        call: Callable[..., dict[str, Any]],
+        lease: Lease,
+        expect: Expect,
+        lease_id: Any,
+        attempt: int | None,
+        extra: dict[str, Any],
+    ) -> dict[str, Any]:
         """A start or renewal of `lease` (another lease id or attempt number where given);
         a 200 moves the lease's expiry to what the server granted."""
         answer = call(
@@ -498,8 +549,8 @@ class Host:
         expect: Expect = 200,
         lease_id: Any = _UNSET,
         attempt: int | None = None,
-        **body,
-    ) -> dict:
+        **body: Any,
+    ) -> dict[str, Any]:
         return self.caller.report(
             lease.task_id,
             attempt or lease.attempt,
@@ -510,8 +561,8 @@ class Host:
         )
 
     def release(
-        self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None, **body
-    ) -> dict:
+        self, lease: Lease, *, expect: Expect = 200, lease_id: Any = _UNSET, attempt: int | None = None, **body: Any
+    ) -> dict[str, Any]:
         return self.caller.release(
             lease.task_id,
             attempt or lease.attempt,
@@ -520,7 +571,7 @@ class Host:
             **body,
         )
 
-    def read_task(self, task_id: str, *, expect: Expect = 200) -> dict:
+    def read_task(self, task_id: str, *, expect: Expect = 200) -> dict[str, Any]:
         return self.caller.get_task(task_id, expect=expect)
 
     def acknowledge(
@@ -532,8 +583,8 @@ class Host:
         expect: Expect = 200,
         lease_id: Any = _UNSET,
         attempt: int | None = None,
-        **body,
-    ) -> dict:
+        **body: Any,
+    ) -> dict[str, Any]:
         return self.caller.acknowledge(
             lease.task_id,
             attempt or lease.attempt,
@@ -544,29 +595,31 @@ class Host:
             **body,
         )
 
-    def admit(self, lease: Lease, message_id: str, before_step: str | None, *, expect: Expect = 200, **options) -> dict:
+    def admit(
+        self, lease: Lease, message_id: str, before_step: str | None, *, expect: Expect = 200, **options: Any
+    ) -> dict[str, Any]:
         """Acknowledge `admitted` at the boundary before `before_step` (None: after the last step)."""
         return self.acknowledge(
             lease, message_id, "admitted", boundary={"before_step": before_step}, expect=expect, **options
         )
 
 
-def plan_of(*step_ids: str) -> dict:
+def plan_of(*step_ids: str) -> dict[str, Any]:
     """A plan of one short `wait` step per id, in that order."""
     return {"steps": [{"id": s, "action": "wait", "args": {"seconds": 1}} for s in step_ids]}
 
 
-def steps_all(plan: dict, status: str = "completed", **extra) -> list[dict]:
+def steps_all(plan: dict[str, Any], status: str = "completed", **extra: Any) -> list[dict[str, Any]]:
     """One step outcome per planned step of `plan`, all with `status`."""
     return [{"id": step["id"], "status": status, **extra} for step in plan["steps"]]
 
 
-def ran(*step_ids: str, status: str = "completed") -> list[dict]:
+def ran(*step_ids: str, status: str = "completed") -> list[dict[str, Any]]:
     """Step outcomes of steps that ran (completed unless `status` says otherwise)."""
     return [{"id": s, "status": status} for s in step_ids]
 
 
-def not_started(*step_ids: str, reason: str = "steered") -> list[dict]:
+def not_started(*step_ids: str, reason: str = "steered") -> list[dict[str, Any]]:
     """Step outcomes of steps that never started, with why (a steer removed them, by default)."""
     return [{"id": s, "status": "not_started", "reason": reason} for s in step_ids]
 
@@ -590,12 +643,12 @@ MESSAGE_MEMBERS = frozenset(
 )
 
 
-def as_recorded(host: dict) -> dict:
+def as_recorded(host: dict[str, Any]) -> dict[str, Any]:
     """A host without its liveness (`last_seen_at`, `online`), which every request of its own
     token moves, refused or not: what "the host is unchanged" compares."""
     return {key: value for key, value in host.items() if key not in ("last_seen_at", "online")}
 
 
-def ids(messages: list[dict]) -> list[str]:
+def ids(messages: list[dict[str, Any]]) -> list[str]:
     """The ids of messages, in the order given (a start or renewal answer's, a listing's)."""
     return [m["id"] for m in messages]

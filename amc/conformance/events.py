@@ -11,10 +11,13 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,9 @@ class EventStream:
     A 404 means the target has no stream (the part is optional): `absent` is then True.
     """
 
-    def __init__(self, base_url: str, token: str, last_event_id: str | None = None, params: dict | None = None):
+    def __init__(
+        self, base_url: str, token: str, last_event_id: str | None = None, params: dict[str, Any] | None = None
+    ):
         headers = {"Authorization": f"Bearer {token}"}
         if last_event_id is not None:
             headers["Last-Event-ID"] = last_event_id
@@ -93,12 +98,12 @@ class EventStream:
         with self._lock:
             return list(self.events)
 
-    def tasks(self, *task_ids: str) -> list[dict]:
+    def tasks(self, *task_ids: str) -> list[dict[str, Any]]:
         """The task views received, in order, of `task_ids` only."""
         views = [e.json() for e in self.snapshot() if e.type == "task"]
         return [v for v in views if v["id"] in task_ids]
 
-    def wait(self, probe, timeout: float = 10.0, what: str = "an event") -> Any:
+    def wait(self, probe: Callable[[EventStream], T], timeout: float = 10.0, what: str = "an event") -> T:
         """probe(self)'s first truthy value; fails after `timeout` seconds."""
         deadline = time.monotonic() + timeout
         while True:

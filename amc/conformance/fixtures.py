@@ -17,12 +17,13 @@ from __future__ import annotations
 import subprocess
 import time
 import uuid
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, cast
 
 import pytest
 
 from amc.conformance import plugin
-from amc.conformance.client import RUN_ATTRIBUTE, Caller, Connection, Host, Lease, ms
+from amc.conformance.client import RUN_ATTRIBUTE, Caller, Connection, Expect, Host, Lease, ms
 from amc.conformance.target import ManagedServer, Tokens, TokensError, wait_healthy
 
 REAL_TIME_LEASE = 2.0  # seconds: the lease the expiry scenarios claim without a manual clock
@@ -86,8 +87,9 @@ class Target:
 
 
 @pytest.fixture(scope="session")
-def target(pytestconfig, tmp_path_factory):
-    report = pytestconfig.pluginmanager.get_plugin(plugin.PLUGIN_NAME)
+def target(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    # pytest_configure registered the report (plugin.register), so it is there.
+    report = cast(plugin.ConformanceReport, pytestconfig.pluginmanager.get_plugin(plugin.PLUGIN_NAME))
     url = plugin.option(pytestconfig, "--target-url")
     given_timeout = plugin.option(pytestconfig, "--host-timeout")
     try:
@@ -125,7 +127,7 @@ def target(pytestconfig, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def connection(target):
+def connection(target: Target) -> Iterator[Connection]:
     connection = Connection(target.url)
     if not connection.health():
         pytest.exit(f"{target.url}/v1/health does not answer 200: is the server running?", returncode=3)
@@ -193,10 +195,11 @@ class Clock:
 
 
 @pytest.fixture(scope="session")
-def clock(target, connection, pytestconfig):
+def clock(target: Target, connection: Connection, pytestconfig: pytest.Config) -> Clock:
     admin = connection.caller(target.tokens.admin, "admin")
     answer = admin.send("POST", "/v1/admin/clock", {"advance_seconds": 0.001})
-    report = pytestconfig.pluginmanager.get_plugin(plugin.PLUGIN_NAME)
+    # pytest_configure registered the report (plugin.register), so it is there.
+    report = cast(plugin.ConformanceReport, pytestconfig.pluginmanager.get_plugin(plugin.PLUGIN_NAME))
     if answer.status_code == 200:
         report.run.update(
             clock="manual", clock_detail="POST /v1/admin/clock moves time; scenarios run at exact instants"
@@ -249,10 +252,10 @@ class Scene:
         """A device serial unique to this test; `name` keeps its place in serial order."""
         return f"{name}.{self.tag}"
 
-    def device(self, name: str, **attributes: str) -> dict:
+    def device(self, name: str, **attributes: str) -> dict[str, Any]:
         return {"serial": self.serial(name), "attributes": {RUN_ATTRIBUTE: self.tag, **attributes}}
 
-    def requirements(self, serial: str | None = None, **attributes: str) -> dict:
+    def requirements(self, serial: str | None = None, **attributes: str) -> dict[str, Any]:
         return {
             "serial": None if serial is None else self.serial(serial),
             "attributes": {RUN_ATTRIBUTE: self.tag, **attributes},
@@ -262,7 +265,7 @@ class Scene:
         """An idempotency key unique to this test."""
         return f"{name}.{self.tag}"
 
-    def mine(self, host: dict) -> list[dict]:
+    def mine(self, host: dict[str, Any]) -> list[dict[str, Any]]:
         """This test's devices of a host (a shared server keeps other tests' reserved devices)."""
         return [d for d in host["devices"] if d["serial"].endswith(f".{self.tag}")]
 
@@ -273,10 +276,10 @@ class Scene:
         client: Caller | None = None,
         *,
         serial: str | None = None,
-        attributes: dict | None = None,
-        expect=201,
-        **fields,
-    ) -> dict:
+        attributes: dict[str, str] | None = None,
+        expect: Expect = 201,
+        **fields: Any,
+    ) -> dict[str, Any]:
         """Submit a task that only this test's devices match."""
         fields.setdefault("requirements", self.requirements(serial, **(attributes or {})))
         return (client or self.acme).submit_task(expect=expect, **fields)
@@ -289,8 +292,8 @@ class Scene:
         device: str = "emulator-5554",
         lease_seconds: float | None = None,
         client: Caller | None = None,
-        **fields,
-    ) -> tuple[dict, Lease]:
+        **fields: Any,
+    ) -> tuple[dict[str, Any], Lease]:
         """Given a task `dispatched` (or `assigned`, start=False) as attempt 1 on `host`/`device`.
 
         Registers `host` with that one device, submits the task, claims and starts it.
@@ -305,7 +308,7 @@ class Scene:
             host.start(lease)
         return task, lease
 
-    def task(self, task_id: str) -> dict:
+    def task(self, task_id: str) -> dict[str, Any]:
         return self.admin.get_task(task_id)
 
     def cleanup(self) -> None:
@@ -318,22 +321,22 @@ class Scene:
 
 
 @pytest.fixture
-def scene(target, connection, clock):
+def scene(target: Target, connection: Connection, clock: Clock) -> Iterator[Scene]:
     scene = Scene(target, connection, clock)
     yield scene
     scene.cleanup()
 
 
 @pytest.fixture
-def acme(scene):
+def acme(scene: Scene) -> Caller:
     return scene.acme
 
 
 @pytest.fixture
-def h1(scene):
+def h1(scene: Scene) -> Host:
     return scene.h1
 
 
 @pytest.fixture
-def h2(scene):
+def h2(scene: Scene) -> Host:
     return scene.h2

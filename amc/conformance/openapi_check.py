@@ -36,10 +36,16 @@ import os
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Generator
+
+    from _pytest._code.code import TerminalRepr, TracebackStyle
+    from openapi_core import OpenAPI
 
 OPTION = "--validate-openapi"
 ENV = "AMC_CONFORMANCE_OPENAPI"
@@ -141,7 +147,7 @@ class OpenAPICheck:
         self.openapi = _load(spec_path.resolve())
         self.finder = APICallPathFinder(self.openapi.spec)
         self.validated: Counter[tuple[str, str, int]] = Counter()
-        self.mismatches: dict[tuple[str, str, int, str], list] = {}  # key -> [count, example]
+        self.mismatches: dict[tuple[str, str, int, str], list[Any]] = {}  # key -> [count, example]
         self._lock = threading.Lock()
 
     # -- what a run saw -------------------------------------------------------------------
@@ -185,7 +191,7 @@ class OpenAPICheck:
                     request.path,
                 )
 
-    def _check_unrouted(self, request: _Request, response: _Response, template: str, allowed: set | None) -> None:
+    def _check_unrouted(self, request: _Request, response: _Response, template: str, allowed: set[str] | None) -> None:
         """A request that names no documented operation: only the answers the document gives it."""
         method, status = request.method.upper(), response.status_code
         self.validated[(method, template, status)] += 1
@@ -222,7 +228,7 @@ class OpenAPICheck:
                     request.path,
                 )
 
-    def _schema_errors(self, media: dict, data: bytes) -> list[str]:
+    def _schema_errors(self, media: dict[str, Any], data: bytes) -> list[str]:
         from openapi_schema_validator import OAS31Validator
 
         try:
@@ -236,7 +242,8 @@ class OpenAPICheck:
     # -- the document ---------------------------------------------------------------------
 
     def _paths(self) -> dict[str, Any]:
-        return (self.openapi.spec / "paths").read_value()
+        paths: dict[str, Any] = (self.openapi.spec / "paths").read_value()
+        return paths
 
     def _template_of(self, path: str) -> str:
         from openapi_core.templating.paths.parsers import PathParser
@@ -271,7 +278,7 @@ class OpenAPICheck:
 
 
 @functools.cache
-def _load(spec_path: Path):
+def _load(spec_path: Path) -> OpenAPI:
     """The document, checked to be valid OpenAPI (about a second; once per run)."""
     from openapi_core import Config, OpenAPI
 
@@ -321,7 +328,9 @@ class OpenAPIReport:
         self.attached = False
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_fixture_setup(self, fixturedef, request):
+    def pytest_fixture_setup(
+        self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
+    ) -> Generator[None, object, object]:
         value = yield
         if fixturedef.argname == "connection" and hasattr(value, "observe"):
             value.observe(self.check.observe)
@@ -329,11 +338,15 @@ class OpenAPIReport:
         return value
 
     @pytest.hookimpl(trylast=True)  # after -k/-m deselection: only when scenarios will run
-    def pytest_collection_modifyitems(self, session, config, items) -> None:
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
         if any(_talks_to_the_target(item) for item in items):
             items.append(OpenAPICheckItem.from_parent(session, name=ITEM_NAME, check=self.check, report=self))
 
-    def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
+    def pytest_terminal_summary(
+        self, terminalreporter: pytest.TerminalReporter, exitstatus: pytest.ExitCode, config: pytest.Config
+    ) -> None:
         if not self.check.validated:
             return
         write = terminalreporter.write_line
@@ -358,7 +371,7 @@ def _talks_to_the_target(item: pytest.Item) -> bool:
 class OpenAPICheckItem(pytest.Item):
     """Runs last: fails if any exchange of the run differed from the document."""
 
-    def __init__(self, *, check: OpenAPICheck, report: OpenAPIReport, **kwargs):
+    def __init__(self, *, check: OpenAPICheck, report: OpenAPIReport, **kwargs: Any):
         super().__init__(**kwargs)
         self.check = check
         self.report = report
@@ -374,12 +387,14 @@ class OpenAPICheckItem(pytest.Item):
         if mismatches:
             raise OpenAPIMismatch(mismatches)
 
-    def repr_failure(self, excinfo, style=None):
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None
+    ) -> str | TerminalRepr:
         if isinstance(excinfo.value, OpenAPIMismatch):
             return "\n".join([f"the exchanges of this run against {self.check.spec_path}:", *excinfo.value.lines])
         return super().repr_failure(excinfo, style)
 
-    def reportinfo(self):
+    def reportinfo(self) -> tuple[Path, None, str]:
         return self.check.spec_path, None, f"{ITEM_NAME}: every exchange matched {self.check.spec_path.name}"
 
 

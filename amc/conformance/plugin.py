@@ -131,7 +131,9 @@ class ConformanceReport:
     # -- collection and outcomes --------------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect: deselected ids read "not run"
-    def pytest_collection_modifyitems(self, session, config, items) -> None:
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
         for item in items:
             if HERE not in Path(str(item.path)).resolve().parents:
                 self.foreign_items += 1
@@ -230,7 +232,7 @@ class ConformanceReport:
             return Path(given)
         return Path(tempfile.gettempdir()) / "amc-conformance-report.json"
 
-    def pytest_sessionfinish(self, session, exitstatus) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         if not self.ids_of:
             return
         path = self.report_path()
@@ -241,7 +243,9 @@ class ConformanceReport:
         except OSError as error:
             self.run["report_error"] = str(error)
 
-    def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
+    def pytest_terminal_summary(
+        self, terminalreporter: pytest.TerminalReporter, exitstatus: pytest.ExitCode, config: pytest.Config
+    ) -> None:
         if not self.ids_of:
             return
         document = self.document()

@@ -115,7 +115,7 @@ def write_tokens(path: Path) -> Path:
     return path
 
 
-def wait_healthy(url: str, timeout: float = 20.0, process: subprocess.Popen | None = None) -> None:
+def wait_healthy(url: str, timeout: float = 20.0, process: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
@@ -165,7 +165,7 @@ class ManagedServer:
         self.host_timeout = host_timeout
         self.port = 0
         self.url: str | None = None
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30.0) -> ManagedServer:
         env = dict(os.environ)
@@ -234,7 +234,7 @@ class ManagedServer:
     def __enter__(self) -> ManagedServer:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def log_tail(self, chars: int = 3000) -> str:

@@ -15,6 +15,9 @@ from urllib.parse import quote
 
 import anyio.to_thread
 
+# A JSON object: a request's body or query parameters, or the server's answer, read by member name.
+Json = dict[str, Any]
+
 # Long polls (an action's outcome) wait on the server at most this long per request
 # (specs/protocol.md Part D: wait_seconds is 0..30).
 MAX_WAIT_SECONDS = 30.0
@@ -38,7 +41,7 @@ class Transport(Protocol):
     """Blocking requests to the control plane, with a caller's token; both raise `ApiFailure`."""
 
     def request(
-        self, method: str, path: str, body: Any = None, params: dict | None = None, *, repeatable: bool | None = None
+        self, method: str, path: str, body: Any = None, params: Json | None = None, *, repeatable: bool | None = None
     ) -> tuple[int, Any]:
         """The status and decoded JSON; `repeatable` (default: only a GET) says whether the
         request may be sent again after an answer was lost."""
@@ -60,31 +63,33 @@ class Api:
         self._transport = transport
 
     async def _json(
-        self, method: str, path: str, body: Any = None, params: dict | None = None, *, repeatable: bool | None = None
-    ) -> tuple[int, Any]:
+        self, method: str, path: str, body: Any = None, params: Json | None = None, *, repeatable: bool | None = None
+    ) -> tuple[int, Json]:
+        # Every route this module names answers a JSON object.
         call = functools.partial(self._transport.request, method, path, body, params, repeatable=repeatable)
         return await anyio.to_thread.run_sync(call)
 
     # -- Part A -----------------------------------------------------------------------
 
-    async def hosts(self) -> list[dict]:
-        return (await self._json("GET", "/v1/hosts"))[1]["hosts"]
+    async def hosts(self) -> list[Json]:
+        hosts: list[Json] = (await self._json("GET", "/v1/hosts"))[1]["hosts"]
+        return hosts
 
-    async def submit(self, body: dict) -> dict:
+    async def submit(self, body: Json) -> Json:
         return (await self._json("POST", "/v1/tasks", body, repeatable=bool(body.get("idempotency_key"))))[1]
 
-    async def task(self, task_id: str) -> dict:
+    async def task(self, task_id: str) -> Json:
         return (await self._json("GET", f"/v1/tasks/{_segment(task_id)}"))[1]
 
-    async def cancel(self, task_id: str, reason: str | None) -> dict:
+    async def cancel(self, task_id: str, reason: str | None) -> Json:
         body = {} if reason is None else {"reason": reason}
         # A cancel is idempotent (CANCEL-IDEMPOTENT): safe to send again after a lost answer.
         return (await self._json("POST", f"/v1/tasks/{_segment(task_id)}/cancel", body, repeatable=True))[1]
 
     # -- Part B -----------------------------------------------------------------------
 
-    async def message(self, task_id: str, intent: str, text: str | None = None, data: dict | None = None) -> dict:
-        body: dict[str, Any] = {"intent": intent}
+    async def message(self, task_id: str, intent: str, text: str | None = None, data: Json | None = None) -> Json:
+        body: Json = {"intent": intent}
         if text is not None:
             body["text"] = text
         if data is not None:
@@ -93,8 +98,9 @@ class Api:
 
     # -- Part C -----------------------------------------------------------------------
 
-    async def artifacts(self, task_id: str) -> list[dict]:
-        return (await self._json("GET", f"/v1/tasks/{_segment(task_id)}/artifacts"))[1]["artifacts"]
+    async def artifacts(self, task_id: str) -> list[Json]:
+        artifacts: list[Json] = (await self._json("GET", f"/v1/tasks/{_segment(task_id)}/artifacts"))[1]["artifacts"]
+        return artifacts
 
     async def artifact(self, task_id: str, artifact_id: str) -> tuple[str, bytes]:
         path = f"/v1/tasks/{_segment(task_id)}/artifacts/{_segment(artifact_id)}"
@@ -102,21 +108,22 @@ class Api:
 
     # -- Part D -----------------------------------------------------------------------
 
-    async def post_action(self, task_id: str, step: dict, wait_seconds: float) -> dict:
+    async def post_action(self, task_id: str, step: Json, wait_seconds: float) -> Json:
         """The action as it stands when it ended or `wait_seconds` passed. Posting the same id
         with the same body again only reads the action back, so a lost answer may be retried."""
         path = f"/v1/tasks/{_segment(task_id)}/actions"
         params = {"wait_seconds": _wait(wait_seconds)}
         return (await self._json("POST", path, step, params, repeatable=True))[1]
 
-    async def action(self, task_id: str, action_id: str, wait_seconds: float = 0) -> dict:
+    async def action(self, task_id: str, action_id: str, wait_seconds: float = 0) -> Json:
         path = f"/v1/tasks/{_segment(task_id)}/actions/{_segment(action_id)}"
         return (await self._json("GET", path, params={"wait_seconds": _wait(wait_seconds)}))[1]
 
-    async def actions(self, task_id: str) -> list[dict]:
-        return (await self._json("GET", f"/v1/tasks/{_segment(task_id)}/actions"))[1]["actions"]
+    async def actions(self, task_id: str) -> list[Json]:
+        actions: list[Json] = (await self._json("GET", f"/v1/tasks/{_segment(task_id)}/actions"))[1]["actions"]
+        return actions
 
-    async def end(self, task_id: str) -> dict:
+    async def end(self, task_id: str) -> Json:
         # Ending an ended session answers it as it stands and records nothing: repeatable.
         return (await self._json("POST", f"/v1/tasks/{_segment(task_id)}/end", {}, repeatable=True))[1]
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from amc.core.lifecycle import StepStatus, TaskStatus
 
+from .api import Json
+
 OUTPUT_CHARS = 4000  # the tail of an action's output shown inline; the whole of a long one is an artifact
 FINAL_ACTION = frozenset(status.value for status in StepStatus)
 FINAL_TASK = frozenset({TaskStatus.done.value, TaskStatus.failed.value, TaskStatus.cancelled.value})
@@ -24,11 +26,11 @@ _PENDING = {
 }
 
 
-def is_final(action: dict) -> bool:
+def is_final(action: Json) -> bool:
     return action.get("status") in FINAL_ACTION
 
 
-def action_line(action: dict) -> str:
+def action_line(action: Json) -> str:
     """`#3 tap {"x": 540, "y": 300} (id tap-1a2b3c): completed`, with the reason when there is one."""
     args = json.dumps(action.get("args") or {}, ensure_ascii=False)
     line = f"#{action.get('seq')} {action.get('action')} {args} (id {action.get('id')}): {action.get('status')}"
@@ -37,7 +39,7 @@ def action_line(action: dict) -> str:
     return line
 
 
-def action_text(action: dict) -> str:
+def action_text(action: Json) -> str:
     """The whole outcome of one action: status, reason, output, artifacts, and what to do while it runs."""
     lines = [f"Action {action_line(action)}"]
     status = action.get("status")
@@ -59,7 +61,7 @@ def action_text(action: dict) -> str:
     return "\n".join(lines)
 
 
-def task_text(task: dict, actions: list[dict] | None = None, shown_actions: int = 20) -> str:
+def task_text(task: Json, actions: list[Json] | None = None, shown_actions: int = 20) -> str:
     """A task (a plan's or a session's) as the server shows it: status, device, result, cancel, pause."""
     kind = "Session" if task.get("session") is not None else "Task"
     lines = [f"{kind} {task['id']}: {task['status']}."]
@@ -100,7 +102,7 @@ def task_text(task: dict, actions: list[dict] | None = None, shown_actions: int 
     return "\n".join(lines)
 
 
-def message_text(message: dict, task_id: str) -> str:
+def message_text(message: Json, task_id: str) -> str:
     text = f"Message {message.get('id')} ({message.get('intent')}) to task {task_id}: {message.get('state')}"
     if message.get("detail"):
         text += f", {message['detail']}"
@@ -109,7 +111,7 @@ def message_text(message: dict, task_id: str) -> str:
     return text + "."
 
 
-def devices_text(hosts: list[dict]) -> str:
+def devices_text(hosts: list[Json]) -> str:
     if not hosts:
         return "No host has registered with the control plane, so there is no device."
     lines = []
@@ -127,14 +129,14 @@ def devices_text(hosts: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def artifact_line(artifact: dict) -> str:
+def artifact_line(artifact: Json) -> str:
     return (
         f"{artifact['id']}: {artifact.get('name')} ({artifact.get('content_type')}, {artifact.get('size')} bytes), "
         f"attempt {artifact.get('attempt')}, step/action {artifact.get('step')}"
     )
 
 
-def _step_line(step: dict) -> str:
+def _step_line(step: Json) -> str:
     line = f"{step.get('id')}: {step.get('status')}"
     if step.get("reason"):
         line += f", reason: {step['reason']}"

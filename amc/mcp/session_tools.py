@@ -12,7 +12,7 @@ import base64
 import secrets
 import time
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -20,8 +20,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import Field
 
+from amc.core.lifecycle import StepStatus, TaskStatus
+
 from . import describe, uitree
-from .api import Api, ApiFailure
+from .api import Api, ApiFailure, Json
 from .errors import tool_error
 
 SessionId = Annotated[str, Field(description="The session_id that start_session returned.")]
@@ -45,7 +47,7 @@ ASSIGN_POLL_SECONDS = 0.25
 def register(server: MCPServer, api: Api) -> None:
     """Add the session tools to `server`; each one talks to the control plane through `api`."""
 
-    async def act(session_id: str, action: str, args: dict[str, Any], wait_seconds: float) -> dict:
+    async def act(session_id: str, action: str, args: Json, wait_seconds: float) -> Json:
         """Post one action and wait (bounded) for its outcome; the action as the server has it then."""
         action_id = f"{action}-{secrets.token_hex(4)}"
         step = {"id": action_id, "action": action, "args": args}
@@ -58,14 +60,14 @@ def register(server: MCPServer, api: Api) -> None:
             raise tool_error(failure, f"send {action} to session {session_id}") from None
         return found
 
-    def outcome(action: dict, *extra: TextContent | ImageContent) -> CallToolResult:
+    def outcome(action: Json, *extra: TextContent | ImageContent) -> CallToolResult:
         """The action's outcome; an error result (isError) unless it completed or is still pending."""
-        failed = describe.is_final(action) and action["status"] != describe.StepStatus.completed
+        failed = describe.is_final(action) and action["status"] != StepStatus.completed
         return CallToolResult(
             content=[TextContent(type="text", text=describe.action_text(action)), *extra], is_error=failed
         )
 
-    async def artifact_of(session_id: str, action: dict, kind: str) -> tuple[str, bytes] | None:
+    async def artifact_of(session_id: str, action: Json, kind: str) -> tuple[str, bytes] | None:
         """The first artifact of a completed action whose content type contains `kind` ("image", "xml")."""
         for artifact_id in action.get("artifacts") or []:
             try:
@@ -112,7 +114,7 @@ def register(server: MCPServer, api: Api) -> None:
         press_key, launch_app, shell to act) until you call end_session. Reports progress while it waits for a
         free phone. Returns the session_id that every other session tool needs, and the phone it got. Call
         end_session when you are done, so that the phone goes back to the fleet."""
-        requirements: dict[str, Any] = {"attributes": dict(attributes or {})}
+        requirements: Json = {"attributes": dict(attributes or {})}
         if model is not None:
             requirements["attributes"]["model"] = model
         if serial is not None:
@@ -127,7 +129,7 @@ def register(server: MCPServer, api: Api) -> None:
         try:
             task = await api.submit(body)
             started = time.monotonic()
-            while task["status"] == describe.TaskStatus.queued.value:
+            while task["status"] == TaskStatus.queued.value:
                 waited = time.monotonic() - started
                 if waited >= wait_seconds:
                     return (
@@ -228,7 +230,7 @@ def register(server: MCPServer, api: Api) -> None:
         """Run a shell command on the phone (adb shell) and return its outcome and output. A long command can be
         left running: pass a small wait_seconds, then call action_status to wait for it, or cancel_task to stop
         it (it then ends interrupted). The host's policy may refuse a command: that is reported `refused`."""
-        args: dict[str, Any] = {"command": command}
+        args: Json = {"command": command}
         if timeout_seconds is not None:
             args["timeout_seconds"] = timeout_seconds
         return outcome(await act(session_id, "shell", args, wait_seconds))
@@ -239,7 +241,7 @@ def register(server: MCPServer, api: Api) -> None:
         what is on the screen before you decide the next action; ui_tree gives the same screen as text with
         exact coordinates."""
         action = await act(session_id, "screenshot", {}, wait_seconds)
-        if action["status"] != describe.StepStatus.completed:
+        if action["status"] != StepStatus.completed:
             return outcome(action)
         image = await artifact_of(session_id, action, "image")
         if image is None:
@@ -257,9 +259,9 @@ def register(server: MCPServer, api: Api) -> None:
         picture = ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=content_type.split(";")[0])
         return outcome(action, picture)
 
-    async def dump(session_id: str, wait_seconds: float) -> tuple[dict, list[uitree.Element] | None]:
+    async def dump(session_id: str, wait_seconds: float) -> tuple[Json, list[uitree.Element] | None]:
         action = await act(session_id, "ui_dump", {}, wait_seconds)
-        if action["status"] != describe.StepStatus.completed:
+        if action["status"] != StepStatus.completed:
             return action, None
         found = await artifact_of(session_id, action, "xml")
         if found is None:

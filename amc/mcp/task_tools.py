@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import time
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -16,12 +16,12 @@ from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import Field
 
 from . import describe
-from .api import Api, ApiFailure
+from .api import Api, ApiFailure, Json
 from .errors import tool_error
 
 TaskId = Annotated[str, Field(description="The task's id (a session's session_id is its task id).")]
 Steps = Annotated[
-    list[dict[str, Any]],
+    list[Json],
     Field(
         min_length=1,
         description='Steps run in order, each {"id": "a unique name", "action": ..., "args": {...}}. Actions and '
@@ -49,7 +49,7 @@ def register(server: MCPServer, api: Api) -> None:
         """Submit a fixed plan of steps that a phone of the fleet runs from start to end without you, e.g. a smoke
         test. Returns the task id at once; task_status follows it, cancel_task stops it, steer_task changes
         the steps not yet run. To decide each action while looking at the screen, use start_session instead."""
-        requirements: dict[str, Any] = {"attributes": {} if model is None else {"model": model}}
+        requirements: Json = {"attributes": {} if model is None else {"model": model}}
         if serial is not None:
             requirements["serial"] = serial
         body = {
@@ -99,7 +99,7 @@ def register(server: MCPServer, api: Api) -> None:
             return f"Cancellation requested; the phone has not confirmed the stop yet.\n{describe.task_text(task)}"
         return describe.task_text(task)
 
-    async def post(task_id: str, intent: str, text: str | None = None, data: dict | None = None) -> str:
+    async def post(task_id: str, intent: str, text: str | None = None, data: Json | None = None) -> str:
         try:
             message = await api.message(task_id, intent, text, data)
         except ApiFailure as failure:
@@ -123,7 +123,7 @@ def register(server: MCPServer, api: Api) -> None:
         text: Annotated[str | None, Field(description="Free-form guidance for the task.")] = None,
         skip: Annotated[list[str] | None, Field(description="Ids of steps not to run.")] = None,
         replace_remaining: Annotated[
-            list[dict[str, Any]] | None,
+            list[Json] | None,
             Field(description="New steps to run instead of every step not yet started (same form as submit_plan)."),
         ] = None,
     ) -> str:
@@ -135,7 +135,7 @@ def register(server: MCPServer, api: Api) -> None:
             raise ToolError("Give either skip or replace_remaining, not both: one steer carries one edit.")
         if text is None and not edits:
             raise ToolError("Give text, skip or replace_remaining: a steer must say something.")
-        data: dict[str, Any] | None = {"skip": skip} if skip is not None else None
+        data: Json | None = {"skip": skip} if skip is not None else None
         if replace_remaining is not None:
             data = {"replace_remaining": replace_remaining}
         return await post(task_id, "steer", text, data)
@@ -144,7 +144,7 @@ def register(server: MCPServer, api: Api) -> None:
     async def follow_up(
         task_id: TaskId,
         steps: Annotated[
-            list[dict[str, Any]] | None,
+            list[Json] | None,
             Field(description="Steps for a follow-up task on the same kind of phone (same form as submit_plan)."),
         ] = None,
         text: Annotated[str | None, Field(description="What the follow-up is for.")] = None,

@@ -14,7 +14,7 @@ import itertools
 import re
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 from .log import CommandLog
 from .logcat import LogcatRing
@@ -49,6 +49,26 @@ def build_properties(spec: SimDeviceSpec) -> dict[str, str]:
         "sys.boot_completed": "1",
         "persist.sys.timezone": "UTC",
     }
+
+
+class ProcessState(TypedDict):
+    pid: int
+    cmdline: str
+
+
+class DeviceState(TypedDict):
+    """What `SimDevice.snapshot` shows of a device (and `host:amc-sim-state` serves as JSON)."""
+
+    serial: str
+    state: str
+    silent: bool
+    model: str
+    foreground: str | None
+    back_stack: list[str]
+    input_events: list[str]
+    typed_text: str
+    files: list[str]
+    processes: list[ProcessState]
 
 
 class SimDevice:
@@ -247,7 +267,7 @@ class SimDevice:
 
     # --- snapshots ----------------------------------------------------------------
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> DeviceState:
         """The observable state as JSON-ready data (served by `host:amc-sim-state`)."""
         with self._lock:
             return {

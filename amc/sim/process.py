@@ -31,7 +31,7 @@ class Hangup(Exception):
 
     @property
     def signal(self) -> str:
-        return self.args[0]
+        return str(self.args[0])
 
 
 class Killed(Exception):
@@ -39,7 +39,7 @@ class Killed(Exception):
 
     @property
     def signal(self) -> str:
-        return self.args[0]
+        return str(self.args[0])
 
 
 class TimeLimitReached(Exception):

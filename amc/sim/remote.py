@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .log import CommandRecord
+
+if TYPE_CHECKING:
+    from .device import DeviceState
 
 
 class SimulatorError(Exception):
@@ -33,9 +36,10 @@ def fetch_log(port: int, serial: str, *, host: str = "127.0.0.1", timeout: float
     return [CommandRecord.from_json(entry) for entry in body]
 
 
-def fetch_state(port: int, serial: str, *, host: str = "127.0.0.1", timeout: float = 5.0) -> dict[str, Any]:
+def fetch_state(port: int, serial: str, *, host: str = "127.0.0.1", timeout: float = 5.0) -> DeviceState:
     """The observable state of `serial` (foreground app, typed text, files, processes)."""
-    return json.loads(_request(f"host:amc-sim-state:{serial}", port, host, timeout))
+    state: DeviceState = json.loads(_request(f"host:amc-sim-state:{serial}", port, host, timeout))
+    return state
 
 
 def inject_fault(port: int, serial: str, *, host: str = "127.0.0.1", timeout: float = 5.0, **fault: Any) -> None:

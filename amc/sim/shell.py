@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import programs
-from .invocation import Invocation, parse_duration
+from .invocation import Invocation, Output, parse_duration
 from .process import SimProcess, TimeLimitReached
 from .shell_syntax import AndOr, Command, Pipeline, Script, ShellSyntaxError, Word, parse
 
@@ -26,7 +26,11 @@ _BIN_DIRS = ("/system/bin/", "/system/xbin/", "/bin/", "/vendor/bin/")
 
 
 class _Exit(Exception):
-    """`exit N` unwinds the current (sub)shell."""
+    """`exit N` unwinds the current (sub)shell; `status` (also args[0]) is N."""
+
+    def __init__(self, status: int):
+        super().__init__(status)
+        self.status = status
 
 
 # --- outputs ---------------------------------------------------------------------
@@ -45,7 +49,7 @@ class ProcessOutput:
 class BufferOutput:
     """Collects a pipeline stage's output for the next stage's stdin."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.data = bytearray()
 
     def write(self, data: bytes) -> None:
@@ -96,14 +100,14 @@ class Shell:
         try:
             return self.run_script(script, out)
         except _Exit as exit_:
-            return exit_.args[0]
+            return exit_.status
 
-    def run_script(self, script: Script, out) -> int:
+    def run_script(self, script: Script, out: Output) -> int:
         for item in script.items:
             self.status = self._run_and_or(item, out)
         return self.status
 
-    def _run_and_or(self, node: AndOr, out) -> int:
+    def _run_and_or(self, node: AndOr, out: Output) -> int:
         status = self._run_pipeline(node.first, out)
         for op, pipeline in node.rest:
             if (op == "&&") == (status == 0):
@@ -111,21 +115,22 @@ class Shell:
             self.status = status
         return status
 
-    def _run_pipeline(self, node: Pipeline, out) -> int:
+    def _run_pipeline(self, node: Pipeline, out: Output) -> int:
         stdin = b""
         status = 0
         for index, command in enumerate(node.commands):
-            last = index == len(node.commands) - 1
-            stage_out = out if last else BufferOutput()
-            status = self._run_command(command, stdin, stage_out)
-            if not last:
+            if index == len(node.commands) - 1:
+                status = self._run_command(command, stdin, out)
+            else:
+                stage_out = BufferOutput()
+                status = self._run_command(command, stdin, stage_out)
                 stdin = bytes(stage_out.data)
         return status
 
-    def _run_command(self, node: Command, stdin: bytes, out) -> int:
+    def _run_command(self, node: Command, stdin: bytes, out: Output) -> int:
         self.process.check()
         argv = [self.expand(word) for word in node.words]
-        fds = {1: out, 2: out}
+        fds: dict[int, Output] = {1: out, 2: out}
         for redirect in node.redirects:
             target = self.expand(redirect.target)
             if redirect.op == ">&":
@@ -141,7 +146,7 @@ class Shell:
             return 0
         return self.run_argv(argv, stdin, fds[1], fds[2])
 
-    def run_argv(self, argv: list[str], stdin: bytes, stdout, stderr) -> int:
+    def run_argv(self, argv: list[str], stdin: bytes, stdout: Output, stderr: Output) -> int:
         """Run one program by name; the exit status is that of the program."""
         name = argv[0]
         for directory in _BIN_DIRS:
@@ -195,7 +200,7 @@ def _sh(inv: Invocation) -> int:
     try:
         return nested.run_script(script, inv.stdout)
     except _Exit as exit_:
-        return exit_.args[0]
+        return exit_.status
 
 
 def _timeout(inv: Invocation) -> int:

@@ -72,12 +72,12 @@ def _tokenize(source: str) -> list[Word | str]:
     in_word = False  # true once anything (even '') belongs to the current word
     i = 0
 
-    def flush_literal():
+    def flush_literal() -> None:
         if literal:
             parts.append(("lit", "".join(literal)))
             literal.clear()
 
-    def end_word():
+    def end_word() -> None:
         nonlocal in_word
         flush_literal()
         if in_word:
@@ -185,10 +185,10 @@ def parse(source: str) -> Script:
     tokens = _tokenize(source)
     position = 0
 
-    def peek():
+    def peek() -> Word | str | None:
         return tokens[position] if position < len(tokens) else None
 
-    def take():
+    def take() -> Word | str:
         nonlocal position
         position += 1
         return tokens[position - 1]
@@ -199,7 +199,8 @@ def parse(source: str) -> Script:
         while True:
             token = peek()
             if isinstance(token, Word):
-                words.append(take())
+                take()
+                words.append(token)
             elif isinstance(token, str) and token.lstrip("0123456789") in (">", ">>", ">&"):
                 take()
                 op = token.lstrip("0123456789")
@@ -207,7 +208,8 @@ def parse(source: str) -> Script:
                 target = peek()
                 if not isinstance(target, Word):
                     raise ShellSyntaxError(f"unexpected {describe(target)}")
-                redirects.append(Redirect(fd, op, take()))
+                take()
+                redirects.append(Redirect(fd, op, target))
             elif token == "<":
                 raise ShellSyntaxError("input redirection is not simulated")
             elif token in ("(", ")"):
@@ -228,23 +230,23 @@ def parse(source: str) -> Script:
 
     def and_or() -> AndOr:
         first = pipeline()
-        rest = []
-        while peek() in ("&&", "||"):
-            op = take()
+        rest: list[tuple[str, Pipeline]] = []
+        while isinstance(op := peek(), str) and op in ("&&", "||"):
+            take()
             skip_newlines()
             rest.append((op, pipeline()))
         return AndOr(first, tuple(rest))
 
-    def skip_newlines():
+    def skip_newlines() -> None:
         while peek() == "\n":
             take()
 
-    def describe(token) -> str:
+    def describe(token: Word | str | None) -> str:
         if token is None:
             return "end of file"
         return "newline" if token == "\n" else f"'{token}'"
 
-    items = []
+    items: list[AndOr] = []
     skip_newlines()
     while peek() is not None:
         items.append(and_or())

@@ -90,7 +90,7 @@ class Simulator:
     def __enter__(self) -> Simulator:
         return self.start()
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     # --- addresses ----------------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from typing import Any
 
 from .device import SimDevice
 from .process import StreamClosed
@@ -226,7 +227,7 @@ class SmartSocketServer:
             return
         process = device.start_shell(command, sink, via="server")
 
-        def drop():
+        def drop() -> None:
             shutdown_quietly(sock)
             process.hangup()
 
@@ -266,7 +267,7 @@ class SmartSocketServer:
             device.remove_link(link)
 
 
-def apply_fault(device: SimDevice, fault: dict) -> None:
+def apply_fault(device: SimDevice, fault: dict[str, Any]) -> None:
     """Apply a fault description: {"state": str, "silent": bool, "disconnect": bool}."""
     unknown = set(fault) - {"state", "silent", "disconnect"}
     if unknown:

@@ -46,7 +46,7 @@ class SimDeviceSpec:
     state: str = attrs.field(default="device")
 
     @state.validator
-    def _check_state(self, _attribute, value):
+    def _check_state(self, _attribute: attrs.Attribute[str], value: str) -> None:
         if value not in ("device", "offline", "unauthorized"):
             raise ValueError(f"unknown device state {value!r}")
 

@@ -75,6 +75,8 @@ class TcpListener:
             self._listener.close()
             raise
         self._listener.listen(64)
+        self.host: str
+        self.port: int
         self.host, self.port = self._listener.getsockname()[:2]
         self._accepter = threading.Thread(target=self._accept_loop, daemon=True, name=f"{name}-accept")
 

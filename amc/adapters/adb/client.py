@@ -23,7 +23,9 @@ _FAIL = re.compile(r"^ERROR: 'FAIL' [0-9a-fA-F]{4}(.*)$", re.DOTALL)
 _GONE = ("not found", "offline", "unauthorized", "no devices", "closed")
 
 
-class BoundedClient(Client):
+# ppadb ships neither type hints nor stubs, so its Client is Any to mypy; this subclass is where
+# the agent's typed code meets it.
+class BoundedClient(Client):  # type: ignore[misc]
     """A ppadb Client whose every connection has an idle timeout and is tracked by the
     thread's current Stopper (see `guard`), so no call can hang an agent forever."""
 

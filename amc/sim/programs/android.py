@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ..invocation import Invocation
-from ..logcat import FORMATS
+from ..logcat import FORMATS, LogEntry
 from ..screens import hierarchy_xml, screenshot_png
 from ..spec import LAUNCHER
 
@@ -365,7 +365,7 @@ def logcat(inv: Invocation) -> int:
     wanted = buffers or {"main", "system"}
     begun: set[str] = set()
 
-    def show(entries) -> None:
+    def show(entries: list[LogEntry]) -> None:
         for entry in entries:
             if entry.buffer not in begun:
                 begun.add(entry.buffer)
