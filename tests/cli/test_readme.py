@@ -334,7 +334,7 @@ def test_the_parser_refuses_what_the_cli_would(arguments, problem):
 
 def test_a_block_without_a_marker_is_found(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
-    page = tmp_path / "page.md"
+    page = tmp_path / "page.markdown"
     page.write_text(
         "# Title\n\n## Here\n\n```sh\namc up\n```\n\n<!-- test: parsed: needs phones -->\n```sh\namc up\n```\n"
         "\n<!-- test: runs: amc tokens -->\n```sh\namc tokens list\n```\n"
