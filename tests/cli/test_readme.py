@@ -61,33 +61,34 @@ class Block:
         return f"{self.page}:{self.line}"
 
 
+def marker_of(line: str) -> tuple[str, str]:
+    """The kind and detail of a block whose fence follows `line`."""
+    marker = MARKER.match(line)
+    if marker is None:
+        return "unmarked", ""
+    if marker.group("prefix"):
+        return "runs lines", marker.group("prefix")
+    if marker.group("reason"):
+        return "parsed", marker.group("reason")
+    return "runs", ""
+
+
 def blocks(path: Path) -> list[Block]:
     """The ```sh blocks of a page, each with its marker read (kind "unmarked" without one)."""
-    text = path.read_text(encoding="utf-8")
-    lines = text.splitlines()
+    lines = path.read_text(encoding="utf-8").splitlines()
     found = []
-    fence, section = None, ""
+    section, opened = "", 0  # the latest heading; the line number of an open fence (0: none)
     for number, line in enumerate(lines, 1):
-        if fence is None and line.startswith("#") and not line.startswith("#!"):
+        if not opened and line.startswith("#"):
             section = line.lstrip("#").strip()
-        if line.startswith("```"):
-            if fence is None:
-                fence = number
-                if line == "```sh":
-                    body_start = number
-                continue
-            if lines[fence - 1] == "```sh":
-                marker = MARKER.match(lines[fence - 2]) if fence >= 2 else None
-                kind, detail = "unmarked", ""
-                if marker and marker.group("prefix"):
-                    kind, detail = "runs lines", marker.group("prefix")
-                elif marker and marker.group("reason"):
-                    kind, detail = "parsed", marker.group("reason")
-                elif marker:
-                    kind = "runs"
-                body = "\n".join(lines[body_start : number - 1]) + "\n"
-                found.append(Block(str(path.relative_to(ROOT)), fence, section, kind, detail, body))
-            fence = None
+        elif line.startswith("```") and not opened:
+            opened = number
+        elif line.startswith("```"):
+            if lines[opened - 1] == "```sh":
+                kind, detail = marker_of(lines[opened - 2] if opened >= 2 else "")
+                body = "".join(f"{text}\n" for text in lines[opened : number - 1])
+                found.append(Block(str(path.relative_to(ROOT)), opened, section, kind, detail, body))
+            opened = 0
     return found
 
 
@@ -130,10 +131,10 @@ def commands(body: str, program: Callable[[str], bool]) -> Iterator[list[str]]:
         lexer.whitespace_split = True
         lexer.commenters = "#"
         tokens = list(lexer)
-        previous = None
+        previous = ";"  # the line starts a command
         for index, token in enumerate(tokens):
-            at_start = previous is None or previous in COMMAND_START or re.fullmatch(r"\w+=.*", previous or "")
-            at_start = at_start or (previous is not None and previous.endswith("$"))  # `X=$(cmd ...)`
+            # after an operator or a keyword, or after an assignment (`X=1 cmd`, `X=$(cmd ...)`)
+            at_start = previous in COMMAND_START or re.fullmatch(r"\w+=.*", previous) is not None
             if at_start and program(token):
                 arguments = []
                 for word in tokens[index + 1 :]:
@@ -196,10 +197,11 @@ def usage_problems(block: Block) -> list[str]:
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
-def shell(script: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+def shell(script: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     """`script` in bash, with `amc` on the PATH and no AMC_* setting of the developer's;
     background jobs are stopped when it ends, however it ends."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("AMC_")}
@@ -221,7 +223,7 @@ def script_of(block: Block) -> str:
     return script
 
 
-def the_stack_ran(block: Block, done: subprocess.CompletedProcess, where: Path) -> None:
+def the_stack_ran(block: Block, done: subprocess.CompletedProcess[str], where: Path) -> None:
     """operating.md's "Running it": lab-1 ran the task, and lists its four phones."""
     output = done.stdout + done.stderr
     assert "ended done (reported) on lab-1/" in done.stdout, output
@@ -231,7 +233,7 @@ def the_stack_ran(block: Block, done: subprocess.CompletedProcess, where: Path) 
     assert len(devices) == 4 and all(" yes " in row for row in devices), output
 
 
-def the_conformance_tokens_were_made(block: Block, done: subprocess.CompletedProcess, where: Path) -> None:
+def the_conformance_tokens_were_made(block: Block, done: subprocess.CompletedProcess[str], where: Path) -> None:
     """operating.md's conformance tokens: what `amc conformance --tokens` needs, and the
     suite's line uses that file."""
     tokens = Tokens.load(where / "conformance-tokens.json")  # raises, saying what is missing
@@ -240,7 +242,7 @@ def the_conformance_tokens_were_made(block: Block, done: subprocess.CompletedPro
 
 
 # (page, section, the text the block holds) -> what else it must show when it runs
-EXPECTED: dict[tuple[str, str, str], Callable[[Block, subprocess.CompletedProcess, Path], None]] = {
+EXPECTED: dict[tuple[str, str, str], Callable[[Block, subprocess.CompletedProcess[str], Path], None]] = {
     ("docs/operating.md", "Running it", "amc host run"): the_stack_ran,
     ("docs/operating.md", "Running it", "amc conformance"): the_conformance_tokens_were_made,
 }
@@ -251,7 +253,7 @@ RUNNING = [block for block in ALL_BLOCKS if block.kind in ("runs", "runs lines")
 
 
 @pytest.mark.parametrize("block", ALL_BLOCKS, ids=lambda b: b.id)
-def test_every_block_says_how_it_is_tested(block):
+def test_every_block_says_how_it_is_tested(block: Block) -> None:
     assert block.kind != "unmarked", (
         f"{block.id}: mark this ```sh block with <!-- test: runs -->, <!-- test: runs: PREFIX --> "
         "or <!-- test: parsed: WHY IT CANNOT RUN --> on the line before it (see tests/cli/test_readme.py)"
@@ -259,13 +261,13 @@ def test_every_block_says_how_it_is_tested(block):
 
 
 @pytest.mark.parametrize("block", ALL_BLOCKS, ids=lambda b: b.id)
-def test_every_command_parses(block):
+def test_every_command_parses(block: Block) -> None:
     problems = usage_problems(block)
     assert not problems, f"{block.id} ({block.section}):\n" + "\n".join(f"  {p}" for p in problems)
 
 
 @pytest.mark.parametrize("block", RUNNING, ids=lambda b: b.id)
-def test_blocks_marked_to_run_work_word_for_word(block, tmp_path):
+def test_blocks_marked_to_run_work_word_for_word(block: Block, tmp_path: Path) -> None:
     done = shell(script_of(block), tmp_path, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     for (page, section, holds), expected in EXPECTED.items():
@@ -273,7 +275,7 @@ def test_blocks_marked_to_run_work_word_for_word(block, tmp_path):
             expected(block, done, tmp_path)
 
 
-def test_the_blocks_this_test_holds_to_more_are_there_and_run():
+def test_the_blocks_this_test_holds_to_more_are_there_and_run() -> None:
     for page, section, holds in EXPECTED:
         assert [b for b in find(page, section) if holds in b.body and b in RUNNING], (page, section, holds)
     stack = next(b for b in find("docs/operating.md", "Running it") if "amc host run" in b.body)
@@ -281,7 +283,7 @@ def test_the_blocks_this_test_holds_to_more_are_there_and_run():
     assert "amc host list" in stack.body
 
 
-def test_the_readme_has_the_newcomers_commands():
+def test_the_readme_has_the_newcomers_commands() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     quick = find("README.md", "Quick start")
     assert len(quick) == 1 and [line.split()[:2] for line in quick[0].body.splitlines()] == [
@@ -295,7 +297,7 @@ def test_the_readme_has_the_newcomers_commands():
 # -- the checker itself ---------------------------------------------------------------------
 
 
-def test_commands_are_found_where_a_shell_would_run_them():
+def test_commands_are_found_where_a_shell_would_run_them() -> None:
     body = (
         "amc serve --data ./.amc --port 8000 &          # the control plane\n"
         "until amc host list > /dev/null 2>&1; do sleep 0.2; done\n"
@@ -327,12 +329,12 @@ def test_commands_are_found_where_a_shell_would_run_them():
         (["serve", "--port"], "requires an argument"),
     ],
 )
-def test_the_parser_refuses_what_the_cli_would(arguments, problem):
+def test_the_parser_refuses_what_the_cli_would(arguments: list[str], problem: str | None) -> None:
     found = amc_usage_problem(arguments)
     assert (found is None) if problem is None else (found is not None and problem in found), found
 
 
-def test_a_block_without_a_marker_is_found(tmp_path, monkeypatch):
+def test_a_block_without_a_marker_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     page = tmp_path / "page.markdown"
     page.write_text(
