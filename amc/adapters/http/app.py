@@ -60,6 +60,8 @@ class AttemptNumber(Convertor[int]):
 
 register_url_convertor("attempt", AttemptNumber())
 
+ATTEMPT = "/v1/tasks/{task_id}/attempts/{attempt:attempt}"  # the path of an attempt, below which a host acts
+
 
 def routes(context: Context, scope: Scope) -> list[BaseRoute]:
     """Every route of the API, then the console's."""
@@ -69,25 +71,15 @@ def routes(context: Context, scope: Scope) -> list[BaseRoute]:
     # Starlette tries routes in order; the Host Agents' hot path (renew, start, claim)
     # comes first, so a renewal is matched after one regex rather than nine.
     return [
-        Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/renew", attempts.renew, methods=["POST"]),
-        Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/start", attempts.start, methods=["POST"]),
+        Route(ATTEMPT + "/renew", attempts.renew, methods=["POST"]),
+        Route(ATTEMPT + "/start", attempts.start, methods=["POST"]),
         Route("/v1/hosts/{host_id}/claim", attempts.claim, methods=["POST"]),
-        Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/actions/next", sessions.poll_action, methods=["POST"]),
-        Route(
-            "/v1/tasks/{task_id}/attempts/{attempt:attempt}/actions/{action_id}",
-            sessions.report_action,
-            methods=["POST"],
-        ),
-        Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/result", attempts.result, methods=["POST"]),
-        Route("/v1/tasks/{task_id}/attempts/{attempt:attempt}/release", attempts.release, methods=["POST"]),
-        Route(
-            "/v1/tasks/{task_id}/attempts/{attempt:attempt}/messages/{message_id}",
-            attempts.acknowledge,
-            methods=["POST"],
-        ),
-        Route(
-            "/v1/tasks/{task_id}/attempts/{attempt:attempt}/artifacts/{name:path}", artifacts.upload, methods=["PUT"]
-        ),
+        Route(ATTEMPT + "/actions/next", sessions.poll_action, methods=["POST"]),
+        Route(ATTEMPT + "/actions/{action_id}", sessions.report_action, methods=["POST"]),
+        Route(ATTEMPT + "/result", attempts.result, methods=["POST"]),
+        Route(ATTEMPT + "/release", attempts.release, methods=["POST"]),
+        Route(ATTEMPT + "/messages/{message_id}", attempts.acknowledge, methods=["POST"]),
+        Route(ATTEMPT + "/artifacts/{name:path}", artifacts.upload, methods=["PUT"]),
         Route("/v1/tasks/{task_id}/artifacts", artifacts.list_artifacts, methods=["GET"]),
         Route("/v1/tasks/{task_id}/artifacts/{artifact_id}", artifacts.download, methods=["GET"]),
         Route("/v1/tasks", tasks.submit, methods=["POST"]),
