@@ -18,6 +18,8 @@ WaitingKey = tuple[str | None, tuple[tuple[str, str], ...], bool]
 
 
 class Views:
+    """The views of one server, over its service, its hosts' liveness and its attempts' progress."""
+
     def __init__(self, service: Service, liveness: HostLiveness, progress: ProgressBoard):
         self._service = service
         self._liveness = liveness
