@@ -41,7 +41,7 @@ def submit(cli, url: str) -> dict:
 
 
 def readers_of(server: ThreadedServer) -> int:
-    return server.server._app.state.api.events.subscribers
+    return server.server._app.state.context.events.subscribers
 
 
 class Watch:

@@ -31,16 +31,16 @@ HTTP_MUTANTS: dict[str, list[Edit]] = {
     ],
     "submit-body-checked-before-the-token": [
         Edit(
-            "amc.adapters.http.app",
-            "Api.submit",
+            "amc.adapters.http.routes.tasks",
+            "Tasks.submit",
             """
-        principal, raw = await self.begin(request)
-        access.require_role(principal, "client", "admin")
+        principal, raw = await self.scope.begin(request, access.CLIENT_OR_ADMIN)
         """,
             """
-        bodies.decode_submit(await self._read_body(request), self.settings.limits, may_name_tenant=True)
-        principal, raw = await self.begin(request)
-        access.require_role(principal, "client", "admin")
+        early = await request.body()
+        if len(early) <= self.context.settings.limits.max_body_bytes:  # a body too large is still 413 first
+            bodies.decode_submit(early, self.context.settings.limits, may_name_tenant=True)
+        principal, raw = await self.scope.begin(request, access.CLIENT_OR_ADMIN)
         """,
         )
     ],
@@ -54,24 +54,24 @@ HTTP_MUTANTS: dict[str, list[Edit]] = {
     ],
     "wrong-method-answered-404": [
         Edit(
-            "amc.adapters.http.app",
-            "Api.unrouted",
+            "amc.adapters.http.scope",
+            "Scope.unrouted",
             """return await on_http(request, exc)""",
             """return await on_http(request, HTTPException(404))""",
         )
     ],
     "host-listing-a-bare-list": [
         Edit(
-            "amc.adapters.http.app",
-            "Api.list_hosts",
-            """return json_response({"hosts": [self.host_view(h) for h in hosts]})""",
-            """return json_response([self.host_view(h) for h in hosts])""",
+            "amc.adapters.http.routes.hosts",
+            "Hosts.list_hosts",
+            """return json_response({"hosts": [self.context.views.host(h) for h in hosts]})""",
+            """return json_response([self.context.views.host(h) for h in hosts])""",
         )
     ],
     "host-lists-every-host": [
         Edit(
-            "amc.adapters.http.app",
-            "Api.list_hosts",
+            "amc.adapters.http.routes.hosts",
+            "Hosts.list_hosts",
             """if principal.role == "host":""",
             """if False:""",
         )

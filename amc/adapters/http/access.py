@@ -11,8 +11,13 @@ from amc.adapters.http.auth import Principal
 from amc.adapters.http.problems import forbidden, not_found
 from amc.core.records import Task
 
+# The roles an endpoint admits (`require_role`).
+CLIENT_OR_ADMIN = ("client", "admin")  # a task's side: the clients of its tenant, and admins
+HOST = ("host",)
+ADMIN = ("admin",)
 
-def require_role(principal: Principal, *roles: str) -> None:
+
+def require_role(principal: Principal, roles: tuple[str, ...]) -> None:
     if principal.role not in roles:
         raise forbidden(f"the {principal.role} role may not do this")
 

@@ -155,7 +155,7 @@ class TokenTable:
         return table
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> TokenTable:
+    def load(cls, path: str | os.PathLike[str]) -> TokenTable:
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as error:
@@ -176,7 +176,9 @@ class TokenFile:
         clock: a monotonic clock in seconds (tests pass their own).
     """
 
-    def __init__(self, path: str | os.PathLike, *, recheck: float = 1.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, path: str | os.PathLike[str], *, recheck: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ):
         self.path = Path(path)
         self._recheck = recheck
         self._clock = clock

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import cattrs
@@ -103,7 +103,10 @@ def _format(exc: BaseException, type_: type | None) -> str:
     return cattrs.v.format_exception(exc, type_)
 
 
-def structure(data: Any, cls: type) -> Any:
+Body = TypeVar("Body")
+
+
+def structure(data: Any, cls: type[Body]) -> Body:
     """`data` as an instance of the body class `cls`, or `InvalidRequest` naming each bad field."""
     if not isinstance(data, dict):
         raise InvalidRequest(f"body: expected a JSON object, got {_json_type(data)}")

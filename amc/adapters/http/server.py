@@ -29,9 +29,9 @@ class AmcServer(uvicorn.Server):
 
     def drain(self, loop: asyncio.AbstractEventLoop | None) -> None:
         """Let every waiting long-poll claim answer now, so stopping never waits them out."""
-        api = getattr(getattr(self._app, "state", None), "api", None)
-        if api is not None and loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(api.drain)
+        context = getattr(getattr(self._app, "state", None), "context", None)
+        if context is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(context.drain)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         try:

@@ -35,7 +35,7 @@ class ExpiryTimer:
         self._expire = expire  # runs the command through the edge (metrics, wake-ups)
         self._wake = asyncio.Event()
         self._armed: int | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._stopped = False
 
     def poke(self) -> None:

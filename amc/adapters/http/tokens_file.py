@@ -51,7 +51,7 @@ def describe(entry: dict[str, Any]) -> dict[str, Any]:
 def read(path: Path) -> list[dict[str, Any]]:
     """The entries of a tokens file, checked; TokenFileError if it cannot be used."""
     try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
+        entries: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))  # checked below
     except FileNotFoundError:
         raise TokenFileError(f"no tokens file at {path}") from None
     except (OSError, ValueError) as error:

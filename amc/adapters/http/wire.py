@@ -5,13 +5,17 @@ The kernel keeps integer milliseconds and some facts a caller must not see (a ta
 protocol says seconds, and exactly the members specs/protocol.md lists. These functions build
 plain dicts for orjson; they are written out by hand because each one is a contract, and
 `NOT_SHOWN` lists, with a reason, each record field a view leaves out (a test holds every
-other field to appear, so a new field cannot miss the wire unnoticed).
+other field to appear, so a new field cannot miss the wire unnoticed). `json_response`
+sends one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+import orjson
+from starlette.responses import Response
 
 from amc.adapters.http.liveness import Progress
 from amc.adapters.http.plan import plan_to_json
@@ -35,8 +39,14 @@ from amc.core.times import to_rfc3339
 from amc.core.waiting import Waiting
 from amc.service import HistoryEntry
 
+JSON_TYPE = "application/json"
+
 # The progress a host last sent for an attempt (task id, number), kept by the server in memory.
 ProgressOf = Callable[[str, int], "Progress | None"]
+
+
+def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type=JSON_TYPE, headers=headers)
 
 
 def _no_progress(task_id: str, number: int) -> Progress | None:

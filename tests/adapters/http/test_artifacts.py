@@ -155,7 +155,7 @@ def test_over_a_limit_is_413_naming_it_and_nothing_is_stored(make_amc):
         "PUT", path, content=chunked(), params={"step": "open"}, headers={"Amc-Lease-Id": a["lease_id"]}, expect=413
     )
     assert amc.acme.artifacts(task_id) == [kept]
-    blobs = amc.app.state.api.artifacts.blobs
+    blobs = amc.app.state.context.blobs
     assert list(blobs.digests()) == [kept["sha256"]]  # nothing of the refused uploads was kept
     # A retry of the stored artifact is not counted twice against the task's limit.
     assert (

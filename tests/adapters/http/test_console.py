@@ -8,7 +8,7 @@ from importlib import resources
 
 import pytest
 
-from amc.adapters.http.console import CONTENT_SECURITY_POLICY
+from amc.adapters.http.routes.console import CONTENT_SECURITY_POLICY
 
 CONSOLE = resources.files("amc.adapters.http.console")
 

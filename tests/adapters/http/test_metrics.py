@@ -38,7 +38,7 @@ def test_metrics_count_commands_tasks_and_leases(amc):
 
 
 def test_commits_reported_by_the_store_are_observed(amc):
-    amc.app.state.api.metrics.on_commit(8, 0.002)
+    amc.app.state.context.metrics.on_commit(8, 0.002)
     found = samples(amc)
     assert found[("amc_commit_batch_size_count", ())] == 1
     assert found[("amc_commit_batch_size_sum", ())] == 8

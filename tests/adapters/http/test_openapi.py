@@ -11,7 +11,7 @@ from openapi_spec_validator import validate
 
 from amc.adapters.http.app import create_app
 from amc.adapters.http.auth import TokenTable
-from amc.adapters.http.console import PREFIX
+from amc.adapters.http.routes.console import PREFIX
 from amc.adapters.http.settings import Settings
 from amc.service import MemoryService
 from tests.adapters.http.contract import CONTRACT, spec

@@ -300,7 +300,7 @@ def test_expiry_is_applied_before_any_request_observes_the_lease(make_amc, obser
     # must come from the request itself. (The timer-driven case is test_time.py.)
     amc = make_amc(clock="manual")
     task_id, lease = amc.claimed(start=True, max_attempts=3)
-    amc.app.state.api.timer.poke = lambda: None  # a timer that never wakes: requests must do it
+    amc.app.state.context.timer.poke = lambda: None  # a timer that never wakes: requests must do it
     amc.service.clock.advance(30_000)  # time passes; no request has reached the server since E
 
     if observer == "read":

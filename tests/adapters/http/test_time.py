@@ -28,7 +28,7 @@ def in_background(function, *args, **kwargs):
 
 def claims(amc) -> float:
     """How many claims the server has executed so far."""
-    return amc.app.state.api.metrics.commands.labels("claim_task", "accepted")._value.get()
+    return amc.app.state.context.metrics.commands.labels("claim_task", "accepted")._value.get()
 
 
 def claim_in_background(amc, caller, host_id: str, **body):
@@ -104,7 +104,7 @@ def test_the_timer_expires_leases_when_nobody_calls(make_amc):
     assert task.status == "queued"
     assert task.attempts[0].outcome == "expired" and task.attempts[0].ended_at == expires
     assert amc.service.host("h1").devices[0].reservation is None
-    assert amc.app.state.api.metrics.commands.labels("expire_leases", "accepted")._value.get() >= 1
+    assert amc.app.state.context.metrics.commands.labels("expire_leases", "accepted")._value.get() >= 1
 
 
 def test_a_waiting_claim_gets_a_task_requeued_by_the_timer(make_amc):
@@ -145,6 +145,6 @@ def test_shutdown_releases_waiting_claims(make_amc):
     amc = make_amc(clock="system")
     h1 = amc.caller("tok-host-h1-00000000000000", "h1")
     thread, result = claim_in_background(amc, h1, "h1", wait_seconds=20, expect=204)
-    amc.app.state.api.drain()  # what SIGTERM does first
+    amc.app.state.context.drain()  # what SIGTERM does first
     thread.join(5)
     assert not thread.is_alive() and result["seconds"] < 2

@@ -19,23 +19,20 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
-from typing import TYPE_CHECKING, Any
 
 import attrs
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from amc.adapters.http import access, wire
-from amc.adapters.http.problems import Problem, invalid, not_found, unauthorized
+from amc.adapters.http.problems import Problem, invalid, not_found
+from amc.adapters.http.routes import Resource
+from amc.adapters.http.wire import json_response
 from amc.core import artifacts
 from amc.core.commands import StoreArtifact
 from amc.core.decisions import ArtifactRecorded
-from amc.core.records import Artifact, Task
-from amc.service import BlobNotFound, BlobStore, BlobTooLarge, read_chunks, store_chunks
-
-if TYPE_CHECKING:
-    from amc.adapters.http.app import Api
+from amc.core.records import Task
+from amc.service import BlobNotFound, BlobTooLarge, read_chunks, store_chunks
 
 LEASE_HEADER = "amc-lease-id"
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
@@ -60,25 +57,15 @@ def task_limit(task: Task, limit: int) -> Problem:
     return Problem("payload_too_large", artifacts.over_task_limit(task, limit))
 
 
-class ArtifactRoutes:
-    """The three endpoints, bound to the app's `Api` (its service, settings, tokens) and a blob store."""
-
-    def __init__(self, api: Api, blobs: BlobStore):  # the Api builds this, with itself
-        self.api = api
-        self.blobs = blobs
-
+class Artifacts(Resource):
     async def upload(self, request: Request) -> Response:
-        api, settings = self.api, self.api.settings
+        context, settings = self.context, self.context.settings
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > settings.max_artifact_bytes:
             raise artifact_limit(settings.max_artifact_bytes)
-        principal = api.tokens.authenticate(request.headers.get("authorization"))
-        if principal is None:
-            raise unauthorized()
-        if principal.role == "host":  # an upload shows its host alive, as every request of a host does
-            api.liveness.seen(principal.host)
-        access.require_role(principal, "host")
-        task, task_id, number = api._attempt_target(request)
+        principal = self.scope.authenticate(request)  # the body is not read: it streams to the blob store
+        access.require_role(principal, access.HOST)
+        task, task_id, number = self.scope.attempt_target(request)
         name = request.path_params["name"]
         check_name(name)
         step = request.query_params.get("step")
@@ -93,7 +80,7 @@ class ArtifactRoutes:
         if len(content_type) > MAX_CONTENT_TYPE_LENGTH:
             raise invalid(f"Content-Type: at most {MAX_CONTENT_TYPE_LENGTH} characters")
         command = StoreArtifact(
-            now=api.service.clock.now(),
+            now=context.service.clock.now(),
             host_id=principal.host,
             task_id=task_id,
             attempt=number,
@@ -115,28 +102,31 @@ class ArtifactRoutes:
         if declared is not None and int(declared) > limit:
             raise task_limit(task, settings.max_task_artifact_bytes)
         try:
-            stored = await store_chunks(self.blobs, request.stream(), limit)
+            stored = await store_chunks(context.blobs, request.stream(), limit)
         except BlobTooLarge:
             if limit == settings.max_artifact_bytes:
                 raise artifact_limit(limit) from None
             raise task_limit(task, settings.max_task_artifact_bytes) from None
         command = attrs.evolve(command, now=0, size=stored.size, sha256=stored.sha256)  # the service stamps it
-        reply = await api.decide(command, ArtifactRecorded)
+        reply = await self.scope.decide(command, ArtifactRecorded)
         location = f"/v1/tasks/{task_id}/artifacts/{reply.artifact.id}"
-        return wire_response(task_id, reply.artifact, 201 if reply.created else 200, location)
+        status = 201 if reply.created else 200
+        return json_response(wire.artifact_view(task_id, reply.artifact), status, {"Location": location})
 
-    async def list(self, request: Request) -> Response:
-        task = await self._readable(request)
-        return _json({"artifacts": [wire.artifact_view(task.id, a) for a in task.artifacts]})
+    # The artifacts of a task are read by whoever may read the task (as `GET /v1/tasks/{id}`).
+
+    async def list_artifacts(self, request: Request) -> Response:
+        task = await self.scope.readable_task(request)
+        return json_response({"artifacts": [wire.artifact_view(task.id, a) for a in task.artifacts]})
 
     async def download(self, request: Request) -> Response:
-        task = await self._readable(request)
+        task = await self.scope.readable_task(request)
         artifact_id = request.path_params["artifact_id"]
         artifact = artifacts.by_id(task, artifact_id)
         if artifact is None:
             raise not_found(f"task {task.id!r} has no artifact {artifact_id!r}")
         try:
-            reader = await asyncio.to_thread(self.blobs.open, artifact.sha256)
+            reader = await asyncio.to_thread(self.context.blobs.open, artifact.sha256)
         except BlobNotFound:
             raise not_found(f"the bytes of artifact {artifact.id!r} are missing (`amc store verify`)") from None
         # The Content-Type exactly as uploaded (as `media_type`, Starlette would add a charset to text/*).
@@ -146,18 +136,3 @@ class ArtifactRoutes:
             "ETag": f'"{artifact.sha256}"',
         }
         return StreamingResponse(read_chunks(reader), headers=headers)
-
-    async def _readable(self, request: Request) -> Task:
-        """The task, if the caller may read it (as `GET /v1/tasks/{id}`); else 404."""
-        principal, _ = await self.api.begin(request)
-        await self.api.catch_up()
-        task_id = request.path_params["task_id"]
-        return access.visible_task(principal, self.api.service.task(task_id), task_id)
-
-
-def wire_response(task_id: str, artifact: Artifact, status: int, location: str) -> Response:
-    return _json(wire.artifact_view(task_id, artifact), status, {"Location": location})
-
-
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(data), status_code=status, media_type="application/json", headers=headers)
