@@ -13,7 +13,7 @@ Both carry a one-line `message` meant for people; the CLI prints it and exits wi
 `amc.cli.app` assigns to the error, so scripts can tell "down" from "no" from "not there".
 
 Given several URLs (``http://a:8000,http://b:8000``: servers sharing one store), a call
-follows the leader by the rules of `amc.agent.endpoints`, which the Host Agent follows too
+follows the leader by the rules of `amc.leader`, which the Host Agent follows too
 (specs/protocol.md "High availability", HA/s5 to HA/s8):
 
 - a URL that refused the connection, or a standby (503 `not_leader`), is passed over and the
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from amc.agent.endpoints import Endpoints, is_standby, never_sent, retry_after
+from amc.leader import Endpoints, is_standby, never_sent, retry_after
 
 if TYPE_CHECKING:
     from collections.abc import Callable
