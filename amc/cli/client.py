@@ -365,16 +365,24 @@ def remove_server_file(path: Path) -> None:
         pass
 
 
-def local_url(data_dir: str | os.PathLike) -> str | None:
-    """The URL of the server whose tokens file is in `data_dir`, if that server is still running."""
+def read_server_file(directory: str | os.PathLike[str]) -> tuple[str, int] | None:
+    """The URL and process id a server recorded in `directory`; None without a readable record."""
     try:
-        record = json.loads((Path(data_dir) / SERVER_FILE).read_text(encoding="utf-8"))
+        record = json.loads((Path(directory) / SERVER_FILE).read_text(encoding="utf-8"))
         url, pid = record["url"], record["pid"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not isinstance(url, str) or not isinstance(pid, int) or not _alive(pid):
+    if not isinstance(url, str) or not isinstance(pid, int):
         return None
-    return url
+    return url, pid
+
+
+def local_url(data_dir: str | os.PathLike[str]) -> str | None:
+    """The URL of the server whose tokens file is in `data_dir`, if that server is still running."""
+    record = read_server_file(data_dir)
+    if record is None or not _alive(record[1]):
+        return None
+    return record[0]
 
 
 def _alive(pid: int) -> bool:

@@ -200,13 +200,13 @@ class DemoRun:
         return self.tasks[name]
 
     def _wait_for(self, condition, timeout: float, what: str) -> None:
-        from amc.cli.stack import StackError
+        from amc.cli.launch import LaunchError
 
         deadline = time.monotonic() + timeout
         while not condition():
             self.stack.check()
             if time.monotonic() > deadline:
-                raise StackError(f"timed out waiting for {what}")
+                raise LaunchError(f"timed out waiting for {what}")
             time.sleep(0.05)
 
     def _cancel_queued(self) -> None:
@@ -226,7 +226,7 @@ class DemoRun:
         """Poll the tasks until all ended, acting on them when their moment comes."""
         from rich.live import Live
 
-        from amc.cli.stack import StackError
+        from amc.cli.launch import LaunchError
 
         deadline = time.monotonic() + timeout
         shown: dict[str, str] = {}
@@ -257,7 +257,7 @@ class DemoRun:
                     break
                 self.stack.check()
                 if time.monotonic() > deadline:
-                    raise StackError(f"the workload did not end within {timeout:g} s")
+                    raise LaunchError(f"the workload did not end within {timeout:g} s")
                 time.sleep(0.2)
         finally:
             if live is not None:
