@@ -236,6 +236,36 @@ class Server(Child):
         return True
 
 
+class Agent(Child):
+    """`amc host run` as a child process, serving the devices of one adb server for `host_id`
+    (the token goes in the environment, never in the arguments); named after the host."""
+
+    def __init__(
+        self,
+        server: str,
+        host_id: str,
+        token: str,
+        *,
+        adb_port: int,
+        adb_host: str = "127.0.0.1",
+        keep_artifacts: Path | None = None,
+        lease_seconds: float | None = None,
+        claim_wait: float = 5.0,
+        scan_seconds: float = 1.0,
+        drain_timeout: float = 60.0,
+        log_level: str = "info",
+        sink: Sink = _ignore,
+    ):
+        args = ["host", "run", "--server", server, "--host-id", host_id, "--adb-host", adb_host]
+        args += ["--adb-port", str(adb_port), "--claim-wait", f"{claim_wait:g}", "--scan-seconds", f"{scan_seconds:g}"]
+        args += ["--drain-timeout", f"{drain_timeout:g}", "--log-level", log_level]
+        if lease_seconds is not None:
+            args += ["--lease-seconds", f"{lease_seconds:g}"]
+        if keep_artifacts is not None:
+            args += ["--keep-artifacts", str(keep_artifacts)]
+        super().__init__(host_id, args, env=child_env(AMC_HOST_TOKEN=token), sink=sink)
+
+
 def child_env(**extra: str) -> dict[str, str]:
     """The caller's environment without AMC_* settings, plus `extra`, unbuffered."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("AMC_")}
@@ -258,7 +288,7 @@ class Stack:
     def __init__(self, sink: Sink = _ignore):
         self.sink = sink
         self.server: Server | None = None
-        self.agents: dict[str, Child] = {}
+        self.agents: dict[str, Agent] = {}
         self.drain_timeout = 0.0  # the longest drain time of the agents started
         self.simulators: list[Simulator] = []
 
@@ -319,34 +349,23 @@ class Stack:
         scan_seconds: float = 1.0,
         drain_timeout: float = 60.0,
         log_level: str = "info",
-    ) -> Child:
-        """Start `amc host run` for `host_id` (the token goes in the environment)."""
+    ) -> Agent:
+        """Start `amc host run` for `host_id` against this stack's server."""
         assert self.url is not None, "start the server first"
-        args = [
-            "host",
-            "run",
-            "--server",
+        agent = Agent(
             self.url,
-            "--host-id",
             host_id,
-            "--adb-host",
-            adb_host,
-            "--adb-port",
-            str(adb_port),
-            "--claim-wait",
-            f"{claim_wait:g}",
-            "--scan-seconds",
-            f"{scan_seconds:g}",
-            "--drain-timeout",
-            f"{drain_timeout:g}",
-            "--log-level",
-            log_level,
-        ]
-        if lease_seconds is not None:
-            args += ["--lease-seconds", f"{lease_seconds:g}"]
-        if keep_artifacts is not None:
-            args += ["--keep-artifacts", str(keep_artifacts)]
-        agent = Child(host_id, args, env=child_env(AMC_HOST_TOKEN=token), sink=self.sink)
+            token,
+            adb_port=adb_port,
+            adb_host=adb_host,
+            keep_artifacts=keep_artifacts,
+            lease_seconds=lease_seconds,
+            claim_wait=claim_wait,
+            scan_seconds=scan_seconds,
+            drain_timeout=drain_timeout,
+            log_level=log_level,
+            sink=self.sink,
+        )
         self.agents[host_id] = agent
         self.drain_timeout = max(self.drain_timeout, drain_timeout)
         return agent

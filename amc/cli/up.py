@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -123,7 +124,7 @@ def up(
 
     stop = threading.Event()
     running = threading.Event()
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         # While starting, or at a second Ctrl-C, stop waiting: the `finally` below still
