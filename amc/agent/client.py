@@ -36,9 +36,9 @@ import httpx
 import orjson
 
 from amc.adapters.adb.discovery import DeviceInfo
-from amc.leader import Endpoints, is_standby, never_sent, retry_after
 from amc.agent.wire import lease_body
 from amc.core.execution import RunProgress
+from amc.leader import Endpoints, is_standby, never_sent, retry_after
 
 # Statuses that say "try again later" rather than "no".
 _RETRYABLE_4XX = (408, 429)
