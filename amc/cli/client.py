@@ -135,7 +135,7 @@ class ApiClient:
             params["status"] = status
         if after:
             params["after"] = after
-        return self._call("GET", "/v1/tasks", params=params)[1]
+        return self._call("GET", "/v1/tasks", query=params)[1]
 
     def all_tasks(self, status: str | None = None, limit: int = 1000, after: str | None = None) -> JsonObject:
         """Up to `limit` tasks, following `next` across pages; same shape as `tasks`."""
@@ -217,19 +217,13 @@ class ApiClient:
     # -- plumbing ------------------------------------------------------------------------
 
     def _call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        params: JsonObject | None = None,
-        *,
-        repeatable: bool | None = None,
+        self, verb: str, path: str, body: Any = None, query: JsonObject | None = None, *, repeatable: bool | None = None
     ) -> tuple[int, JsonObject]:
         """One request, to the leader among the URLs; `repeatable` (default: a GET) says whether
         it may be sent again after it was perhaps delivered."""
         import httpx
 
-        repeatable = method == "GET" if repeatable is None else repeatable
+        repeatable = verb == "GET" if repeatable is None else repeatable
         give_up_at = time.monotonic() + self.timeout
         while True:
             time.sleep(self.endpoints.wait_seconds())
@@ -237,7 +231,7 @@ class ApiClient:
             standbys, pause_asked = 0, 0.0
             for url in self.endpoints.round():
                 try:
-                    response = self._http.request(method, url + path, json=body, params=params)
+                    response = self._http.request(verb, url + path, json=body, params=query)
                 except (httpx.HTTPError, httpx.InvalidURL) as error:
                     self.endpoints.passed_over(url)
                     if not (never_sent(error) or repeatable):

@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
 from amc.cli.client import TOKENS_FILE, ApiClient, ApiError, Refused, read_server_file
 
@@ -236,31 +236,33 @@ class Server(Child):
         return True
 
 
+class AgentOptions(TypedDict, total=False):
+    """How a Host Agent runs besides its server and host; left out, the launcher's default."""
+
+    adb_port: Required[int]  # the adb server whose devices it serves
+    adb_host: str  # 127.0.0.1
+    keep_artifacts: Path | None  # also keep a copy of each step's evidence here (None: no copy)
+    lease_seconds: float  # the agent's own default
+    claim_wait: float  # 5 s: shorter than the agent's long poll, so a stack reacts quickly
+    scan_seconds: float  # 1 s
+    log_level: str  # info
+    drain_timeout: float  # 60 s: at its first SIGTERM, how long running tasks may go on to finish
+
+
 class Agent(Child):
     """`amc host run` as a child process, serving the devices of one adb server for `host_id`
     (the token goes in the environment, never in the arguments); named after the host."""
 
-    def __init__(
-        self,
-        server: str,
-        host_id: str,
-        token: str,
-        *,
-        adb_port: int,
-        adb_host: str = "127.0.0.1",
-        keep_artifacts: Path | None = None,
-        lease_seconds: float | None = None,
-        claim_wait: float = 5.0,
-        scan_seconds: float = 1.0,
-        drain_timeout: float = 60.0,
-        log_level: str = "info",
-        sink: Sink = _ignore,
-    ):
-        args = ["host", "run", "--server", server, "--host-id", host_id, "--adb-host", adb_host]
-        args += ["--adb-port", str(adb_port), "--claim-wait", f"{claim_wait:g}", "--scan-seconds", f"{scan_seconds:g}"]
-        args += ["--drain-timeout", f"{drain_timeout:g}", "--log-level", log_level]
-        if lease_seconds is not None:
-            args += ["--lease-seconds", f"{lease_seconds:g}"]
+    def __init__(self, server: str, host_id: str, token: str, *, sink: Sink = _ignore, **options: Unpack[AgentOptions]):
+        self.drain_timeout = options.get("drain_timeout", 60.0)
+        args = ["host", "run", "--server", server, "--host-id", host_id]
+        args += ["--adb-host", options.get("adb_host", "127.0.0.1"), "--adb-port", str(options["adb_port"])]
+        args += ["--claim-wait", f"{options.get('claim_wait', 5.0):g}"]
+        args += ["--scan-seconds", f"{options.get('scan_seconds', 1.0):g}"]
+        args += ["--drain-timeout", f"{self.drain_timeout:g}", "--log-level", options.get("log_level", "info")]
+        if "lease_seconds" in options:
+            args += ["--lease-seconds", f"{options['lease_seconds']:g}"]
+        keep_artifacts = options.get("keep_artifacts")
         if keep_artifacts is not None:
             args += ["--keep-artifacts", str(keep_artifacts)]
         super().__init__(host_id, args, env=child_env(AMC_HOST_TOKEN=token), sink=sink)
@@ -336,38 +338,12 @@ class Stack:
         self.simulators.append(simulator)
         return simulator
 
-    def start_agent(
-        self,
-        host_id: str,
-        token: str,
-        *,
-        adb_port: int,
-        adb_host: str = "127.0.0.1",
-        keep_artifacts: Path | None = None,
-        lease_seconds: float | None = None,
-        claim_wait: float = 5.0,
-        scan_seconds: float = 1.0,
-        drain_timeout: float = 60.0,
-        log_level: str = "info",
-    ) -> Agent:
+    def start_agent(self, host_id: str, token: str, **options: Unpack[AgentOptions]) -> Agent:
         """Start `amc host run` for `host_id` against this stack's server."""
         assert self.url is not None, "start the server first"
-        agent = Agent(
-            self.url,
-            host_id,
-            token,
-            adb_port=adb_port,
-            adb_host=adb_host,
-            keep_artifacts=keep_artifacts,
-            lease_seconds=lease_seconds,
-            claim_wait=claim_wait,
-            scan_seconds=scan_seconds,
-            drain_timeout=drain_timeout,
-            log_level=log_level,
-            sink=self.sink,
-        )
+        agent = Agent(self.url, host_id, token, sink=self.sink, **options)
         self.agents[host_id] = agent
-        self.drain_timeout = max(self.drain_timeout, drain_timeout)
+        self.drain_timeout = max(self.drain_timeout, agent.drain_timeout)
         return agent
 
     def wait_registered(
