@@ -42,16 +42,15 @@ import multiprocessing
 import os
 import re
 import shutil
-import signal
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
 
 import httpx
 
-LISTENING = re.compile(r"listening on http://([\d.]+):(\d+)")
+from amc.cli.launch import LaunchError, Server
+
 KIB = 1024
 CELLS = [  # (artifact bytes, concurrent hosts, uploads per host): each about 1-3 s here
     (200 * KIB, 1, 100),
@@ -66,38 +65,16 @@ QUIET_S = 1.5  # renewals alone, just before each cell's uploads with renewals
 # -- the server and its tasks ---------------------------------------------------------------
 
 
-def start_server(data: Path, tokens: Path) -> tuple[subprocess.Popen, str]:
-    command = [
-        sys.executable,
-        "-c",
-        "from amc.cli import main; main()",
-        "serve",
-        "--data",
-        str(data),
-        "--tokens",
-        str(tokens),
-        "--port",
-        "0",
-        "--lease-seconds",
-        "600",
+def start_server(data: Path, tokens: Path) -> Server:
+    options = ["--lease-seconds", "600"]
+    options += [
         "--max-task-artifact-bytes",
-        str(1 << 40),  # the bench stores far more than one task's default allowance
-        "--log-level",
-        "warning",
-    ]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    for line in process.stdout:
-        found = LISTENING.search(line)
-        if found:
-            threading.Thread(target=_drain, args=(process.stdout,), daemon=True).start()
-            return process, f"http://{found.group(1)}:{found.group(2)}"
-    raise SystemExit(f"amc serve did not start (exit {process.wait()})")
-
-
-def _drain(stream) -> None:
-    for _ in stream:
-        pass
+        str(1 << 40),
+    ]  # the bench stores far more than one task's default allowance
+    try:
+        return Server(data, *options, tokens=tokens)
+    except LaunchError as error:
+        raise SystemExit(error.report()) from None
 
 
 def running_tasks(url: str, hosts: list[str]) -> list[dict]:
@@ -300,7 +277,8 @@ def main() -> None:
     tokens.chmod(0o600)
     data, raw_dir = root / "data", root / "raw"
     raw_dir.mkdir()
-    process, url = start_server(data, tokens)
+    server = start_server(data, tokens)
+    url = server.url
     ctx = multiprocessing.get_context("spawn")
     renewals = None
     try:
@@ -349,8 +327,7 @@ def main() -> None:
     finally:
         if renewals is not None and renewals.is_alive():
             renewals.terminate()
-        process.send_signal(signal.SIGTERM)
-        process.wait(30)
+        server.stop(30)
         shutil.rmtree(root, ignore_errors=True)
 
     quiet = [rate(counts, origin, p["start"], p["end"]) for p in phases if p["kind"] == "quiet"]

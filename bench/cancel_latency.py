@@ -34,29 +34,23 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 
 import argparse
 import json
-import os
 import random
-import re
-import signal
 import statistics
-import subprocess
 import tempfile
-import threading
 import time
 
 import httpx
 
+from amc.cli.launch import Agent, LaunchError, Server
 from amc.core.lifecycle import TERMINAL_STATUSES, TaskStatus
 from amc.core.times import from_rfc3339
 from amc.sim import Simulator
 
-LISTENING = re.compile(r"listening on http://([\d.]+):(\d+)")
 TOKENS = {"client": "bench-client-token-0000000", "host": "bench-host-token-00000000", "admin": "bench-admin-0000"}
 SERIAL = "amc-sim-01"
-AMC = [sys.executable, "-c", "from amc.cli import main; main()"]
 
 
-def start_server(tmp: Path) -> tuple[subprocess.Popen, str]:
+def start_server(tmp: Path) -> Server:
     tokens = tmp / "tokens.json"
     tokens.write_text(
         json.dumps(
@@ -67,59 +61,14 @@ def start_server(tmp: Path) -> tuple[subprocess.Popen, str]:
             ]
         )
     )
-    process = subprocess.Popen(
-        [
-            *AMC,
-            "serve",
-            "--data",
-            str(tmp / "data"),
-            "--tokens",
-            str(tokens),
-            "--port",
-            "0",
-            "--store",
-            "memory",
-            "--min-lease-seconds",
-            "1",
-            "--log-level",
-            "warning",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    for line in process.stdout:
-        found = LISTENING.search(line)
-        if found:
-            threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
-            return process, f"http://{found.group(1)}:{found.group(2)}"
-    raise SystemExit(f"amc serve did not start (exit {process.wait()})")
+    try:
+        return Server(tmp / "data", "--store", "memory", "--min-lease-seconds", "1", tokens=tokens)
+    except LaunchError as error:
+        raise SystemExit(error.report()) from None
 
 
-def start_agent(url: str, adb_port: int, lease: float, tmp: Path) -> subprocess.Popen:
-    env = {**os.environ, "AMC_TOKEN": TOKENS["host"]}
-    return subprocess.Popen(
-        [
-            *AMC,
-            "host",
-            "run",
-            "--server",
-            url,
-            "--host-id",
-            "h1",
-            "--adb-port",
-            str(adb_port),
-            "--lease-seconds",
-            str(lease),
-            "--claim-wait",
-            "5",
-            "--scan-seconds",
-            "1",
-            "--log-level",
-            "warning",
-        ],
-        env=env,
-    )
+def start_agent(url: str, adb_port: int, lease: float) -> Agent:
+    return Agent(url, "h1", TOKENS["host"], adb_port=adb_port, lease_seconds=lease, log_level="warning")
 
 
 def wait_until(probe, timeout: float, what: str):
@@ -157,9 +106,9 @@ def one_run(
     return {"stop": last - cancelled_at, "delivery": delivery / 1000}
 
 
-def measure_lease(url: str, sim: Simulator, lease: float, runs: int, rng: random.Random, tmp: Path) -> dict:
+def measure_lease(url: str, sim: Simulator, lease: float, runs: int, rng: random.Random) -> dict:
     interval = lease / 3
-    agent = start_agent(url, sim.server_port, lease, tmp)
+    agent = start_agent(url, sim.server_port, lease)
     api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKENS['client']}"}, timeout=30)
     try:
         admin = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKENS['admin']}"})
@@ -175,8 +124,7 @@ def measure_lease(url: str, sim: Simulator, lease: float, runs: int, rng: random
         long = [one_run(api, sim, long_plan, interval, rng, "end") for _ in range(runs)]
         short = [one_run(api, sim, short_plan, interval, rng, "start") for _ in range(runs)]
     finally:
-        agent.send_signal(signal.SIGTERM)
-        agent.wait(30)
+        agent.stop(30)
         api.close()
     return {
         "lease_seconds": lease,
@@ -200,13 +148,12 @@ def main() -> None:
     rng = random.Random(args.seed)
     results = []
     with tempfile.TemporaryDirectory() as tmp, Simulator(1) as sim:
-        server, url = start_server(Path(tmp))
+        server = start_server(Path(tmp))
         try:
             for lease in args.leases:
-                results.append(measure_lease(url, sim, lease, args.runs, rng, Path(tmp)))
+                results.append(measure_lease(server.url, sim, lease, args.runs, rng))
         finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(30)
+            server.stop(30)
 
     print(
         f"cancel-to-stop latency, {args.runs} runs per cell, seconds: median / max; ratio = median / renewal interval"

@@ -33,17 +33,15 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 import argparse
 import asyncio
 import json
-import re
 import secrets
-import signal
 import statistics
-import subprocess
 import tempfile
 import time
 
 import httpx
 
 from amc.adapters.lmdb import LmdbService
+from amc.cli.launch import LaunchError, Server
 from amc.core.commands import ClaimTask, RegisterHost, StartAttempt, SubmitTask
 from amc.core.records import DeviceSpec, Plan, Requirements, Step
 
@@ -119,15 +117,11 @@ def build(data: Path, tasks: int, hosts: int, devices: int, busy: int) -> list[t
         return asyncio.run(main(service))
 
 
-def serve(data: Path, tokens: Path) -> tuple[subprocess.Popen, str]:
-    command = [sys.executable, "-m", "amc", "serve", "--data", str(data), "--tokens", str(tokens), "--port", "0",
-               "--log-level", "warning", "--host-timeout", "600"]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in process.stdout:
-        found = re.search(r"listening on (http://\S+)", line)
-        if found:
-            return process, found.group(1)
-    raise SystemExit(f"amc serve did not start: {process.wait()}")
+def serve(data: Path, tokens: Path) -> Server:
+    try:
+        return Server(data, "--host-timeout", "600", tokens=tokens)
+    except LaunchError as error:
+        raise SystemExit(error.report()) from None
 
 
 def in_browser(browser, console: str, token: str, where: str, rows: str | None) -> dict:
@@ -178,7 +172,8 @@ def main() -> None:
     (work / "tokens.json").write_text(json.dumps(entries))
     (work / "tokens.json").chmod(0o600)
 
-    process, url = serve(data, work / "tokens.json")
+    server = serve(data, work / "tokens.json")
+    url = server.url
     try:
         with httpx.Client(base_url=url, timeout=60) as http:
             for h in range(args.hosts):  # a host's request shows it alive
@@ -232,8 +227,7 @@ def main() -> None:
                 )
             browser.close()
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(30)
+        server.stop(30)
 
 
 if __name__ == "__main__":

@@ -32,16 +32,16 @@ import json
 import os
 import random
 import re
-import signal
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
+from urllib.parse import urlsplit
 
 import httpx
 
-LISTENING = re.compile(r"listening on http://([\d.]+):(\d+)")
+from amc.cli.launch import LaunchError, Server
+
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -67,32 +67,12 @@ def fast_path_available(env: dict[str, str]) -> dict[str, bool]:
     return found
 
 
-def start_server(data: Path, tokens: Path, store: str, env: dict[str, str]) -> tuple[subprocess.Popen, str, int]:
-    command = [
-        sys.executable,
-        "-c",
-        "from amc.cli import main; main()",
-        "serve",
-        "--data",
-        str(data),
-        "--tokens",
-        str(tokens),
-        "--port",
-        "0",
-        "--lease-seconds",
-        "600",
-        "--store",
-        store,
-        "--log-level",
-        "warning",
-    ]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
-    for line in process.stdout:
-        found = LISTENING.search(line)
-        if found:
-            threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
-            return process, found.group(1), int(found.group(2))
-    raise SystemExit(f"amc serve did not start (exit {process.wait()})")
+def start_server(data: Path, tokens: Path, store: str, env: dict[str, str]) -> Server:
+    options = ["--lease-seconds", "600", "--store", store]
+    try:
+        return Server(data, *options, tokens=tokens, env=env)
+    except LaunchError as error:
+        raise SystemExit(error.report()) from None
 
 
 def prepare(url: str, hosts: int) -> list[tuple[str, str, str]]:
@@ -212,9 +192,11 @@ def main() -> None:
         entries = [{"token": "bench-admin", "role": "admin"}]
         entries += [{"token": f"bench-host-{i}", "role": "host", "host_id": f"h{i}"} for i in range(args.hosts)]
         tokens.write_text(json.dumps(entries))
-        process, host, port = start_server(Path(tmp) / "data", tokens, args.store, env)
+        server = start_server(Path(tmp) / "data", tokens, args.store, env)
+        where = urlsplit(server.url)
+        host, port = where.hostname or "", where.port or 0
         try:
-            targets = prepare(f"http://{host}:{port}", args.hosts)
+            targets = prepare(server.url, args.hosts)
             if args.pythonpath:
                 sys.path.insert(0, args.pythonpath)
             try:
@@ -223,10 +205,9 @@ def main() -> None:
                 runner, client_loop = uvloop.run, "uvloop"
             except ImportError:
                 runner, client_loop = asyncio.run, "asyncio"
-            stats, elapsed = runner(load(host, port, targets, args.warmup, args.seconds, process.pid, args.rate))
+            stats, elapsed = runner(load(host, port, targets, args.warmup, args.seconds, server.pid, args.rate))
         finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(30)
+            server.stop(30)
 
     requests = len(stats.latencies)
     result = {

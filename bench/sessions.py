@@ -37,27 +37,23 @@ import argparse
 import json
 import os
 import random
-import signal
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
 
 import httpx
 
+from amc.cli.launch import Agent
 from amc.core.times import from_rfc3339
 from amc.sim import Simulator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cancel_latency import AMC, TOKENS, start_server, wait_until
+from cancel_latency import TOKENS, start_server, wait_until
 
 
-def start_agent(url: str, adb_port: int) -> subprocess.Popen:
-    env = {**os.environ, "AMC_HOST_TOKEN": TOKENS["host"]}
-    command = [*AMC, "host", "run", "--server", url, "--host-id", "h1", "--adb-port", str(adb_port)]
-    command += ["--lease-seconds", "30", "--claim-wait", "5", "--scan-seconds", "1", "--log-level", "warning"]
-    return subprocess.Popen(command, env=env)
+def start_agent(url: str, adb_port: int) -> Agent:
+    return Agent(url, "h1", TOKENS["host"], adb_port=adb_port, lease_seconds=30, log_level="warning")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -145,7 +141,8 @@ def main() -> None:
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp, Simulator(max(args.concurrency)) as sim:
-        server, url = start_server(Path(tmp))
+        server = start_server(Path(tmp))
+        url = server.url
         agent = start_agent(url, sim.server_port)
         try:
             admin = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKENS['admin']}"})
@@ -158,10 +155,8 @@ def main() -> None:
                 pids = {"server": server.pid, "agent": agent.pid, "bench+simulator": os.getpid()}
                 results.append(measure(url, sim, concurrency, args.actions, args.think_seconds, pids))
         finally:
-            agent.send_signal(signal.SIGTERM)
-            agent.wait(60)
-            server.send_signal(signal.SIGTERM)
-            server.wait(30)
+            agent.stop(60)
+            server.stop(30)
     pace = f"{args.think_seconds:g} s between a caller's actions" if args.think_seconds else "no pause between actions"
     print(f"session action round trip (tap, wait_seconds in the post; {pace}), ms: p50 / p99 / max")
     print(f"{'sessions':>8} {'actions':>7} | {'round trip':>22} | {'device':>22} | {'overhead':>22}")

@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # records' encoding, `amc.adapters.codec`, their writers' hand-off, `amc.adapters.batches`,
 # the writer that decides batches, `amc.adapters.writer`, their errors, `amc.adapters.errors`,
 # and the check against a replayed log, `amc.adapters.replay`); the Host Agent drives
-# devices through the ADB adapter; only the CLI, the outermost edge, wires everything.
+# devices through the ADB adapter; the clients of the control plane (the Host Agent, the
+# CLI, MCP) share how they follow the leader (`amc.leader`); only the CLI, the outermost
+# edge, wires everything.
 LAYERS: dict[str, set[str]] = {
     "amc.core": set(),
     "amc.sim": set(),
@@ -50,9 +52,10 @@ LAYERS: dict[str, set[str]] = {
     },
     "amc.adapters.http": {"amc.core", "amc.service"},
     "amc.adapters.adb": {"amc.core"},
-    "amc.agent": {"amc.core", "amc.adapters.adb"},
+    "amc.leader": {"amc.core"},
+    "amc.agent": {"amc.core", "amc.adapters.adb", "amc.leader"},
     "amc.conformance": {"amc.core"},
-    "amc.mcp": {"amc.core"},
+    "amc.mcp": {"amc.core", "amc.leader"},
     "amc.cli": {
         "amc.core",
         "amc.service",
@@ -62,6 +65,7 @@ LAYERS: dict[str, set[str]] = {
         "amc.adapters.http",
         "amc.adapters.adb",
         "amc.agent",
+        "amc.leader",
         "amc.sim",
         "amc.conformance",
         "amc.mcp",

@@ -14,7 +14,7 @@ Every call ends in exactly one of three ways, because the agent's rules depend o
 A deadline (`asyncio.timeout`) bounds a whole call, not just one socket read, so a lease
 renewal can be made to give up exactly when the lease would run out.
 
-Given several server URLs, a call follows the leader (`amc.agent.endpoints`): it goes on to
+Given several server URLs, a call follows the leader (`amc.leader`): it goes on to
 the next URL at once when a server refused the connection or answered 503 `not_leader` (the
 request did nothing there), and ends `Uncertain` when the request may have been delivered
 or no server answered as the leader. Every host request is safe to repeat with an identical
@@ -36,9 +36,9 @@ import httpx
 import orjson
 
 from amc.adapters.adb.discovery import DeviceInfo
-from amc.agent.endpoints import Endpoints, is_standby, never_sent, retry_after
 from amc.agent.wire import lease_body
 from amc.core.execution import RunProgress
+from amc.leader import Endpoints, is_standby, never_sent, retry_after
 
 # Statuses that say "try again later" rather than "no".
 _RETRYABLE_4XX = (408, 429)

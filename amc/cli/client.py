@@ -13,7 +13,7 @@ Both carry a one-line `message` meant for people; the CLI prints it and exits wi
 `amc.cli.app` assigns to the error, so scripts can tell "down" from "no" from "not there".
 
 Given several URLs (``http://a:8000,http://b:8000``: servers sharing one store), a call
-follows the leader by the rules of `amc.agent.endpoints`, which the Host Agent follows too
+follows the leader by the rules of `amc.leader`, which the Host Agent follows too
 (specs/protocol.md "High availability", HA/s5 to HA/s8):
 
 - a URL that refused the connection, or a standby (503 `not_leader`), is passed over and the
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from amc.agent.endpoints import Endpoints, is_standby, never_sent, retry_after
+from amc.leader import Endpoints, is_standby, never_sent, retry_after
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -49,6 +49,8 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 TOKENS_FILE = "tokens.json"  # inside the data directory, written by `amc serve` on its first start
 SERVER_FILE = "server.json"  # beside the tokens file while a server runs: its URL and process id
 DOWNLOAD_CHUNK_BYTES = 256 * 1024  # what a download holds in memory at a time
+
+JsonObject = dict[str, Any]  # a decoded JSON object: every answer of the caller endpoints is one
 
 
 class ByteSink(Protocol):
@@ -110,34 +112,34 @@ class ApiClient:
     def __enter__(self) -> ApiClient:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # -- endpoints -----------------------------------------------------------------------
 
-    def health(self) -> dict:
+    def health(self) -> JsonObject:
         return self._call("GET", "/v1/health")[1]
 
-    def submit(self, body: dict) -> tuple[dict, bool]:
+    def submit(self, body: JsonObject) -> tuple[JsonObject, bool]:
         """The task, and whether it was created (201) rather than found by idempotency key (200)."""
         status, task = self._call("POST", "/v1/tasks", body, repeatable=bool(body.get("idempotency_key")))
         return task, status == 201
 
-    def task(self, task_id: str) -> dict:
+    def task(self, task_id: str) -> JsonObject:
         return self._call("GET", f"/v1/tasks/{_segment(task_id)}")[1]
 
-    def tasks(self, status: str | None = None, limit: int = 100, after: str | None = None) -> dict:
+    def tasks(self, status: str | None = None, limit: int = 100, after: str | None = None) -> JsonObject:
         """One page: ``{"tasks": [...], "next": cursor or None}``, oldest first."""
         params: dict[str, Any] = {"limit": limit}
         if status:
             params["status"] = status
         if after:
             params["after"] = after
-        return self._call("GET", "/v1/tasks", params=params)[1]
+        return self._call("GET", "/v1/tasks", query=params)[1]
 
-    def all_tasks(self, status: str | None = None, limit: int = 1000, after: str | None = None) -> dict:
+    def all_tasks(self, status: str | None = None, limit: int = 1000, after: str | None = None) -> JsonObject:
         """Up to `limit` tasks, following `next` across pages; same shape as `tasks`."""
-        found: list[dict] = []
+        found: list[JsonObject] = []
         cursor = after
         while True:
             page = self.tasks(status, min(1000, limit - len(found)), cursor)
@@ -146,16 +148,18 @@ class ApiClient:
             if cursor is None or len(found) >= limit:
                 return {"tasks": found, "next": cursor}
 
-    def history(self, task_id: str) -> dict:
+    def history(self, task_id: str) -> JsonObject:
         return self._call("GET", f"/v1/tasks/{_segment(task_id)}/history")[1]
 
-    def cancel(self, task_id: str, reason: str | None = None) -> tuple[dict, bool]:
+    def cancel(self, task_id: str, reason: str | None = None) -> tuple[JsonObject, bool]:
         """The task, and whether the cancellation is pending (202: the task is still running)."""
         body = {} if reason is None else {"reason": reason}
         status, task = self._call("POST", f"/v1/tasks/{_segment(task_id)}/cancel", body, repeatable=True)
         return task, status == 202
 
-    def post_message(self, task_id: str, intent: str, text: str | None = None, data: dict | None = None) -> dict:
+    def post_message(
+        self, task_id: str, intent: str, text: str | None = None, data: JsonObject | None = None
+    ) -> JsonObject:
         """Send an intent (steer, follow_up, pause, resume) to a task; the message as posted."""
         body: dict[str, Any] = {"intent": intent}
         if text is not None:
@@ -164,15 +168,18 @@ class ApiClient:
             body["data"] = data
         return self._call("POST", f"/v1/tasks/{_segment(task_id)}/messages", body)[1]
 
-    def messages(self, task_id: str) -> dict:
+    def messages(self, task_id: str) -> JsonObject:
         """``{"messages": [...]}``: every message of the task, in posting order."""
         return self._call("GET", f"/v1/tasks/{_segment(task_id)}/messages")[1]
 
-    def artifacts(self, task_id: str) -> list[dict]:
+    def artifacts(self, task_id: str) -> list[JsonObject]:
         """Every artifact of the task (specs/protocol.md Part C), every attempt's, in upload order."""
-        return self._call("GET", f"/v1/tasks/{_segment(task_id)}/artifacts")[1]["artifacts"]
+        listed: list[JsonObject] = self._call("GET", f"/v1/tasks/{_segment(task_id)}/artifacts")[1]["artifacts"]
+        return listed
 
-    def download(self, task_id: str, artifact_id: str, sink: ByteSink, on_chunk=None) -> int:
+    def download(
+        self, task_id: str, artifact_id: str, sink: ByteSink, on_chunk: Callable[[int], object] | None = None
+    ) -> int:
         """Stream one artifact's bytes into `sink`, chunk by chunk (never the whole body in
         memory), from the URL that last answered as the leader (a listing or a read of the
         task comes first); the number of bytes written. `on_chunk(n)` is told each chunk's size."""
@@ -195,10 +202,10 @@ class ApiClient:
             raise Unreachable(f"the download of {artifact_id} was cut: {_no_answer(url, error)}") from None
         return written
 
-    def hosts(self) -> dict:
+    def hosts(self) -> JsonObject:
         return self._call("GET", "/v1/hosts")[1]
 
-    def host(self, host_id: str) -> dict:
+    def host(self, host_id: str) -> JsonObject:
         return self._call("GET", f"/v1/hosts/{_segment(host_id)}")[1]
 
     def live_events(self, on_event: Callable[[ServerEvent], None]) -> LiveEvents:
@@ -210,13 +217,13 @@ class ApiClient:
     # -- plumbing ------------------------------------------------------------------------
 
     def _call(
-        self, method: str, path: str, body: Any = None, params: dict | None = None, *, repeatable: bool | None = None
-    ) -> tuple[int, Any]:
+        self, verb: str, path: str, body: Any = None, query: JsonObject | None = None, *, repeatable: bool | None = None
+    ) -> tuple[int, JsonObject]:
         """One request, to the leader among the URLs; `repeatable` (default: a GET) says whether
         it may be sent again after it was perhaps delivered."""
         import httpx
 
-        repeatable = method == "GET" if repeatable is None else repeatable
+        repeatable = verb == "GET" if repeatable is None else repeatable
         give_up_at = time.monotonic() + self.timeout
         while True:
             time.sleep(self.endpoints.wait_seconds())
@@ -224,7 +231,7 @@ class ApiClient:
             standbys, pause_asked = 0, 0.0
             for url in self.endpoints.round():
                 try:
-                    response = self._http.request(method, url + path, json=body, params=params)
+                    response = self._http.request(verb, url + path, json=body, params=query)
                 except (httpx.HTTPError, httpx.InvalidURL) as error:
                     self.endpoints.passed_over(url)
                     if not (never_sent(error) or repeatable):
@@ -260,7 +267,7 @@ def _no_answer(url: str, error: Exception) -> str:
     return f"no answer from the server at {url} ({_reason(error)})"
 
 
-def _answer(url: str, response: httpx.Response) -> tuple[int, Any]:
+def _answer(url: str, response: httpx.Response) -> tuple[int, JsonObject]:
     """The status and decoded JSON of an answer, or the `Refused` it amounts to."""
     if response.status_code >= 400:
         raise _refusal(response)
@@ -306,7 +313,7 @@ def _refusal(response: httpx.Response) -> Refused:
 # -- the local tokens file ------------------------------------------------------------------
 
 
-def read_tokens_file(path: Path) -> list[dict]:
+def read_tokens_file(path: Path) -> list[JsonObject]:
     """The entries of a tokens file (specs/protocol.md format); ApiError if it cannot be read."""
     try:
         entries = json.loads(path.read_text(encoding="utf-8"))
@@ -319,7 +326,7 @@ def read_tokens_file(path: Path) -> list[dict]:
     return entries
 
 
-def token_for(entries: list[dict], *roles: str) -> dict | None:
+def token_for(entries: list[JsonObject], *roles: str) -> JsonObject | None:
     """The first entry whose role is `roles[0]`, else `roles[1]`, ...; None if there is none."""
     for role in roles:
         for entry in entries:
@@ -328,7 +335,7 @@ def token_for(entries: list[dict], *roles: str) -> dict | None:
     return None
 
 
-def local_token(data_dir: str | os.PathLike) -> str:
+def local_token(data_dir: str | os.PathLike[str]) -> str:
     """The caller token of a local stack: the tokens file's client token, else its admin token.
 
     The client token comes first: it is the least privilege that can do everything the task
@@ -338,7 +345,8 @@ def local_token(data_dir: str | os.PathLike) -> str:
     entry = token_for(read_tokens_file(path), "client", "admin")
     if entry is None:
         raise ApiError(f"{path} has no client or admin token")
-    return entry["token"]
+    token: str = entry["token"]  # a string: token_for picks only such entries
+    return token
 
 
 # -- where the local server listens ---------------------------------------------------------
@@ -365,16 +373,24 @@ def remove_server_file(path: Path) -> None:
         pass
 
 
-def local_url(data_dir: str | os.PathLike) -> str | None:
-    """The URL of the server whose tokens file is in `data_dir`, if that server is still running."""
+def read_server_file(directory: str | os.PathLike[str]) -> tuple[str, int] | None:
+    """The URL and process id a server recorded in `directory`; None without a readable record."""
     try:
-        record = json.loads((Path(data_dir) / SERVER_FILE).read_text(encoding="utf-8"))
+        record = json.loads((Path(directory) / SERVER_FILE).read_text(encoding="utf-8"))
         url, pid = record["url"], record["pid"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not isinstance(url, str) or not isinstance(pid, int) or not _alive(pid):
+    if not isinstance(url, str) or not isinstance(pid, int):
         return None
-    return url
+    return url, pid
+
+
+def local_url(data_dir: str | os.PathLike[str]) -> str | None:
+    """The URL of the server whose tokens file is in `data_dir`, if that server is still running."""
+    record = read_server_file(data_dir)
+    if record is None or not _alive(record[1]):
+        return None
+    return record[0]
 
 
 def _alive(pid: int) -> bool:

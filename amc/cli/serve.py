@@ -10,6 +10,7 @@ from __future__ import annotations
 import stat
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -18,7 +19,8 @@ import click
 from amc.cli.options import data_option
 
 if TYPE_CHECKING:
-    from amc.service import Service
+    from amc.adapters.http.auth import TokenFile
+    from amc.service import BlobStore, Service
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -28,7 +30,12 @@ def is_postgres_url(store: str) -> bool:
 
 
 def _open_store(
-    data: Path, clock: Literal["system", "manual"], on_commit, store: str, map_size: int, max_map_size: int
+    data: Path,
+    clock: Literal["system", "manual"],
+    on_commit: Callable[[int, float], None],
+    store: str,
+    map_size: int,
+    max_map_size: int,
 ) -> tuple[Service, bool]:
     """The service and whether it is durable: `PostgresService` for a postgresql:// URL, the
     durable `LmdbService` when `amc.adapters.lmdb` provides it, else an in-memory service."""
@@ -64,7 +71,7 @@ def _open_store(
     return MemoryService(ManualClock(start) if clock == "manual" else SystemClock()), False
 
 
-def _open_blobs(data: Path, durable: bool, store: str):
+def _open_blobs(data: Path, durable: bool, store: str) -> BlobStore:
     """Where artifacts' bytes go: the database beside a PostgreSQL store (every server reads
     them); files in the data directory beside an LMDB store (opened after it: the store
     decides whether the directory is one); else memory."""
@@ -81,18 +88,18 @@ def _open_blobs(data: Path, durable: bool, store: str):
     return MemoryBlobStore()
 
 
-class StoreChoice(click.ParamType):
+class StoreChoice(click.ParamType[str, str]):
     """`auto`, `lmdb`, `memory`, or the URL of a PostgreSQL database."""
 
     name = "auto|lmdb|memory|postgresql://..."
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
         if value in ("auto", "lmdb", "memory") or is_postgres_url(value):
             return value
         self.fail(f"{value!r}: expected auto, lmdb, memory or a postgresql:// URL", param, ctx)
 
 
-def _tokens(data: Path, tokens_file: Path | None):
+def _tokens(data: Path, tokens_file: Path | None) -> tuple[TokenFile, Path]:
     """The watched tokens file, and its path; writes a first tokens file if there is none."""
     from amc.adapters.http import tokens_file as tokens_files
     from amc.adapters.http.auth import TokenFile, TokenFileError
@@ -271,28 +278,28 @@ def _tokens(data: Path, tokens_file: Path | None):
     show_default=True,
 )
 def serve(
-    data,
-    host,
-    port,
-    tokens_file,
-    lease_seconds,
-    min_lease_seconds,
-    max_lease_seconds,
-    max_artifact_bytes,
-    max_task_artifact_bytes,
-    host_timeout,
-    header_timeout,
-    body_timeout,
-    keep_alive_timeout,
-    max_connections,
-    max_waiting_claims,
-    max_waiting_claims_per_host,
-    clock,
-    store,
-    map_size,
-    max_map_size,
-    access_log,
-    log_level,
+    data: Path,
+    host: str,
+    port: int,
+    tokens_file: Path | None,
+    lease_seconds: float,
+    min_lease_seconds: float,
+    max_lease_seconds: float,
+    max_artifact_bytes: int,
+    max_task_artifact_bytes: int,
+    host_timeout: float,
+    header_timeout: float,
+    body_timeout: float,
+    keep_alive_timeout: float,
+    max_connections: int,
+    max_waiting_claims: int,
+    max_waiting_claims_per_host: int,
+    clock: Literal["system", "manual"],
+    store: str,
+    map_size: int,
+    max_map_size: int,
+    access_log: bool,
+    log_level: str,
 ) -> None:
     """Serve the HTTP control plane (specs/protocol.md) until SIGTERM or Ctrl-C."""
     from amc.adapters.http.app import create_app

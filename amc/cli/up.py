@@ -2,14 +2,17 @@
 
 The control plane on ./.amc (the default store of `amc serve`), one Host Agent with the
 host token of the tokens file, and devices: the real ones when an adb server sees any,
-simulated ones otherwise. See `amc.cli.stack` for how the parts start and stop.
+simulated ones otherwise. See `amc.cli.launch` for how the parts start and stop.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import click
 
@@ -104,7 +107,7 @@ def up(
     - a third kills what is left.
     """
     from amc.cli.client import ApiClient, ApiError, read_tokens_file, token_for
-    from amc.cli.stack import Stack, StackError, attached_devices
+    from amc.cli.launch import LaunchError, Stack
 
     def sink(name: str, line: str) -> None:
         click.echo(f"{name:>7} | {line}", err=True)
@@ -121,9 +124,9 @@ def up(
 
     stop = threading.Event()
     running = threading.Event()
-    previous = {}
+    previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
 
-    def on_signal(signum, frame) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         # While starting, or at a second Ctrl-C, stop waiting: the `finally` below still
         # stops whatever was started. Once running, the first one asks for a clean stop.
         if stop.is_set() or not running.is_set():
@@ -148,7 +151,7 @@ def up(
             host_entry = token_for(entries, "host")
             caller = token_for(entries, "admin", "client")
             if host_entry is None or caller is None:
-                raise StackError(f"{tokens_path} needs a host token and an admin or client token")
+                raise LaunchError(f"{tokens_path} needs a host token and an admin or client token")
             host_id = host_entry["host_id"]
             if simulate:
                 simulator = stack.start_simulator(sim_devices)
@@ -168,7 +171,7 @@ def up(
             )
             with ApiClient(url, caller["token"]) as client:
                 registered = stack.wait_registered(client, host_id, expected)
-        except (StackError, ApiError) as error:
+        except (LaunchError, ApiError) as error:
             raise click.ClickException(getattr(error, "message", str(error))) from None
 
         devices = ", ".join(f"{d['serial']} ({d['attributes'].get('model', '?')})" for d in registered["devices"])
@@ -199,7 +202,7 @@ Ctrl-C stops everything: running tasks may finish within {drain_timeout:g} s, th
         while not stop.wait(0.5):
             try:
                 stack.check()
-            except StackError as error:
+            except LaunchError as error:
                 raise click.ClickException(str(error)) from None
             for name, agent in stack.agents.items():
                 if not agent.alive:
@@ -228,3 +231,19 @@ Ctrl-C stops everything: running tasks may finish within {drain_timeout:g} s, th
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     click.echo("amc up: stopped", err=True)
+
+
+def attached_devices(adb_host: str, adb_port: int) -> list[str] | None:
+    """Serials of the devices a running adb server sees; None when no adb server answers.
+
+    Never starts an adb server: `amc up` should not leave a daemon behind on a machine
+    that has no phones.
+    """
+    from amc.adapters.adb.client import BoundedClient
+    from amc.adapters.adb.discovery import list_serials
+    from amc.adapters.adb.errors import AdbError
+
+    try:
+        return list_serials(BoundedClient(adb_host, adb_port, io_timeout=3.0), timeout=5.0)
+    except AdbError:
+        return None

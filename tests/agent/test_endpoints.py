@@ -1,4 +1,4 @@
-"""The rules for following the leader among several URLs (amc.agent.endpoints), without IO:
+"""The rules for following the leader among several URLs (amc.leader), without IO:
 the order, when a client moves on, and the pause while no server leads."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from amc.agent.endpoints import Endpoints, is_standby, never_sent, parse_urls, retry_after
+from amc.leader import Endpoints, is_standby, never_sent, parse_urls, retry_after
 
 A, B, C = "http://a:8000", "http://b:8000", "http://c:8000"
 

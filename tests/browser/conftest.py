@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import expect
 
 from amc.cli.client import ApiClient
-from amc.cli.stack import Stack
+from amc.cli.launch import Stack
 from tests.support.browser import chromium  # noqa: F401  (a fixture)
 from tests.support.http import Caller, http_client
 

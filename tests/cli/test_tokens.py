@@ -184,7 +184,7 @@ def test_serve_warns_when_others_can_read_the_tokens_file(tmp_path):
     server = Served(data)
     try:
         server.stop()
-        assert "can be read by other users" in server.process.stderr.read()
+        assert "can be read by other users" in "".join(server.output)
     finally:
         if server.process.poll() is None:
             server.process.kill()

@@ -9,11 +9,8 @@ connection as "not this one, try the next".
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -31,38 +28,30 @@ from amc.adapters.postgres.verify import verify
 from amc.core.events import LeaseExpired
 from tests.support.plans import PLAN
 from tests.support.postgres import Cluster
-from tests.support.served import listening_url
+from tests.support.served import serve
 
 
 class Server:
-    """One `amc serve` process on the shared database (its own data directory for server.json)."""
+    """One `amc serve` process on the shared database (its own data directory)."""
 
     def __init__(self, url: str, data: Path, tokens: Path, *options: str):
-        command = [sys.executable, "-c", "from amc.cli import main; main()", "serve", "--store", url]
-        command += ["--data", str(data), "--tokens", str(tokens), "--port", "0", "--log-level", "warning", *options]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output: list[str] = []
-        self.url = self._wait_for_url()
-
-    def _wait_for_url(self) -> str:
-        return listening_url(self.process, self.output, lambda: "".join(self.output))
+        self.child = serve(
+            data, "--store", url, *options, sink=lambda name, line: self.output.append(line + "\n"), tokens=tokens
+        )
+        self.process = self.child.process
+        self.url = self.child.url
 
     @property
     def pid(self) -> int:
-        return self.process.pid
+        return self.child.pid
 
     def signal(self, sig: int) -> None:
-        os.kill(self.process.pid, sig)
+        self.child.signal(sig)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGCONT)
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        self.child.signal(signal.SIGCONT)  # a stopped server hears its SIGTERM only once it runs again
+        self.child.stop(15)
 
 
 def write_tokens(path: Path, host_ids: list[str]) -> dict[str, str]:

@@ -2,77 +2,50 @@
 
 from __future__ import annotations
 
-import re
 import signal
-import subprocess
-import sys
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
+from amc.cli.launch import LaunchError, Server, Sink
 from tests.support.http import Caller, http_client
 
-LISTENING = re.compile(r"listening on (http://\S+)")
 
-
-def listening_url(process: subprocess.Popen, output: list[str], errors: Callable[[], str], timeout: float = 30) -> str:
-    """The URL an `amc serve` process says it listens on; its lines go on into `output`."""
-    deadline = time.monotonic() + timeout
-    assert process.stdout is not None
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            raise AssertionError(f"amc serve exited: {process.wait()} {errors()}")
-        output.append(line)
-        found = LISTENING.search(line)
-        if found:
-            threading.Thread(target=lambda: output.extend(process.stdout or ()), daemon=True).start()
-            return found.group(1)
-    raise AssertionError("amc serve did not start")
+def serve(
+    data: Path, *options: str, sink: Sink, tokens: Path | None = None, port: int = 0, timeout: float = 30
+) -> Server:
+    """`amc serve` started by the launcher; a failed start fails the test with the server's last lines."""
+    try:
+        return Server(data, *options, tokens=tokens, port=port, sink=sink, timeout=timeout)
+    except LaunchError as error:
+        raise AssertionError(error.report()) from None
 
 
 class Served:
-    """An `amc serve` subprocess and a caller per token; on a free port, or on `port`."""
+    """An `amc serve` subprocess and a caller per token; on a free port, or on `port`.
+
+    `output` holds its output lines (stdout and stderr together); `process` is its `Popen`."""
 
     def __init__(self, data: Path, *options: str, tokens: Path | None = None, port: int = 0, log: Path | None = None):
-        """`log`: a file for the server's stderr (appended to), for a run that logs more than a pipe holds."""
-        command = [
-            sys.executable,
-            "-c",
-            "from amc.cli import main; main()",
-            "serve",
-            "--data",
-            str(data),
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            *options,
-        ]
-        if tokens is not None:
-            command += ["--tokens", str(tokens)]
-        stderr = subprocess.PIPE if log is None else log.open("a")
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
-        if log is not None:
-            stderr.close()  # the child has its own descriptor
+        """`log`: a file the server's output is appended to instead, for a run that logs more than a test should hold."""
         self.output: list[str] = []
-        self.url = self._wait_for_url()
+        self._log = log
+        self.server = serve(data, *options, sink=self._keep, tokens=tokens, port=port, timeout=20)
+        self.process = self.server.process
+        self.url = self.server.url
         self.http = http_client(self.url)
 
-    def _wait_for_url(self) -> str:
-        return listening_url(
-            self.process,
-            self.output,
-            lambda: self.process.stderr.read() if self.process.stderr else "(stderr in its log file)",
-            timeout=20,
-        )
+    def _keep(self, name: str, line: str) -> None:
+        if self._log is None:
+            self.output.append(line + "\n")
+        else:
+            with self._log.open("a") as log:
+                log.write(line + "\n")
 
     def caller(self, token: str) -> Caller:
         return Caller(self.http, token)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
-        self.process.send_signal(sig)
+        self.server.signal(sig)
         code = self.process.wait(timeout)
+        self.server.wait(timeout)  # its output all read
         self.http.close()
         return code

@@ -48,7 +48,7 @@ def demo(timeout: float, keep: bool, as_json: bool) -> None:
     from amc.cli.app import make_console
     from amc.cli.client import ApiError
     from amc.cli.demo.run import DemoRun
-    from amc.cli.stack import Stack, StackError
+    from amc.cli.launch import LaunchError, Stack
 
     console = make_console(stderr=as_json)
     workdir = Path(tempfile.mkdtemp(prefix="amc-demo-"))
@@ -70,7 +70,7 @@ def demo(timeout: float, keep: bool, as_json: bool) -> None:
     try:
         try:
             passed = run.run(timeout)
-        except (StackError, ApiError) as error:
+        except (LaunchError, ApiError) as error:
             from rich.markup import escape
 
             console.print(f"[red]Error:[/red] {escape(str(getattr(error, 'message', error)))}")

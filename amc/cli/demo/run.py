@@ -49,9 +49,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used, so that `amc --help` stays quick
-    from rich.live import Live
+    from collections.abc import Callable, Sequence
 
-    from amc.sim import Simulator
+    from rich.console import Console
+    from rich.live import Live
+    from rich.table import Table
+
+    from amc.cli.client import JsonObject
+    from amc.cli.demo.workload import Job
+    from amc.cli.launch import Stack
+    from amc.sim import SimDeviceSpec, Simulator
 
 from amc.core.lifecycle import ACTIVE_STATUSES, TERMINAL_STATUSES, TaskStatus
 
@@ -60,7 +67,7 @@ DRAIN_SECONDS = 0.5  # h3's drain time: shorter than app-update's `download`, so
 ENDINGS = (TaskStatus.done, TaskStatus.failed, TaskStatus.cancelled)  # in the summary's order
 
 
-def _write_tokens(path: Path) -> dict[str, dict]:
+def _write_tokens(path: Path) -> dict[str, JsonObject]:
     """A tokens file for the demo: role or host id -> entry. Mode 0600, like amc serve's own."""
     entries = {
         "admin": {"token": secrets.token_urlsafe(32), "role": "admin"},
@@ -78,7 +85,7 @@ def _write_tokens(path: Path) -> dict[str, dict]:
 class DemoRun:
     """One run of the demo: start, drive the workload, watch, judge."""
 
-    def __init__(self, stack, console, workdir: Path):
+    def __init__(self, stack: Stack, console: Console, workdir: Path):
         from amc.cli.demo import workload
 
         self.stack = stack
@@ -87,12 +94,12 @@ class DemoRun:
         self.jobs = workload.jobs()
         self.by_name = {job.name: job for job in self.jobs}
         self.ids: dict[str, str] = {}  # job name -> task id
-        self.tasks: dict[str, dict] = {}  # job name -> latest task resource
+        self.tasks: dict[str, JsonObject] = {}  # job name -> latest task resource
         self.notes: dict[str, str] = {}  # job name -> what the demo did to it
-        self.messages: dict[str, list[dict]] = {}  # job name -> its messages, read at the end
-        self.histories: dict[str, list[dict]] = {}  # job name -> its history, read at the end
+        self.messages: dict[str, list[JsonObject]] = {}  # job name -> its messages, read at the end
+        self.histories: dict[str, list[JsonObject]] = {}  # job name -> its history, read at the end
         self.problems: dict[str, list[str]] = {}  # job name -> the verdict's findings
-        self.seen: dict[str, dict] = {}  # job name -> what the demo saw while it ran (workload.check)
+        self.seen: dict[str, JsonObject] = {}  # job name -> what the demo saw while it ran (workload.check)
         self.began = time.monotonic()
         self.live: Live | None = None
         self.simulators: dict[str, Simulator] = {}  # host id -> its Simulator
@@ -152,11 +159,11 @@ class DemoRun:
             self._submit(self.by_name["checkout"])
             self._submit(self.by_name["app-update"])
             for name, host in (("checkout", "h2"), ("app-update", "h3")):
-                self._wait_for(
-                    lambda name=name: self._task(name)["status"] in ACTIVE_STATUSES,
-                    10,
-                    f"{name} to be claimed by {host}",
-                )
+
+                def claimed(name: str = name) -> bool:
+                    return self._task(name)["status"] in ACTIVE_STATUSES
+
+                self._wait_for(claimed, 10, f"{name} to be claimed by {host}")
             self._start_agent(workload.SURVIVOR_HOST, tokens)
             self.say("host h1 starting with three phones; submitting the rest of the workload")
             for job in self.jobs:
@@ -176,10 +183,10 @@ class DemoRun:
             admin.close()
         return self._summary()
 
-    def _phones(self, specs) -> str:
+    def _phones(self, specs: Sequence[SimDeviceSpec]) -> str:
         return ", ".join(f"{spec.serial} ({spec.model})" for spec in specs)
 
-    def _start_agent(self, host_id: str, tokens: dict, drain_timeout: float = 60.0) -> None:
+    def _start_agent(self, host_id: str, tokens: dict[str, JsonObject], drain_timeout: float = 60.0) -> None:
         simulator = self.simulators[host_id]
         self.stack.start_agent(
             host_id,
@@ -190,23 +197,23 @@ class DemoRun:
             drain_timeout=drain_timeout,
         )
 
-    def _submit(self, job) -> None:
+    def _submit(self, job: Job) -> None:
         task, _ = self.client.submit(job.submission())
         self.ids[job.name] = task["id"]
         self.tasks[job.name] = task
 
-    def _task(self, name: str) -> dict:
+    def _task(self, name: str) -> JsonObject:
         self.tasks[name] = self.client.task(self.ids[name])
         return self.tasks[name]
 
-    def _wait_for(self, condition, timeout: float, what: str) -> None:
-        from amc.cli.stack import StackError
+    def _wait_for(self, condition: Callable[[], object], timeout: float, what: str) -> None:
+        from amc.cli.launch import LaunchError
 
         deadline = time.monotonic() + timeout
         while not condition():
             self.stack.check()
             if time.monotonic() > deadline:
-                raise StackError(f"timed out waiting for {what}")
+                raise LaunchError(f"timed out waiting for {what}")
             time.sleep(0.05)
 
     def _cancel_queued(self) -> None:
@@ -226,7 +233,7 @@ class DemoRun:
         """Poll the tasks until all ended, acting on them when their moment comes."""
         from rich.live import Live
 
-        from amc.cli.stack import StackError
+        from amc.cli.launch import LaunchError
 
         deadline = time.monotonic() + timeout
         shown: dict[str, str] = {}
@@ -257,7 +264,7 @@ class DemoRun:
                     break
                 self.stack.check()
                 if time.monotonic() > deadline:
-                    raise StackError(f"the workload did not end within {timeout:g} s")
+                    raise LaunchError(f"the workload did not end within {timeout:g} s")
                 time.sleep(0.2)
         finally:
             if live is not None:
@@ -388,7 +395,7 @@ class DemoRun:
                     f"[bold]{asked[0]['successor']}[/bold]"
                 )
 
-    def _sleeping(self, task: dict) -> bool:
+    def _sleeping(self, task: JsonObject) -> bool:
         """True when the task's current attempt has a `sleep` running on its simulated phone."""
         attempt = task["attempts"][-1]
         simulator = self.simulators.get(attempt["host_id"])
@@ -397,18 +404,18 @@ class DemoRun:
         return any("sleep" in record.command and record.end == "running" for record in simulator.log(attempt["device"]))
 
     @staticmethod
-    def _where(task: dict) -> str:
+    def _where(task: JsonObject) -> str:
         from amc.cli.views import where
 
         return where(task)
 
     @staticmethod
-    def _status(task: dict) -> str:
+    def _status(task: JsonObject) -> str:
         from amc.cli.views import task_status_text
 
         return task_status_text(task).plain
 
-    def _table(self):
+    def _table(self) -> Table:
         from rich.table import Table
         from rich.text import Text
 
@@ -512,7 +519,7 @@ class DemoRun:
         )
         self.console.print(f"  [bold]amc task artifacts {example}[/bold]", soft_wrap=True)
 
-    def document(self, passed: bool) -> dict:
+    def document(self, passed: bool) -> JsonObject:
         """The run as one JSON document (`--json`): the verdict, and per job what the server holds."""
         return {
             "passed": passed,
@@ -568,7 +575,7 @@ class DemoRun:
             f"command at once.[/dim]"
         )
 
-    def _device_quiet(self, task: dict) -> float | None:
+    def _device_quiet(self, task: JsonObject) -> float | None:
         """When the last device command of the cancelled attempt ended (the simulator's log)."""
         from amc.cli.views import parse_time
 

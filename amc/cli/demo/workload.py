@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+if TYPE_CHECKING:
+    from amc.cli.client import JsonObject
 
 from amc.core.lifecycle import TERMINAL_STATUSES, AttemptState, CancellationState, MessageState, StepStatus, TaskStatus
 
@@ -47,17 +50,17 @@ class Job:
     name: str
     kind: str
     story: str  # one line for people: what this task shows
-    body: dict | None  # the submission, as POST /v1/tasks takes it; None: the server creates the task
-    steers: tuple[dict, ...] = ()  # `steered`: the edits (a steer's data) sent while a step runs
-    follow_up: dict | None = None  # `paused`: the follow-up (`text`, `data`) sent while it is paused
+    body: JsonObject | None  # the submission, as POST /v1/tasks takes it; None: the server creates the task
+    steers: tuple[JsonObject, ...] = ()  # `steered`: the edits (a steer's data) sent while a step runs
+    follow_up: JsonObject | None = None  # `paused`: the follow-up (`text`, `data`) sent while it is paused
     successor_of: str | None = None  # `successor`: the job whose follow-up this task is
 
-    def submission(self) -> dict:
+    def submission(self) -> JsonObject:
         assert self.body is not None, f"the server creates the task of {self.name}"
         return {**self.body, "labels": {"demo": self.name}}
 
 
-def _step(step_id: str, action: str, **args) -> dict:
+def _step(step_id: str, action: str, **args: Any) -> JsonObject:
     return {"id": step_id, "action": action, "args": args}
 
 
@@ -282,20 +285,20 @@ def jobs() -> list[Job]:
 OBSERVATIONS = ("screenshot", "ui_dump")
 
 
-def observation_step_ids(job: Job, plan: dict) -> set[str]:
+def observation_step_ids(job: Job, plan: JsonObject) -> set[str]:
     """The steps of `plan`, and those the job's steers insert, that take a screenshot or a UI dump."""
     steps = [step for stage in plan["stages"] for step in stage["steps"]] if "stages" in plan else list(plan["steps"])
     steps += [step for edit in job.steers for step in edit.get("steps", ())]
     return {step["id"] for step in steps if step["action"] in OBSERVATIONS}
 
 
-def planned_step_ids(plan: dict) -> list[str]:
+def planned_step_ids(plan: JsonObject) -> list[str]:
     if "stages" in plan:
         return [step["id"] for stage in plan["stages"] for step in stage["steps"]]
     return [step["id"] for step in plan["steps"]]
 
 
-def reported_step_ids(job: Job, plan: dict) -> list[str]:
+def reported_step_ids(job: Job, plan: JsonObject) -> list[str]:
     """The steps a result must name, in order: the plan's, with the job's insertions where
     they were inserted (skipped steps stay, reported not_started)."""
     ids = planned_step_ids(plan)
@@ -315,7 +318,11 @@ def _time(text: str) -> float:
 
 
 def check(
-    job: Job, task: dict, events: list[dict], messages: Sequence[dict] = (), seen: dict | None = None
+    job: Job,
+    task: JsonObject,
+    events: list[JsonObject],
+    messages: Sequence[JsonObject] = (),
+    seen: JsonObject | None = None,
 ) -> list[str]:
     """How `task` (with its history `events` and its `messages`) differs from what the
     protocol requires of `job`; `seen` is what the demo saw while the task ran (for a pause:
@@ -436,7 +443,7 @@ def check(
     return problems
 
 
-def _check_released(task: dict, events: list[dict], seen: dict) -> list[str]:
+def _check_released(task: JsonObject, events: list[JsonObject], seen: JsonObject) -> list[str]:
     """Released by the host that stopped (and exited 0), with truthful steps, and finished by
     another host: never `failed` because its host stopped."""
     problems = []
@@ -469,7 +476,7 @@ def _check_released(task: dict, events: list[dict], seen: dict) -> list[str]:
     return problems
 
 
-def _check_steered(job: Job, steps: list[dict], messages: Sequence[dict]) -> list[str]:
+def _check_steered(job: Job, steps: list[JsonObject], messages: Sequence[JsonObject]) -> list[str]:
     """Each steer applied at a boundary; skipped steps not_started (steered), inserted ones run."""
     problems = []
     steers = [m for m in messages if m["intent"] == "steer"]
@@ -489,7 +496,7 @@ def _check_steered(job: Job, steps: list[dict], messages: Sequence[dict]) -> lis
     return problems
 
 
-def _check_paused(steps: list[dict], messages: Sequence[dict], seen: dict) -> list[str]:
+def _check_paused(steps: list[JsonObject], messages: Sequence[JsonObject], seen: JsonObject) -> list[str]:
     """The pause held at a boundary while the lease was renewed; the step after it started
     only once the resume reached the host; the follow-up was collected into a successor."""
     problems = []
@@ -518,7 +525,7 @@ def _check_paused(steps: list[dict], messages: Sequence[dict], seen: dict) -> li
     return problems
 
 
-def _check_successor(task: dict) -> list[str]:
+def _check_successor(task: JsonObject) -> list[str]:
     """A successor names the task it follows, the one message it collected, and runs its steps under
     that message's id."""
     collected = task.get("collected") or []

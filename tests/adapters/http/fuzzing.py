@@ -22,9 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
-import subprocess
-import sys
 import threading
 import warnings
 from collections import Counter
@@ -49,6 +46,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.support.plans import PLAN
+from tests.support.served import serve
 
 SPEC = Path(__file__).resolve().parents[3] / "specs" / "openapi.yaml"
 SCHEMA = schemathesis.openapi.from_path(SPEC)
@@ -90,8 +88,6 @@ CREDENTIALS: list[str | None] = [
     "Bearer ",
     ADMIN,
 ]
-
-LISTENING = re.compile(r"listening on (http://\S+)")
 
 
 @attrs.define
@@ -136,22 +132,12 @@ class Served:
         tokens = data.parent / f"{data.name}-tokens.json"
         tokens.write_text(json.dumps(TOKENS))
         tokens.chmod(0o600)
-        command = [sys.executable, "-c", "from amc.cli import main; main()", "serve", "--data", str(data)]
-        command += ["--port", "0", "--clock", "manual", "--tokens", str(tokens), "--log-level", "warning"]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.stderr: list[str] = []
-        line = self.process.stdout.readline()
-        found = LISTENING.search(line)
-        if not found:
-            self.process.kill()
-            raise AssertionError(f"amc serve did not start: {line} {self.process.stderr.read()}")
-        self.url = found.group(1)
-        threading.Thread(target=self._drain, daemon=True).start()
+        self.stderr: list[str] = []  # the server's output lines, stdout and stderr together
+        self.server = serve(
+            data, "--clock", "manual", sink=lambda name, line: self.stderr.append(line + "\n"), tokens=tokens
+        )
+        self.url = self.server.url
         self.http = requests.Session()
-
-    def _drain(self) -> None:
-        for line in self.process.stderr:
-            self.stderr.append(line)
 
     def call(self, method: str, path: str, body: Any = None, token: str = ADMIN, expect: int = 200) -> Any:
         response = self.http.request(
@@ -162,12 +148,7 @@ class Served:
 
     def stop(self) -> None:
         self.http.close()
-        self.process.terminate()
-        try:
-            self.process.wait(15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        self.server.stop(15)
 
 
 @attrs.define

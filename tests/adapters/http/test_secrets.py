@@ -10,18 +10,13 @@ processes wrote, every answer's body and `GET /metrics` are searched for every t
 from __future__ import annotations
 
 import json
-import os
-import re
-import signal
-import subprocess
-import sys
-import threading
 
 import pytest
 
+from amc.cli.launch import Agent
 from amc.sim import SimDeviceSpec, Simulator
 from tests.support.http import Caller, http_client
-from tests.support.waiting import eventually
+from tests.support.served import serve
 
 ADMIN = "secret-admin-token-7f3a9c11e0d2"
 CLIENT = "secret-client-token-5b8e2d47c6a1"
@@ -39,45 +34,19 @@ BAD = [
     CLIENT + "0",
     HOST[1:],
 ]
-LISTENING = re.compile(r"listening on (http://\S+)")
 
 
-class Process:
-    """A subprocess whose stdout and stderr are read as they come (debug logs fill a pipe fast)."""
+class Output:
+    """Every line a child printed, stdout and stderr together, for the checks at the end."""
 
-    def __init__(self, command: list[str], env: dict | None = None):
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    def __init__(self) -> None:
         self.lines: list[str] = []
-        self._readers = [threading.Thread(target=self._read, args=(s,), daemon=True) for s in self._streams]
-        for reader in self._readers:
-            reader.start()
 
-    @property
-    def _streams(self):
-        return (self.process.stdout, self.process.stderr)
+    def keep(self, name: str, line: str) -> None:
+        self.lines.append(line + "\n")
 
-    def _read(self, stream) -> None:
-        for line in stream:
-            self.lines.append(line)
-
-    def output(self) -> str:
+    def text(self) -> str:
         return "".join(self.lines)
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            code = self.process.wait(20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait()
-        for reader in self._readers:
-            reader.join(5)
-        return code
-
-
-def amc(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from amc.cli import main; main()", *args]
 
 
 @pytest.fixture
@@ -93,18 +62,14 @@ def test_no_token_appears_in_the_logs_the_answers_or_the_metrics(tmp_path, simul
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps(TOKENS))
     tokens.chmod(0o600)
-    server = Process(
-        amc("serve", "--data", str(tmp_path / "data"), "--port", "0", "--tokens", str(tokens))
-        + ["--access-log", "--log-level", "debug", "--lease-seconds", "5"]
-    )
-    url = eventually(lambda: next((m.group(1) for m in map(LISTENING.search, server.lines) if m), None), 20)
-    env = {**os.environ, "AMC_HOST_TOKEN": HOST}
-    agent_args = ["--server", url, "--host-id", "h1", "--adb-port", str(simulator.server_port)]
-    agent_args += ["--keep-artifacts", str(tmp_path / "artifacts"), "--claim-wait", "1", "--scan-seconds", "0.2"]
-    agent = Process(amc("host", "run", *agent_args, "--log-level", "debug"), env=env)
-    wrong_agent = Process(
-        amc("host", "run", *agent_args, "--log-level", "debug"), env={**env, "AMC_HOST_TOKEN": BAD[3]}
-    )
+    logs = {name: Output() for name in ("amc serve", "amc host run", "amc host run (bad token)")}
+    options = ("--access-log", "--log-level", "debug", "--lease-seconds", "5")
+    server = serve(tmp_path / "data", *options, sink=logs["amc serve"].keep, tokens=tokens, timeout=20)
+    url = server.url
+    agent_options = {"adb_port": simulator.server_port, "keep_artifacts": tmp_path / "artifacts", "log_level": "debug"}
+    agent_options |= {"claim_wait": 1, "scan_seconds": 0.2}
+    agent = Agent(url, "h1", HOST, sink=logs["amc host run"].keep, **agent_options)
+    wrong_agent = Agent(url, "h1", BAD[3], sink=logs["amc host run (bad token)"].keep, **agent_options)
     http = http_client(url)
     answers: list[str] = []
     try:
@@ -140,18 +105,14 @@ def test_no_token_appears_in_the_logs_the_answers_or_the_metrics(tmp_path, simul
         assert wrong_agent.process.wait(20) == 1
     finally:
         http.close()
-        wrong_agent.stop()
-        agent_code = agent.stop()
-        server_code = server.stop()
-    assert server_code == 0 and agent_code == 0, server.output()[-2000:] + agent.output()[-2000:]
-    logs = {
-        "amc serve": server.output(),
-        "amc host run": agent.output(),
-        "amc host run (bad token)": wrong_agent.output(),
-    }
-    assert "GET /v1/tasks" in logs["amc serve"] and " DEBUG " in logs["amc host run"]  # the chattiest logs were on
-    assert "refused host 'h1'" in logs["amc host run (bad token)"]
-    places = {**logs, "answers": "\n".join(answers), "GET /metrics": metrics}
+        wrong_agent.stop(20)
+        agent_code = agent.stop(20)
+        server_code = server.stop(20)
+    text = {place: output.text() for place, output in logs.items()}
+    assert server_code == 0 and agent_code == 0, text["amc serve"][-2000:] + text["amc host run"][-2000:]
+    assert "GET /v1/tasks" in text["amc serve"] and " DEBUG " in text["amc host run"]  # the chattiest logs were on
+    assert "refused host 'h1'" in text["amc host run (bad token)"]
+    places = {**text, "answers": "\n".join(answers), "GET /metrics": metrics}
     shown = [
         f"{place}: ...{_around(text, token)}..."
         for token in [*(entry["token"] for entry in TOKENS), *BAD]

@@ -1,5 +1,6 @@
-"""The local stack of `amc up` and `amc demo`: a control plane, devices and Host Agents,
-started together and stopped in the right order.
+"""The launcher of a local amc: a control plane, devices and Host Agents, started together
+and stopped in the right order. `amc up`, `amc demo`, the benchmarks and the tests start
+amc through it, and only through it.
 
 The server and the agents run as child processes (`python -m amc serve`, `python -m amc
 host run`), exactly the programs an operator would run, so the stack exercises the real
@@ -8,6 +9,10 @@ in this process (`Simulator`), so their command logs can be read directly.
 
 Theory of operation:
 
+- A server is found through the record it writes beside its tokens file (`server.json`:
+  its URL and process id, written once it listens), never through its output: `Server`
+  waits for the record that carries its own child's process id (an older one may be left
+  by a killed server), and fails with the child's last lines when it exits first.
 - Children start in a session of their own, so a Ctrl-C at the terminal reaches only this
   process, which then stops them in order: the agents first, then the server (SIGTERM: it
   finishes in-flight requests and closes the store), then the simulators.
@@ -18,8 +23,8 @@ Theory of operation:
   interrupted and their attempts released now. Whatever is still alive after that is
   killed; `kill()` kills everything at once.
 - On Linux each child asks the kernel for SIGTERM when its parent dies (PR_SET_PDEATHSIG,
-  set in a tiny launcher before it execs), so even a SIGKILLed `amc up` leaves nothing
-  behind.
+  set in a tiny launcher before it execs, which keeps the process id), so even a SIGKILLed
+  `amc up` leaves nothing behind.
 - Each child's output (stdout and stderr together) is read by a thread, handed line by
   line to a sink (the terminal for `up`, a log file for `demo`), and its last lines are
   kept for the error message when a child fails to start or dies.
@@ -32,7 +37,6 @@ from __future__ import annotations
 
 import collections
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -40,8 +44,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
-from amc.cli.client import ApiClient, ApiError, Refused
+from amc.cli.client import TOKENS_FILE, ApiClient, ApiError, Refused, read_server_file
+
+if TYPE_CHECKING:
+    from amc.sim import SimDeviceSpec, Simulator
 
 Sink = Callable[[str, str], None]  # (child name, one line of its output)
 
@@ -58,17 +66,31 @@ _LAUNCHER = (
     "os.execv(sys.executable, [sys.executable, '-m', 'amc', *sys.argv[2:]])\n"
 )
 
-_LISTENING = re.compile(r"listening on (http://\S+)")
+
+class LaunchError(Exception):
+    """A part could not start or was lost; the message is one line for people, and `tail`
+    holds the last output lines of the child concerned (empty when there is none)."""
+
+    def __init__(self, message: str, tail: Sequence[str] = ()):
+        super().__init__(message)
+        self.tail = tuple(tail)
+
+    def report(self) -> str:
+        """The message and the child's last lines, for a log or a failed test."""
+        return "\n".join([str(self), *(f"  | {line}" for line in self.tail)])
 
 
-class StackError(Exception):
-    """The stack could not start or lost a part; the message is one line for people."""
+def _ignore(name: str, line: str) -> None:
+    """The sink of a child whose output matters only when it fails (its tail is kept)."""
 
 
 class Child:
-    """One child process of the stack, with its output pumped to a sink."""
+    """One child process, `python -m amc ARGS`, with its output pumped to a sink.
 
-    def __init__(self, name: str, args: Sequence[str], *, env: dict[str, str], sink: Sink):
+    `process` is the child's `Popen`; its process id is the one `amc` runs under.
+    """
+
+    def __init__(self, name: str, args: Sequence[str], *, env: dict[str, str], sink: Sink = _ignore):
         self.name = name
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
         self._lines = threading.Condition()
@@ -86,7 +108,7 @@ class Child:
         )
         self._sink = sink
         self.terms = 0  # SIGTERMs sent: to an agent, the first drains and the second stops it now
-        self._pump = threading.Thread(target=self._read, name=f"amc-stack-{name}", daemon=True)
+        self._pump = threading.Thread(target=self._read, name=f"amc-{name}", daemon=True)
         self._pump.start()
 
     def _read(self) -> None:
@@ -118,24 +140,24 @@ class Child:
         last = (errors or lines or ["(no output)"])[-1]
         return last.removeprefix("Error:").strip()  # it becomes part of our own error line
 
-    def wait_for_line(self, pattern: re.Pattern, timeout: float) -> re.Match:
-        """The first output line matching `pattern`; StackError if the child exits or times out first."""
+    def exited(self) -> LaunchError:
+        """The error to raise when this child exited though it should not have."""
+        return LaunchError(f"the {self.name} exited (status {self.process.returncode}): {self.last_words()}", self.tail)
+
+    def wait_until(self, ready: Callable[[], bool], timeout: float) -> None:
+        """Return once `ready()` holds, checked at each output line and every 50 ms;
+        LaunchError if the child exits (with all its output read) or `timeout` runs out first."""
         deadline = time.monotonic() + timeout
-        checked = 0
         with self._lines:
-            while True:
-                lines = list(self.tail)
-                for line in lines[checked:] if len(lines) > checked else []:
-                    match = pattern.search(line)
-                    if match:
-                        return match
-                checked = len(lines)
+            while not ready():
                 if not self.alive and not self._pump.is_alive():
-                    raise StackError(f"the {self.name} exited (status {self.process.returncode}): {self.last_words()}")
+                    raise self.exited()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise StackError(f"the {self.name} did not start within {timeout:g} s: {self.last_words()}")
-                self._lines.wait(min(remaining, 0.2))
+                    raise LaunchError(
+                        f"the {self.name} did not start within {timeout:g} s: {self.last_words()}", self.tail
+                    )
+                self._lines.wait(min(remaining, 0.05))
 
     def signal(self, signum: int) -> None:
         if self.alive:
@@ -151,7 +173,7 @@ class Child:
             self.signal(signal.SIGTERM)
 
     def wait(self, timeout: float) -> bool:
-        """Whether the child exited within `timeout` seconds."""
+        """Whether the child exited within `timeout` seconds (its output all read then)."""
         try:
             self.process.wait(max(0.0, timeout))
         except subprocess.TimeoutExpired:
@@ -169,6 +191,81 @@ class Child:
         if not self.wait(grace):
             self.kill()
         return self.process.returncode
+
+
+class Server(Child):
+    """`amc serve --data DATA OPTIONS...` as a child process, and the URL it serves on.
+
+    The URL comes from the `server.json` the server writes beside its tokens file once it
+    listens (DATA/tokens.json, or `tokens`: pass a tokens file here, not in `options`, so the
+    record is looked for in the right directory). LaunchError, with the child's last lines,
+    when it exits first or `timeout` runs out (the child is killed then).
+    """
+
+    def __init__(
+        self,
+        data: Path,
+        *options: str,
+        tokens: Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_level: str = "warning",
+        env: dict[str, str] | None = None,
+        sink: Sink = _ignore,
+        timeout: float = 30.0,
+        name: str = "server",
+    ):
+        args = ["serve", "--data", str(data), "--host", host, "--port", str(port), "--log-level", log_level]
+        if tokens is not None:
+            args += ["--tokens", str(tokens)]
+        super().__init__(name, [*args, *options], env=child_env() if env is None else env, sink=sink)
+        self.tokens = data / TOKENS_FILE if tokens is None else tokens
+        self.url = ""
+        try:
+            self.wait_until(self._recorded, timeout)
+        except LaunchError:
+            self.kill()
+            raise
+
+    def _recorded(self) -> bool:
+        """Whether this child has written its record (an older server's may still be there)."""
+        record = read_server_file(self.tokens.parent)
+        if record is None or record[1] != self.pid:
+            return False
+        self.url = record[0]
+        return True
+
+
+class AgentOptions(TypedDict, total=False):
+    """How a Host Agent runs besides its server and host; left out, the launcher's default."""
+
+    adb_port: Required[int]  # the adb server whose devices it serves
+    adb_host: str  # 127.0.0.1
+    keep_artifacts: Path | None  # also keep a copy of each step's evidence here (None: no copy)
+    lease_seconds: float  # the agent's own default
+    claim_wait: float  # 5 s: shorter than the agent's long poll, so a stack reacts quickly
+    scan_seconds: float  # 1 s
+    log_level: str  # info
+    drain_timeout: float  # 60 s: at its first SIGTERM, how long running tasks may go on to finish
+
+
+class Agent(Child):
+    """`amc host run` as a child process, serving the devices of one adb server for `host_id`
+    (the token goes in the environment, never in the arguments); named after the host."""
+
+    def __init__(self, server: str, host_id: str, token: str, *, sink: Sink = _ignore, **options: Unpack[AgentOptions]):
+        self.drain_timeout = options.get("drain_timeout", 60.0)
+        args = ["host", "run", "--server", server, "--host-id", host_id]
+        args += ["--adb-host", options.get("adb_host", "127.0.0.1"), "--adb-port", str(options["adb_port"])]
+        args += ["--claim-wait", f"{options.get('claim_wait', 5.0):g}"]
+        args += ["--scan-seconds", f"{options.get('scan_seconds', 1.0):g}"]
+        args += ["--drain-timeout", f"{self.drain_timeout:g}", "--log-level", options.get("log_level", "info")]
+        if "lease_seconds" in options:
+            args += ["--lease-seconds", f"{options['lease_seconds']:g}"]
+        keep_artifacts = options.get("keep_artifacts")
+        if keep_artifacts is not None:
+            args += ["--keep-artifacts", str(keep_artifacts)]
+        super().__init__(host_id, args, env=child_env(AMC_HOST_TOKEN=token), sink=sink)
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -190,18 +287,22 @@ class Stack:
     FORCE_GRACE = 10.0  # after the second SIGTERM: steps interrupted, releases answered (an agent gives up after 5 s)
     SERVER_GRACE = 10.0
 
-    def __init__(self, sink: Sink):
+    def __init__(self, sink: Sink = _ignore):
         self.sink = sink
-        self.server: Child | None = None
-        self.url: str | None = None
-        self.agents: dict[str, Child] = {}
+        self.server: Server | None = None
+        self.agents: dict[str, Agent] = {}
         self.drain_timeout = 0.0  # the longest drain time of the agents started
-        self.simulators: list = []
+        self.simulators: list[Simulator] = []
+
+    @property
+    def url(self) -> str | None:
+        """The server's base URL once it serves."""
+        return None if self.server is None else self.server.url
 
     def __enter__(self) -> Stack:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     # -- starting ------------------------------------------------------------------------
@@ -209,7 +310,7 @@ class Stack:
     def start_server(
         self,
         data: Path,
-        *,
+        *options: str,
         host: str = "127.0.0.1",
         port: int = 0,
         tokens: Path | None = None,
@@ -218,19 +319,18 @@ class Stack:
         log_level: str = "warning",
         timeout: float = 30.0,
     ) -> str:
-        """Start `amc serve` on `data`; its base URL once it answers /v1/health."""
-        args = ["serve", "--data", str(data), "--host", host, "--port", str(port), "--log-level", log_level]
-        if tokens is not None:
-            args += ["--tokens", str(tokens)]
+        """Start `amc serve` on `data` (with `options` besides); its base URL once it serves."""
+        args = list(options)
         if lease_seconds is not None:
             args += ["--lease-seconds", f"{lease_seconds:g}", "--min-lease-seconds", f"{min(1.0, lease_seconds):g}"]
         if host_timeout is not None:
             args += ["--host-timeout", f"{host_timeout:g}"]
-        self.server = Child("server", args, env=child_env(), sink=self.sink)
-        self.url = self.server.wait_for_line(_LISTENING, timeout).group(1)
-        return self.url
+        self.server = Server(
+            data, *args, tokens=tokens, host=host, port=port, log_level=log_level, sink=self.sink, timeout=timeout
+        )
+        return self.server.url
 
-    def start_simulator(self, devices):
+    def start_simulator(self, devices: int | Sequence[SimDeviceSpec]) -> Simulator:
         """Simulated devices (a count or `SimDeviceSpec`s) in this process; the started Simulator."""
         from amc.sim import Simulator
 
@@ -238,52 +338,17 @@ class Stack:
         self.simulators.append(simulator)
         return simulator
 
-    def start_agent(
-        self,
-        host_id: str,
-        token: str,
-        *,
-        adb_port: int,
-        adb_host: str = "127.0.0.1",
-        keep_artifacts: Path | None = None,
-        lease_seconds: float | None = None,
-        claim_wait: float = 5.0,
-        scan_seconds: float = 1.0,
-        drain_timeout: float = 60.0,
-        log_level: str = "info",
-    ) -> Child:
-        """Start `amc host run` for `host_id` (the token goes in the environment)."""
+    def start_agent(self, host_id: str, token: str, **options: Unpack[AgentOptions]) -> Agent:
+        """Start `amc host run` for `host_id` against this stack's server."""
         assert self.url is not None, "start the server first"
-        args = [
-            "host",
-            "run",
-            "--server",
-            self.url,
-            "--host-id",
-            host_id,
-            "--adb-host",
-            adb_host,
-            "--adb-port",
-            str(adb_port),
-            "--claim-wait",
-            f"{claim_wait:g}",
-            "--scan-seconds",
-            f"{scan_seconds:g}",
-            "--drain-timeout",
-            f"{drain_timeout:g}",
-            "--log-level",
-            log_level,
-        ]
-        if lease_seconds is not None:
-            args += ["--lease-seconds", f"{lease_seconds:g}"]
-        if keep_artifacts is not None:
-            args += ["--keep-artifacts", str(keep_artifacts)]
-        agent = Child(host_id, args, env=child_env(AMC_HOST_TOKEN=token), sink=self.sink)
+        agent = Agent(self.url, host_id, token, sink=self.sink, **options)
         self.agents[host_id] = agent
-        self.drain_timeout = max(self.drain_timeout, drain_timeout)
+        self.drain_timeout = max(self.drain_timeout, agent.drain_timeout)
         return agent
 
-    def wait_registered(self, client: ApiClient, host_id: str, devices: int = 1, timeout: float = 30.0) -> dict:
+    def wait_registered(
+        self, client: ApiClient, host_id: str, devices: int = 1, timeout: float = 30.0
+    ) -> dict[str, Any]:
         """The host once it has registered at least `devices` online devices."""
         deadline = time.monotonic() + timeout
         agent = self.agents.get(host_id)
@@ -294,22 +359,23 @@ class Stack:
                     return host
             except Refused as error:
                 if error.status != 404:
-                    raise StackError(f"cannot read host {host_id}: {error.message}") from None
+                    raise LaunchError(f"cannot read host {host_id}: {error.message}") from None
             except ApiError as error:
-                raise StackError(f"cannot read host {host_id}: {error.message}") from None
+                raise LaunchError(f"cannot read host {host_id}: {error.message}") from None
             if agent is not None and not agent.alive:
-                raise StackError(
-                    f"the Host Agent {host_id} exited (status {agent.process.returncode}): {agent.last_words()}"
+                raise LaunchError(
+                    f"the Host Agent {host_id} exited (status {agent.process.returncode}): {agent.last_words()}",
+                    agent.tail,
                 )
             if time.monotonic() > deadline:
                 why = agent.last_words() if agent is not None else "no agent"
-                raise StackError(f"host {host_id} did not register {devices} device(s) within {timeout:g} s: {why}")
+                raise LaunchError(f"host {host_id} did not register {devices} device(s) within {timeout:g} s: {why}")
             time.sleep(0.1)
 
     def check(self) -> None:
-        """StackError if the server died (agents may be stopped on purpose)."""
+        """LaunchError if the server died (agents may be stopped on purpose)."""
         if self.server is not None and not self.server.alive:
-            raise StackError(f"the server exited (status {self.server.process.returncode}): {self.server.last_words()}")
+            raise self.server.exited()
 
     # -- stopping ------------------------------------------------------------------------
 
@@ -347,19 +413,3 @@ class Stack:
         for simulator in self.simulators:
             simulator.stop()
         self.simulators.clear()
-
-
-def attached_devices(adb_host: str, adb_port: int) -> list[str] | None:
-    """Serials of the devices a running adb server sees; None when no adb server answers.
-
-    Never starts an adb server: `amc up` should not leave a daemon behind on a machine
-    that has no phones.
-    """
-    from amc.adapters.adb.client import BoundedClient
-    from amc.adapters.adb.discovery import list_serials
-    from amc.adapters.adb.errors import AdbError
-
-    try:
-        return list_serials(BoundedClient(adb_host, adb_port, io_timeout=3.0), timeout=5.0)
-    except AdbError:
-        return None

@@ -6,8 +6,9 @@ standbys, which refuse every request with 503 `not_leader` (and their health wit
 `{"status": "standby"}`). A client is given all their URLs (`--server A,B,C`, or `AMC_URL`
 with commas) and keeps using the one that last answered as the leader (`current`).
 
-Both the Host Agent (`amc.agent.client`, async) and the CLI (`amc.cli.client`, sync) follow
-the same rules, written here once, without IO, so the two cannot drift apart:
+Both the Host Agent (`amc.agent.client`, async) and the CLI (`amc.cli.client`, sync, which
+MCP's tools use too) follow the same rules, written here once, without IO, so the two cannot
+drift apart; this module stands beside both, so neither client imports the other's package:
 
 - One request goes round the URLs at most once, starting at `current` (`round()`).
 - A URL is passed over (`passed_over`), and the same request goes on to the next one at
