@@ -175,7 +175,7 @@ def carried_messages(task: Task, number: int, now: int) -> tuple[tuple[Message, 
         if m.intent == "follow_up":
             continue  # a follow-up waits on the task; no host is asked to apply it
         if m.state == MessageState.queued:
-            target = lifecycle.target(lifecycle.MESSAGE, m.state, "deliver")
+            target = lifecycle.move(lifecycle.MESSAGE, m.state, "deliver")
             carried.append(replace(m, state=target, attempt=number, delivered_at=now))
             fresh.append(m.id)
         elif m.state == MessageState.delivered and m.attempt == number:
@@ -328,7 +328,7 @@ def apply_not_admitted(state: State, e: MessagesNotAdmitted) -> None:
     task = state.tasks[e.task_id]
     why = dict(zip(e.message_ids, e.details))
     messages = tuple(
-        replace(m, state=lifecycle.target(lifecycle.MESSAGE, m.state, "drop"), detail=why[m.id]) if m.id in why else m
+        replace(m, state=lifecycle.move(lifecycle.MESSAGE, m.state, "drop"), detail=why[m.id]) if m.id in why else m
         for m in task.messages
     )
     state.put_task(replace(task, messages=messages, updated_at=e.at))
@@ -352,7 +352,7 @@ def _update_messages(state: State, task_id: str, ids: tuple[str, ...], event: st
     task = state.tasks[task_id]
     wanted = set(ids)
     messages = tuple(
-        replace(m, state=lifecycle.target(lifecycle.MESSAGE, m.state, event), **changes) if m.id in wanted else m
+        replace(m, state=lifecycle.move(lifecycle.MESSAGE, m.state, event), **changes) if m.id in wanted else m
         for m in task.messages
     )
     task = replace(task, messages=messages, updated_at=at)
