@@ -159,7 +159,7 @@ MUTANTS: dict[str, list[Edit]] = {
     "renewal-drops-cancel-requested": [
         Edit(
             "amc.core.leases",
-            "_grant",
+            "_granted",
             """cancel_requested=pending,""",
             """cancel_requested=False,""",
         )

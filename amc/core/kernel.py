@@ -255,14 +255,10 @@ def _best(state: State, free: list[Device], with_sessions: bool) -> tuple[str, R
 
 
 def _report(state: State, c: ReportResult) -> Decision:
-    found = find_attempt(state, c)
+    found = outcomes.reported_attempt(state, c)
     if isinstance(found, Decision):
         return found
     task, attempt = found
-    if c.steps is not None:
-        untruthful = outcomes.steps_problem(task, attempt.number, c.steps)
-        if untruthful:
-            return reject(Code.invalid_request, untruthful)
     refusal = check_ownership(task, attempt, c)
     if refusal is not None:
         return refusal
@@ -429,8 +425,8 @@ _DECIDERS: dict[type, Callable[[State, Any], Decision]] = {
     CancelTask: _cancel,
     RegisterHost: _register,
     ClaimTask: _claim,
-    StartAttempt: leases.start,
-    RenewLease: leases.renew,
+    StartAttempt: leases.grant,
+    RenewLease: leases.grant,
     ReportResult: _report,
     ReleaseAttempt: leases.release,
     PostMessage: messages.post,

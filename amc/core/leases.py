@@ -53,29 +53,25 @@ from amc.core.state import State
 # decide
 
 
-def start(state: State, c: StartAttempt) -> Decision:
+def grant(state: State, c: StartAttempt | RenewLease) -> Decision:
+    """A start or a renewal: the lease runs `lease_ms` from now. The first start dispatches
+    the attempt; a start repeated (its answer lost) extends the lease, as a renewal does, but
+    is not counted as one."""
     found = _leased_with_progress(state, c)
     if isinstance(found, Decision):
         return found
     task, attempt = found
-    expires_at = c.now + attempt.lease_ms
-    status = lifecycle.move(lifecycle.TASK, task.status, "start")  # a live attempt can always start
-    if attempt.dispatched_at is None:
-        extended: Event = AttemptStarted(at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at)
+    kind: type[AttemptStarted | LeaseExtended | LeaseRenewed]
+    if type(c) is RenewLease:
+        kind, event = LeaseRenewed, "renew"
+    elif attempt.dispatched_at is None:
+        kind, event = AttemptStarted, "start"
     else:
-        extended = LeaseExtended(at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at)
-    return _grant(task, attempt, c.now, status, expires_at, extended)
-
-
-def renew(state: State, c: RenewLease) -> Decision:
-    found = _leased_with_progress(state, c)
-    if isinstance(found, Decision):
-        return found
-    task, attempt = found
+        kind, event = LeaseExtended, "start"
     expires_at = c.now + attempt.lease_ms
-    renewed = LeaseRenewed(at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at)
-    status = lifecycle.move(lifecycle.TASK, task.status, "renew")  # a live attempt can always renew
-    return _grant(task, attempt, c.now, status, expires_at, renewed)
+    extended = kind(at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at)
+    status = lifecycle.move(lifecycle.TASK, task.status, event)  # a live attempt can always start and renew
+    return _granted(task, attempt, c.now, status, expires_at, extended)
 
 
 def _leased_with_progress(state: State, c: StartAttempt | RenewLease) -> tuple[Task, Attempt] | Decision:
@@ -94,7 +90,7 @@ def _leased_with_progress(state: State, c: StartAttempt | RenewLease) -> tuple[T
     return refusal if refusal is not None else (task, attempt)
 
 
-def _grant(task: Task, attempt: Attempt, now: int, status: TaskStatus, expires_at: int, extended: Event) -> Decision:
+def _granted(task: Task, attempt: Attempt, now: int, status: TaskStatus, expires_at: int, extended: Event) -> Decision:
     """A start or renewal response. The first one to carry a pending cancellation delivers
     it; every one carries the messages the host has not acknowledged (queued ones become
     delivered to this attempt)."""
@@ -119,14 +115,10 @@ def _grant(task: Task, attempt: Attempt, now: int, status: TaskStatus, expires_a
 
 
 def release(state: State, c: ReleaseAttempt) -> Decision:
-    found = find_attempt(state, c)
+    found = outcomes.reported_attempt(state, c)
     if isinstance(found, Decision):
         return found
     task, attempt = found
-    if c.steps is not None:
-        untruthful = outcomes.steps_problem(task, attempt.number, c.steps)
-        if untruthful:
-            return reject(Code.invalid_request, untruthful)
     refusal = check_holder(attempt, c)
     if refusal is not None:
         return refusal

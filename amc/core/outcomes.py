@@ -2,18 +2,35 @@
 as steered, in order, the steps a correction removed said to be, and each step's own artifacts.
 
 A result (`ReportResult`) and a release (`ReleaseAttempt`) may both carry step outcomes; the
-kernel and `amc.core.leases` refuse the command (invalid_request) with the problem found here.
+kernel and `amc.core.leases` find the attempt they name here, refused (invalid_request) with
+the problem found in its outcomes, before any lease check.
 """
 
 from __future__ import annotations
 
 from amc.core import artifacts, steering
+from amc.core.commands import ReleaseAttempt, ReportResult
+from amc.core.decisions import Decision, find_attempt, reject
+from amc.core.errors import Code
 from amc.core.lifecycle import StepStatus
-from amc.core.records import StepOutcome, Task
+from amc.core.records import Attempt, StepOutcome, Task
+from amc.core.state import State
 
 
-def steps_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> str | None:
-    """Why `steps`, reported for attempt `number` of `task`, are untruthful, or None."""
+def reported_attempt(state: State, c: ReportResult | ReleaseAttempt) -> tuple[Task, Attempt] | Decision:
+    """The task and attempt a report or release names, if the step outcomes it carries (if
+    any) fit that attempt; else the not_found or invalid_request decision."""
+    found = find_attempt(state, c)
+    if isinstance(found, Decision) or c.steps is None:
+        return found
+    task, attempt = found
+    untruthful = _steps_problem(task, attempt.number, c.steps)
+    if untruthful:
+        return reject(Code.invalid_request, untruthful)
+    return found
+
+
+def _steps_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> str | None:
     if task.session is not None:
         return "steps: a session's outcomes are its actions'; report none"
     return _plan_steps_problem(task, number, steps)
