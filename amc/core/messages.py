@@ -15,7 +15,7 @@ ends or is requeued.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -42,7 +42,7 @@ from amc.core.events import (
     TaskSubmitted,
 )
 from amc.core.lifecycle import MessageState, TaskStatus
-from amc.core.records import Attempt, FollowUp, Message, Plan, Step, Task, replace
+from amc.core.records import Attempt, Boundary, FollowUp, Message, Plan, Step, Task, replace
 from amc.core.state import State
 
 INTENTS = ("steer", "follow_up", "pause", "resume")
@@ -347,7 +347,25 @@ def apply_collected(state: State, e: FollowUpsCollected) -> None:
     _update_messages(state, e.task_id, e.message_ids, "admit", e.at, admitted_at=e.at, successor=e.successor_id)
 
 
-def _update_messages(state: State, task_id: str, ids: tuple[str, ...], event: str, at: int, **changes: Any) -> Task:
+if TYPE_CHECKING:
+    from typing import TypedDict, Unpack
+
+    class _MessageChanges(TypedDict, total=False):
+        """What an event sets on a message it moves: the type checker holds each caller of
+        `_update_messages` to these fields of `Message`, as it holds `replace`'s callers."""
+
+        attempt: int | None
+        delivered_at: int | None
+        admitted_at: int | None
+        completed_at: int | None
+        boundary: Boundary | None
+        detail: str | None
+        successor: str | None
+
+
+def _update_messages(
+    state: State, task_id: str, ids: tuple[str, ...], event: str, at: int, **changes: Unpack[_MessageChanges]
+) -> Task:
     """Move the messages `ids` of a task by `event` (a `MessageLifecycle` event) at `at`."""
     task = state.tasks[task_id]
     wanted = set(ids)
