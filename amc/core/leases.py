@@ -6,8 +6,9 @@ every grant carries a pending cancellation and the messages the host has not ack
 An attempt ends without a verdict when its host releases it or when its lease expires
 (``now >= lease_expires_at``, applied before any command at that time sees it); the task
 then goes on as the lifecycle routes it: cancelled if a cancellation is pending, queued
-again if attempts are left, else failed. The lease checks every decider shares (foreign,
-unknown, replaced, ended, expired) are in `amc.core.decisions`.
+again if attempts are left, else failed. The lease checks (foreign, unknown, replaced,
+ended, expired) stay in `amc.core.decisions`: the message, session and artifact deciders
+run them too, and this module imports those.
 
 The kernel (`amc.core.kernel`) dispatches to the deciders and appliers here, and calls
 `end_attempt` and `set_reservation` where a report ends an attempt and a claim reserves a
