@@ -158,8 +158,8 @@ MUTANTS: dict[str, list[Edit]] = {
     ],
     "renewal-drops-cancel-requested": [
         Edit(
-            "amc.core.kernel",
-            "_grant",
+            "amc.core.leases",
+            "_granted",
             """cancel_requested=pending,""",
             """cancel_requested=False,""",
         )
@@ -212,7 +212,7 @@ MUTANTS: dict[str, list[Edit]] = {
     ],
     "progress-on-an-unknown-step": [
         Edit(
-            "amc.core.kernel",
+            "amc.core.leases",
             "_leased_with_progress",
             """if c.progress_step is not None and not steering.is_known_step(task, c.progress_step):""",
             """if False:""",

@@ -17,7 +17,9 @@ is not something a rejection can undo.
 Which status a task moves to is looked up in the tables derived from the lifecycle
 declarations (`amc.core.lifecycle`); this module decides the rest: who may do what, in
 which order the lease checks run, which device a claim gets. Replies and the shared
-checks are in `amc.core.decisions`; messages (Part B) in `amc.core.messages`.
+checks are in `amc.core.decisions`; the start, renewal, release and expiry of a lease in
+`amc.core.leases`; messages (Part B) in `amc.core.messages`; artifacts (Part C) in
+`amc.core.artifacts`; sessions (Part D) in `amc.core.sessions`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from amc.core import artifacts, lifecycle, messages, sessions, steering
+from amc.core import artifacts, leases, lifecycle, messages, outcomes, sessions, steering
 from amc.core.commands import (
     AcknowledgeMessage,
     CancelTask,
@@ -66,13 +68,9 @@ from amc.core.decisions import (  # noqa: F401  (replies are part of this module
     ResultRecorded,
     SessionEndAccepted,
     Submitted,
-    check_current,
-    check_holder,
-    check_lease,
     check_live,
     check_ownership,
     find_attempt,
-    live_attempt,
     reject,
     visible_task,
 )
@@ -104,18 +102,16 @@ from amc.core.events import (
     TaskRequeued,
     TaskSubmitted,
 )
-from amc.core.lifecycle import AttemptState, CancellationState, StepStatus, TaskStatus
+from amc.core.lifecycle import AttemptState, CancellationState, TaskStatus
 from amc.core.records import (
     Attempt,
     Cancellation,
     Device,
     Host,
-    Message,
     Requirements,
     Reservation,
     Result,
     Session,
-    StepOutcome,
     Task,
     replace,
 )
@@ -258,82 +254,11 @@ def _best(state: State, free: list[Device], with_sessions: bool) -> tuple[str, R
     return min(best, session, key=rank)
 
 
-def _start(state: State, c: StartAttempt) -> Decision:
-    found = _leased_with_progress(state, c)
-    if isinstance(found, Decision):
-        return found
-    task, attempt = found
-    expires_at = c.now + attempt.lease_ms
-    status = lifecycle.target(lifecycle.TASK, task.status, "start")
-    assert status is not None  # a live attempt can always start
-    if attempt.dispatched_at is None:
-        extended: Event = AttemptStarted(at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at)
-    else:
-        extended = LeaseExtended(at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at)
-    return _grant(task, attempt, c.now, status, expires_at, extended)
-
-
-def _renew(state: State, c: RenewLease) -> Decision:
-    found = _leased_with_progress(state, c)
-    if isinstance(found, Decision):
-        return found
-    task, attempt = found
-    expires_at = c.now + attempt.lease_ms
-    renewed = LeaseRenewed(at=c.now, task_id=task.id, attempt=attempt.number, lease_expires_at=expires_at)
-    status = lifecycle.target(lifecycle.TASK, task.status, "renew")
-    assert status is not None  # a live attempt can always renew
-    return _grant(task, attempt, c.now, status, expires_at, renewed)
-
-
-def _leased_with_progress(state: State, c: StartAttempt | RenewLease) -> tuple[Task, Attempt] | Decision:
-    """The live attempt a start or renewal names, if its progress names a step of the plan as
-    steered so far: a bad step is a bad body, refused before the lease checks (PROGRESS/s1)."""
-    found = find_attempt(state, c)
-    if isinstance(found, Decision):
-        return found
-    task, attempt = found
-    if c.progress_step is not None and not steering.is_known_step(task, c.progress_step):
-        return reject(
-            Code.invalid_request,
-            f"progress.step: step {c.progress_step!r} is not in the task's plan as steered so far",
-        )
-    refusal = check_lease(task, attempt, c)
-    return refusal if refusal is not None else (task, attempt)
-
-
-def _grant(task: Task, attempt: Attempt, now: int, status: TaskStatus, expires_at: int, extended: Event) -> Decision:
-    """A start or renewal response. The first one to carry a pending cancellation delivers
-    it; every one carries the messages the host has not acknowledged (queued ones become
-    delivered to this attempt)."""
-    events: tuple[Event, ...] = (extended,)
-    pending = task.cancellation_pending
-    if pending and task.cancellation is not None and task.cancellation.delivered_at is None:
-        events += (CancellationDelivered(at=now, task_id=task.id, attempt=attempt.number),)
-    carried: tuple[Message, ...] = ()
-    if task.messages:
-        carried, fresh = messages.carried_messages(task, attempt.number, now)
-        if fresh:
-            events += (MessagesDelivered(at=now, task_id=task.id, attempt=attempt.number, message_ids=fresh),)
-    reply = LeaseGranted(
-        task_id=task.id,
-        attempt=attempt.number,
-        status=status,
-        lease_expires_at=expires_at,
-        cancel_requested=pending,
-        messages=carried,
-    )
-    return Decision(events=events, reply=reply)
-
-
 def _report(state: State, c: ReportResult) -> Decision:
-    found = find_attempt(state, c)
+    found = outcomes.reported_attempt(state, c)
     if isinstance(found, Decision):
         return found
     task, attempt = found
-    if c.steps is not None:
-        untruthful = _steps_problem(task, attempt.number, c.steps)
-        if untruthful:
-            return reject(Code.invalid_request, untruthful)
     refusal = check_ownership(task, attempt, c)
     if refusal is not None:
         return refusal
@@ -364,118 +289,6 @@ def _report(state: State, c: ReportResult) -> Decision:
     return Decision(events=events, reply=ResultRecorded(task.id, repeated=False))
 
 
-def _steps_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> str | None:
-    if task.session is not None:
-        return "steps: a session's outcomes are its actions'; report none"
-    return _plan_steps_problem(task, number, steps)
-
-
-def _plan_steps_problem(task: Task, number: int, steps: tuple[StepOutcome, ...]) -> str | None:
-    """Why a result's step outcomes do not fit the attempt's plan, or None: one outcome per
-    planned step (of the plan as steered) in order, ``not_started``/``steered`` exactly
-    for the steps an admitted correction removed (a step that ran is never passed off as
-    steered away), and only the attempt's own artifacts of each step listed."""
-    if task.admissions:
-        outline = steering.attempt_outline(task, number)
-        planned = [e.step.id for e in outline]
-        removed = {e.step.id for e in outline if e.removed_by is not None}
-    else:
-        planned, removed = [s.id for s in task.plan.all_steps()], set()
-    reported = [o.id for o in steps]
-    if reported != planned:
-        return (
-            "steps: must name every planned step once, in plan order"
-            f" ({len(planned)} planned, first difference at {_first_difference(planned, reported)})"
-        )
-    for i, outcome in enumerate(steps):
-        steered = outcome.status == StepStatus.not_started and outcome.reason == steering.STEERED
-        if steered != (outcome.id in removed):
-            was, should = (
-                ("removed", "not_started with reason steered")
-                if outcome.id in removed
-                else ("not removed", "its own outcome")
-            )
-            return f"steps[{i}]: step {outcome.id!r} was {was} by a correction; report {should}"
-    return artifacts.listing_problem(task, number, steps)
-
-
-def _first_difference(planned: list[str], reported: list[str]) -> str:
-    for index, (want, got) in enumerate(zip(planned, reported)):
-        if want != got:
-            return f"position {index}: expected step {want!r}, got {got!r}"
-    if len(reported) < len(planned):
-        return f"position {len(reported)}: step {planned[len(reported)]!r} is missing"
-    return f"position {len(planned)}: step {reported[len(planned)]!r} is not planned"
-
-
-def _release(state: State, c: ReleaseAttempt) -> Decision:
-    found = find_attempt(state, c)
-    if isinstance(found, Decision):
-        return found
-    task, attempt = found
-    if c.steps is not None:
-        untruthful = _steps_problem(task, attempt.number, c.steps)
-        if untruthful:
-            return reject(Code.invalid_request, untruthful)
-    refusal = check_holder(attempt, c)
-    if refusal is not None:
-        return refusal
-    if attempt.outcome == AttemptState.released:
-        # Before the replaced check: the identical release again is answered as recorded even
-        # after the task was claimed again (the host's answer may have been lost).
-        if (attempt.release_reason, attempt.steps) == (c.reason, c.steps):
-            return Decision(reply=ReleaseRecorded(task.id, repeated=True))
-        return reject(Code.result_conflict, f"attempt {attempt.number} was already released differently")
-    refusal = check_current(task, attempt) or check_live(attempt, c.now)
-    if refusal is not None:
-        return refusal
-    released = AttemptReleased(at=c.now, task_id=task.id, attempt=attempt.number, reason=c.reason, steps=c.steps)
-    events = (released,) + _after_attempt(state, task, attempt.number, c.now, "release")
-    return Decision(events=events, reply=ReleaseRecorded(task.id, repeated=False))
-
-
-def _expire(state: State, now: int) -> Decision:
-    """Every lease expiry and session idle end due at `now`, in time order (a lease before an
-    idle end at the same instant, then by task id); a task's first due end is its only one."""
-    due = [(at, 0, task_id, number) for at, task_id, number in state.leases.due(now, state.tasks)]
-    due += [(at, 1, task_id, number) for at, task_id, number in state.idle.due(now, state.tasks)]
-    events: list[Event] = []
-    ended: set[str] = set()
-    for at, kind, task_id, number in sorted(due):
-        if task_id in ended:
-            continue
-        ended.add(task_id)
-        if kind == 1:
-            events.extend(sessions.idle_end(state, state.tasks[task_id], at))
-            continue
-        events.append(LeaseExpired(at=at, task_id=task_id, attempt=number))
-        events.extend(_after_attempt(state, state.tasks[task_id], number, at, "expire"))
-    return Decision(events=tuple(events), reply=LeasesExpired(count=_count_expired(events)))
-
-
-# The result reason of a task cancelled because its attempt ended with a cancellation pending.
-_CANCELLED_BY = {"expire": "lease_expired_with_cancellation", "release": "released_with_cancellation"}
-
-
-def _after_attempt(state: State, task: Task, number: int, at: int, event: str) -> tuple[Event, ...]:
-    """Where the task goes once its active attempt `number` ended without a verdict (`event`:
-    ``expire`` or ``release``): cancelled if a cancellation is pending, else queued again if
-    attempts are left, else failed; with what that does to its messages."""
-    guards = {"cancellation_pending": task.cancellation_pending, "attempts_left": task.attempts_left}
-    status = lifecycle.target(lifecycle.TASK, task.status, event, guards)
-    assert status is not None  # both events end in failed when no guarded move applies
-    lost = sessions.attempt_lost(task, at)
-    if status == TaskStatus.queued:
-        return (*lost, TaskRequeued(at=at, task_id=task.id), *messages.requeue_messages(task, number, at))
-    reason = _CANCELLED_BY[event] if status == TaskStatus.cancelled else "attempts_exhausted"
-    ended = TaskEnded(at=at, task_id=task.id, status=status, reason=reason, attempt=number)
-    return (*lost, ended, *messages.settle_messages(state, task, at, status))
-
-
-def _count_expired(events: Iterable[Event]) -> int:
-    return sum(isinstance(e, LeaseExpired) for e in events)
-
-
 # ---------------------------------------------------------------------------------------
 # apply
 
@@ -489,27 +302,10 @@ def apply(state: State, event: Event) -> State:
     return state
 
 
-def _apply_started(state: State, e: AttemptStarted) -> None:
-    task = state.tasks[e.task_id]
-    status = lifecycle.target(lifecycle.TASK, task.status, "start")
-    _update_attempt(state, task, e.at, status=status, dispatched_at=e.at, lease_expires_at=e.lease_expires_at)
-    state.leases.push(e.lease_expires_at, e.task_id, e.attempt)
-    state.leases.clean(state.tasks)
-
-
-def _apply_extended(state: State, e: LeaseRenewed | LeaseExtended) -> None:
-    task = state.tasks[e.task_id]
-    renewals = task.attempts[-1].renewals + (type(e) is LeaseRenewed)
-    _update_attempt(state, task, e.at, lease_expires_at=e.lease_expires_at, renewals=renewals)
-    state.leases.push(e.lease_expires_at, e.task_id, e.attempt)
-    state.leases.clean(state.tasks)
-
-
 def _apply_cancellation_requested(state: State, e: CancellationRequested) -> None:
     task = state.tasks[e.task_id]
     # Recorded pending either way; a queued task's TaskEnded follows at once and completes it.
-    requested = lifecycle.target(lifecycle.CANCELLATION, CancellationState.none, "request")
-    assert requested is not None
+    requested = lifecycle.move(lifecycle.CANCELLATION, CancellationState.none, "request")
     cancellation = Cancellation(
         state=requested,
         requested_at=e.at,
@@ -522,15 +318,8 @@ def _apply_cancellation_requested(state: State, e: CancellationRequested) -> Non
 
 def _apply_cancellation_delivered(state: State, e: CancellationDelivered) -> None:
     task = state.tasks[e.task_id]
+    assert task.cancellation is not None  # delivered, so requested
     state.put_task(replace(task, cancellation=replace(task.cancellation, delivered_at=e.at)))
-
-
-def _apply_expired(state: State, e: LeaseExpired) -> None:
-    _end_attempt(state, state.tasks[e.task_id], "expire", e.at)
-
-
-def _apply_released(state: State, e: AttemptReleased) -> None:
-    _end_attempt(state, state.tasks[e.task_id], "release", e.at, steps=e.steps, release_reason=e.reason)
 
 
 def _apply_requeued(state: State, e: TaskRequeued) -> None:
@@ -596,11 +385,11 @@ def _apply_assigned(state: State, e: TaskAssigned) -> None:
         assigned_at=e.at,
         lease_expires_at=e.lease_expires_at,
     )
-    status = lifecycle.target(lifecycle.TASK, task.status, "claim")
+    status = lifecycle.move(lifecycle.TASK, task.status, "claim")
     task = replace(task, status=status, attempts=task.attempts + (attempt,), updated_at=e.at)
     state.put_task(task)
     state.queue_of(task).clean(task.requirements, state.tasks)
-    _set_reservation(state, e.host_id, e.device, Reservation(task_id=task.id, attempt=e.attempt))
+    leases.set_reservation(state, e.host_id, e.device, Reservation(task_id=task.id, attempt=e.attempt))
     state.leases.push(e.lease_expires_at, task.id, e.attempt)
     sessions.on_assigned(state, task, e.at)
 
@@ -609,10 +398,11 @@ def _apply_ended(state: State, e: TaskEnded) -> None:
     task = state.tasks[e.task_id]
     if e.reason == "reported" or (e.reason in sessions.SERVER_ENDS and e.attempt is not None):
         # The server's end of a session is a verdict of done on the attempt, as a report's.
-        task = _end_attempt(state, task, f"report_{e.status}", e.at)
+        task = leases.end_attempt(state, task, f"report_{e.status}", e.at)
     if task.cancellation_pending:
+        assert task.cancellation is not None  # pending, so requested
         event = "task_cancelled" if e.status == TaskStatus.cancelled else "task_finished"
-        settled = lifecycle.target(lifecycle.CANCELLATION, CancellationState.pending, event)
+        settled = lifecycle.move(lifecycle.CANCELLATION, CancellationState.pending, event)
         task = replace(task, cancellation=replace(task.cancellation, state=settled))
     result = Result(
         status=e.status,
@@ -629,49 +419,19 @@ def _apply_ended(state: State, e: TaskEnded) -> None:
         state.queue_of(task).clean(task.requirements, state.tasks)
 
 
-def _update_attempt(state: State, task: Task, at: int, status: TaskStatus | None = None, **changes: Any) -> Task:
-    attempt = replace(task.attempts[-1], **changes)
-    task = replace(task, attempts=task.attempts[:-1] + (attempt,), status=status or task.status, updated_at=at)
-    state.put_task(task)
-    return task
-
-
-def _end_attempt(state: State, task: Task, event: str, at: int, **changes: Any) -> Task:
-    """End the active attempt by `event` (an `AttemptLifecycle` event) and release its device."""
-    attempt = task.attempts[-1]
-    outcome = lifecycle.target(lifecycle.ATTEMPT, attempt.state, event)
-    task = _update_attempt(state, task, at, outcome=outcome, ended_at=at, **changes)
-    _set_reservation(state, attempt.host_id, attempt.device, None)
-    state.leases.clean(state.tasks)
-    state.idle.clean(state.tasks)
-    return task
-
-
-def _set_reservation(state: State, host_id: str, serial: str, reservation: Reservation | None) -> None:
-    host = state.hosts[host_id]
-    devices = []
-    for device in host.devices:
-        if device.serial == serial:
-            if reservation is None and not device.online:
-                continue  # it left the inventory while reserved; now it is gone
-            device = replace(device, reservation=reservation)
-        devices.append(device)
-    state.put_host(replace(host, devices=tuple(devices)))
-
-
 # Each takes its own command type: the lookup by type(command) is what makes the call safe.
 _DECIDERS: dict[type, Callable[[State, Any], Decision]] = {
     SubmitTask: _submit,
     CancelTask: _cancel,
     RegisterHost: _register,
     ClaimTask: _claim,
-    StartAttempt: _start,
-    RenewLease: _renew,
+    StartAttempt: leases.grant,
+    RenewLease: leases.grant,
     ReportResult: _report,
-    ReleaseAttempt: _release,
+    ReleaseAttempt: leases.release,
     PostMessage: messages.post,
     AcknowledgeMessage: messages.acknowledge,
-    ExpireLeases: lambda state, command: _expire(state, command.now),
+    ExpireLeases: leases.expire,
     StoreArtifact: artifacts.store,
     PurgeArtifacts: artifacts.purge,
     PostAction: sessions.post,
@@ -684,13 +444,13 @@ _APPLIERS: dict[type, Callable[[State, Any], None]] = {
     TaskSubmitted: _apply_submitted,
     HostRegistered: _apply_registered,
     TaskAssigned: _apply_assigned,
-    AttemptStarted: _apply_started,
-    LeaseRenewed: _apply_extended,
-    LeaseExtended: _apply_extended,
+    AttemptStarted: leases.apply_started,
+    LeaseRenewed: leases.apply_extended,
+    LeaseExtended: leases.apply_extended,
     CancellationRequested: _apply_cancellation_requested,
     CancellationDelivered: _apply_cancellation_delivered,
-    LeaseExpired: _apply_expired,
-    AttemptReleased: _apply_released,
+    LeaseExpired: leases.apply_expired,
+    AttemptReleased: leases.apply_released,
     TaskRequeued: _apply_requeued,
     TaskEnded: _apply_ended,
     MessagePosted: messages.apply_posted,
@@ -729,7 +489,7 @@ def execute(state: State, command: Command) -> Decision:
     """
     expired = expire_due(state, command.now)
     if isinstance(command, ExpireLeases):
-        return Decision(events=expired, reply=LeasesExpired(count=_count_expired(expired)))
+        return Decision(events=expired, reply=LeasesExpired(count=leases.count_expired(expired)))
     decision = decide(state, command)
     if decision.accepted:
         for event in decision.events:

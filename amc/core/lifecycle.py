@@ -44,7 +44,9 @@ instance costs hundreds of microseconds per transition, so the kernel
 never does. At import time, `transition_table` flattens each declaration into a plain dict
 ``(state, event) -> [(guards, target), ...]`` and the kernel looks moves up with `target`.
 A failed lookup is an illegal move. ``tests/model/test_lifecycle.py`` drives the
-declarations and the kernel side by side to prove the two agree.
+declarations and the kernel side by side to prove the two agree. Where a move cannot be
+illegal (an event being applied, a command past its checks) the kernel asks `move`, which
+raises `IllegalMove` instead of answering None.
 
 Guards are named predicates over the kernel's state (``cancellation_pending``,
 ``attempts_left``). The kernel evaluates them itself and passes their values in by name,
@@ -307,6 +309,24 @@ def target(table: Table[S], state: str, event: str, guards: Mapping[str, bool] =
         if all(guards.get(name, False) == value for name, value in required):
             return destination
     return None
+
+
+class IllegalMove(Exception):
+    """The kernel applied a move its own lifecycle declarations forbid: a bug in the kernel,
+    never the caller's (a refused command is a `Rejection`, decided before anything moves)."""
+
+
+def move(table: Table[S], state: str, event: str, guards: Mapping[str, bool] = {}) -> S:
+    """The state that `event` moves `state` to, where the move cannot be illegal: what an
+    event does when it is applied, or what a command does once its checks have passed.
+    Raises `IllegalMove` when it is; `target` is for the checks, where illegal means refused."""
+    moves = table.get((state, event), ())
+    if len(moves) == 1 and not moves[0][0]:
+        return moves[0][1]  # the common case, as in `target`, without a second call
+    destination = target(table, state, event, guards)
+    if destination is None:
+        raise IllegalMove(f"{event!r} cannot move {state!r} (guards: {dict(guards)})")
+    return destination
 
 
 def drive(machine: type[_Guarded], state: str, event: str, guards: Mapping[str, bool] = {}) -> enum.StrEnum:

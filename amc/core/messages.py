@@ -15,7 +15,7 @@ ends or is requeued.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -42,7 +42,7 @@ from amc.core.events import (
     TaskSubmitted,
 )
 from amc.core.lifecycle import MessageState, TaskStatus
-from amc.core.records import Attempt, FollowUp, Message, Plan, Step, Task, replace
+from amc.core.records import Attempt, Boundary, FollowUp, Message, Plan, Step, Task, replace
 from amc.core.state import State
 
 INTENTS = ("steer", "follow_up", "pause", "resume")
@@ -175,7 +175,7 @@ def carried_messages(task: Task, number: int, now: int) -> tuple[tuple[Message, 
         if m.intent == "follow_up":
             continue  # a follow-up waits on the task; no host is asked to apply it
         if m.state == MessageState.queued:
-            target = lifecycle.target(lifecycle.MESSAGE, m.state, "deliver")
+            target = lifecycle.move(lifecycle.MESSAGE, m.state, "deliver")
             carried.append(replace(m, state=target, attempt=number, delivered_at=now))
             fresh.append(m.id)
         elif m.state == MessageState.delivered and m.attempt == number:
@@ -328,7 +328,7 @@ def apply_not_admitted(state: State, e: MessagesNotAdmitted) -> None:
     task = state.tasks[e.task_id]
     why = dict(zip(e.message_ids, e.details))
     messages = tuple(
-        replace(m, state=lifecycle.target(lifecycle.MESSAGE, m.state, "drop"), detail=why[m.id]) if m.id in why else m
+        replace(m, state=lifecycle.move(lifecycle.MESSAGE, m.state, "drop"), detail=why[m.id]) if m.id in why else m
         for m in task.messages
     )
     state.put_task(replace(task, messages=messages, updated_at=e.at))
@@ -347,12 +347,30 @@ def apply_collected(state: State, e: FollowUpsCollected) -> None:
     _update_messages(state, e.task_id, e.message_ids, "admit", e.at, admitted_at=e.at, successor=e.successor_id)
 
 
-def _update_messages(state: State, task_id: str, ids: tuple[str, ...], event: str, at: int, **changes: Any) -> Task:
+if TYPE_CHECKING:
+    from typing import TypedDict, Unpack
+
+    class _MessageChanges(TypedDict, total=False):
+        """What an event sets on a message it moves: the type checker holds each caller of
+        `_update_messages` to these fields of `Message`, as it holds `replace`'s callers."""
+
+        attempt: int | None
+        delivered_at: int | None
+        admitted_at: int | None
+        completed_at: int | None
+        boundary: Boundary | None
+        detail: str | None
+        successor: str | None
+
+
+def _update_messages(
+    state: State, task_id: str, ids: tuple[str, ...], event: str, at: int, **changes: Unpack[_MessageChanges]
+) -> Task:
     """Move the messages `ids` of a task by `event` (a `MessageLifecycle` event) at `at`."""
     task = state.tasks[task_id]
     wanted = set(ids)
     messages = tuple(
-        replace(m, state=lifecycle.target(lifecycle.MESSAGE, m.state, event), **changes) if m.id in wanted else m
+        replace(m, state=lifecycle.move(lifecycle.MESSAGE, m.state, event), **changes) if m.id in wanted else m
         for m in task.messages
     )
     task = replace(task, messages=messages, updated_at=at)

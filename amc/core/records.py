@@ -7,7 +7,7 @@ changes it. Times are integer milliseconds since the Unix epoch (see `amc.core.t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -382,10 +382,19 @@ def constructor(cls: type) -> Callable[..., Any]:
 R = TypeVar("R")
 
 
-def replace(record: R, **changes: Any) -> R:
+def _replace(record: R, **changes: Any) -> R:
     """A copy of `record` with `changes`, like `attrs.evolve` but several times cheaper."""
     replacer = _REPLACERS.get(type(record))
     if replacer is None:
         replacer = _REPLACERS[type(record)] = _builder(type(record), copying=True)
     copy: R = replacer(record, **changes)
     return copy
+
+
+# The type checker sees `attrs.evolve`, whose keywords mypy's attrs plugin checks against the
+# record's fields (a misspelt or mistyped field is an error); the program runs `_replace`,
+# which builds the same record.
+if TYPE_CHECKING:
+    from attrs import evolve as replace
+else:
+    replace = _replace

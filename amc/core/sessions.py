@@ -19,7 +19,7 @@ The kernel (`amc.core.kernel`) dispatches to the deciders and appliers here, and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from amc.core import artifacts, lifecycle, messages
 from amc.core.commands import EndSession, PollAction, PostAction, ReportAction
@@ -295,7 +295,24 @@ def on_assigned(state: State, task: Task, at: int) -> None:
         _put(state, task, at, replace(session, idle_since=None if session.busy else at))
 
 
-def _update_action(state: State, task_id: str, action_id: str, at: int, **changes: Any) -> Task:
+if TYPE_CHECKING:
+    from typing import TypedDict, Unpack
+
+    class _ActionChanges(TypedDict, total=False):
+        """What an event sets on the action it moves: the type checker holds each caller of
+        `_update_action` to these fields of `Action`, as it holds `replace`'s callers."""
+
+        status: ActionState
+        reason: str | None
+        attempt: int | None
+        delivered_at: int | None
+        started_at: int | None
+        ended_at: int | None
+        output: str | None
+        artifacts: tuple[str, ...]
+
+
+def _update_action(state: State, task_id: str, action_id: str, at: int, **changes: Unpack[_ActionChanges]) -> Task:
     task = state.tasks[task_id]
     session = task.session
     assert session is not None

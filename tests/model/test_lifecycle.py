@@ -50,6 +50,24 @@ def test_derived_table_agrees_with_the_declaration_everywhere(name):
         assert lifecycle.target(table, state, event, guards) == expected, (state, event, guards)
 
 
+@pytest.mark.parametrize("name", sorted(MACHINES))
+def test_move_is_target_where_the_move_is_legal_and_raises_where_it_is_not(name):
+    """The apply side asks `move`: an illegal move is a bug in the kernel, never a None that
+    lands in a record's field."""
+    machine, table = MACHINES[name]
+    events = lifecycle.events_of(machine)
+    for state, event, values in itertools.product(
+        [s.id for s in machine.states], events, itertools.product((False, True), repeat=2)
+    ):
+        guards = dict(zip(GUARDS, values))
+        expected = lifecycle.target(table, state, event, guards)
+        if expected is None:
+            with pytest.raises(lifecycle.IllegalMove, match=f"{event!r} cannot move {state!r}"):
+                lifecycle.move(table, state, event, guards)
+        else:
+            assert lifecycle.move(table, state, event, guards) == expected, (state, event, guards)
+
+
 def test_terminal_states_are_final_and_have_no_way_out():
     for machine, table in MACHINES.values():
         finals = lifecycle.final_states(machine)
