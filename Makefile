@@ -47,14 +47,14 @@ mutation: $(STAMP)
 	$(BIN)/python tools/mutation_check.py --sample $(MUTANTS)
 
 # The contract fuzzer at length: FUZZ_CASES generated requests per operation of specs/openapi.yaml
-# (over 10,000 in all) against a real amc serve; prints the figures of the README's "Reliability".
+# (over 10,000 in all) against a real amc serve; prints the figures of docs/reliability.md.
 # `make test` runs the same test with 200 per operation.
 fuzz: $(STAMP)
 	AMC_FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout 1800 tests/adapters/http/test_fuzz.py
 
 # The crash test and the full disk at length: CRASH_KILLS SIGKILLs of a real amc serve under
 # CRASH_CLIENTS clients and as many hosts, and DISK_FULL_CYCLES fills and frees of its file
-# system (mounting a tmpfs needs root); prints the figures of the README's "Reliability".
+# system (mounting a tmpfs needs root); prints the figures of docs/reliability.md.
 # `make test` runs the same tests with 5 kills and 2 cycles.
 crash: $(STAMP)
 	AMC_CRASH_KILLS=$(CRASH_KILLS) AMC_CRASH_CLIENTS=$(CRASH_CLIENTS) AMC_DISK_FULL_CYCLES=$(DISK_FULL_CYCLES) \
@@ -62,7 +62,7 @@ crash: $(STAMP)
 		tests/adapters/http/test_crash_http.py tests/adapters/http/test_full_disk.py
 
 # Slow and abusive clients at length: phases of ABUSE_SECONDS (quiet, abused, quiet) against a
-# real amc serve; prints the latency ratio of the README's "Reliability". `make test` runs the
+# real amc serve; prints the latency ratio of docs/reliability.md. `make test` runs the
 # same test with 6 s phases.
 abuse: $(STAMP)
 	AMC_ABUSE_SECONDS=$(ABUSE_SECONDS) $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/adapters/http/test_abuse.py
@@ -81,7 +81,7 @@ bench-artifacts: $(STAMP)
 bench-console: $(STAMP)
 	$(BIN)/python bench/console.py
 
-# Retake the console's pictures in docs/ that the README shows (runs the browser tests).
+# Retake the console's pictures in docs/ that the README and docs/console.md show (runs the browser tests).
 console-pictures: $(STAMP)
 	AMC_CONSOLE_PICTURES=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/browser
 # Session action round trip (Part D), 1 and 50 concurrent sessions; about 30 s.

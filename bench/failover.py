@@ -14,7 +14,7 @@ records and the invariants hold (`verify`), and the attempts the hosts held acro
 renewed with the same lease id; leases that lapsed are counted (`lease_expired` events).
 
 Run: PYTHONPATH=. python -P bench/failover.py [--kills 10] [--interval 4] [--hosts 4]
-Prints the figures of the README's failover table; exits 1 if anything acknowledged was lost.
+Prints the figures of docs/reliability.md's failover table; exits 1 if anything acknowledged was lost.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import signal
 import subprocess
@@ -132,8 +131,6 @@ def wait_healthy(url: str, timeout: float = 20.0, process: subprocess.Popen[byte
 class ManagedServer:
     """`amc serve` in a subprocess, for the duration of a run."""
 
-    LISTENING = re.compile(r"listening on (http://\S+)")
-
     def __init__(
         self,
         workdir: Path,
@@ -199,10 +196,10 @@ class ManagedServer:
         log.close()
         deadline = time.monotonic() + timeout
         while self.url is None or self.port == 0:
-            found = self.LISTENING.findall(self.log_path.read_text())
-            if found:
-                self.url = found[-1].rstrip("/")
-                self.port = int(self.url.rsplit(":", 1)[1])
+            url = self._recorded_url(self.process.pid)
+            if url is not None:
+                self.url = url
+                self.port = int(url.rsplit(":", 1)[1])
                 break
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
@@ -210,6 +207,17 @@ class ManagedServer:
             time.sleep(0.05)
         wait_healthy(self.url, max(1.0, deadline - time.monotonic()), self.process)
         return self
+
+    def _recorded_url(self, pid: int) -> str | None:
+        """The URL in the `server.json` that `amc serve` writes beside its tokens file, once
+        the process that wrote it is `pid` (a killed server's record is left behind)."""
+        try:
+            record = json.loads((self.tokens_path.parent / "server.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(record, dict) or record.get("pid") != pid or not isinstance(record.get("url"), str):
+            return None
+        return str(record["url"]).rstrip("/")
 
     def kill(self) -> None:
         """kill -9: no graceful shutdown, as a crash would do."""

@@ -104,7 +104,7 @@ def sign_in(stack):
 
 
 def snapshot(tab, name: str, full_page: bool = False) -> None:
-    """Save the page as docs/console-<name>.png, the pictures the README shows, when
+    """Save the page as docs/console-<name>.png, the pictures the README and docs/console.md show, when
     AMC_CONSOLE_PICTURES=1 (`make console-pictures`): a plain test run leaves the checkout as it was."""
     if os.environ.get("AMC_CONSOLE_PICTURES") == "1":
         tab.screenshot(path=str(DOCS / f"console-{name}.png"), full_page=full_page)

@@ -10,8 +10,8 @@ kill and still within its term renews. Nothing acknowledged may be lost, and no 
 this load may get an answer a correct server would not give (a 5xx included).
 
 `make test` runs a bounded campaign; `make crash` runs the long one (AMC_CRASH_KILLS kills,
-AMC_CRASH_CLIENTS clients and as many hosts) and prints the figures of the README's
-"Reliability".
+AMC_CRASH_CLIENTS clients and as many hosts) and prints the figures of
+docs/reliability.md.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ then, not found). Once the filler is deleted, writes resume without a restart. T
 starts on a 64 KiB LMDB map, which grows on its own under the same load.
 
 `make crash` runs the fill/free cycle more often (AMC_DISK_FULL_CYCLES) and prints the count
-of recoveries for the README's "Reliability".
+of recoveries for docs/reliability.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The contract fuzzer's bounded run: 60 generated requests per operation of
 specs/openapi.yaml against a real `amc serve` (see fuzzing.py). `make fuzz` runs the
-same test with AMC_FUZZ_CASES set higher and prints the figures of the README."""
+same test with AMC_FUZZ_CASES set higher and prints the figures of docs/reliability.md."""
 
 from __future__ import annotations
 
