@@ -28,7 +28,7 @@ LAYERS: dict[str, set[str]] = {
     "amc.sim": set(),
     "amc.service": {"amc.core"},
     "amc.adapters.codec": {"amc.core"},
-    "amc.adapters.batches": {"amc.core", "amc.service"},
+    "amc.adapters.batches": {"amc.core"},
     "amc.adapters.errors": {"amc.service"},
     "amc.adapters.writer": {"amc.core", "amc.service", "amc.adapters.batches"},
     "amc.adapters.replay": {"amc.core"},

@@ -65,10 +65,10 @@ class Attempt:
     backoff: tuple[float, float] = (0.1, 5.0)
     execution: Execution = attrs.field(init=False)
     label: str = attrs.field(init=False)  # names the attempt in logs
-    stop_signal: asyncio.Event = attrs.field(init=False, factory=asyncio.Event)  # set once there is a stop to act on
-    wake: asyncio.Event = attrs.field(
-        init=False, factory=asyncio.Event
-    )  # set whenever the Execution observed something
+    # Set once there is a stop to act on:
+    stop_signal: asyncio.Event = attrs.field(init=False, factory=asyncio.Event)
+    # Set whenever the Execution observed something:
+    wake: asyncio.Event = attrs.field(init=False, factory=asyncio.Event)
     _cancel_logged: bool = attrs.field(init=False, default=False)
 
     @execution.default

@@ -210,7 +210,9 @@ class ManagedServer:
 
     def _recorded_url(self, pid: int) -> str | None:
         """The URL in the `server.json` that `amc serve` writes beside its tokens file, once
-        the process that wrote it is `pid` (a killed server's record is left behind)."""
+        the process that wrote it is `pid` (a killed server's record is left behind). The
+        CLI's launcher reads the same record (`amc.cli.client.read_server_file`); the suite
+        reads it itself, as it imports nothing of amc but the kernel."""
         try:
             record = json.loads((self.tokens_path.parent / "server.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
