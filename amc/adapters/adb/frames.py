@@ -22,13 +22,15 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 from PIL import Image, ImageDraw, ImageFont
 
-from amc.core.ui.marks import Mark
-
 from .errors import StepFailed
+
+if TYPE_CHECKING:
+    from amc.core.ui.marks import Mark
 
 FORMATS = {"png": ("image/png", ".png"), "jpeg": ("image/jpeg", ".jpg"), "webp": ("image/webp", ".webp")}
 # pixel format -> (Pillow's raw mode to read it as RGB, bytes a pixel); alpha is dropped.
