@@ -73,7 +73,7 @@ def test_assertions_pass_or_fail_the_step(executor):
 
 @pytest.mark.parametrize("action", ["wait_for", "assert_visible", "assert_not_visible", "scroll_until_visible"])
 def test_actions_that_take_no_index_refuse_one(executor, sim, action):
-    with pytest.raises(StepFailed, match="this action takes a selector, not target.index"):
+    with pytest.raises(StepFailed, match=r"this action takes a selector, not target\.index"):
         executor.run(action, {"target": {"index": 0}})
     assert sim.log(SERIAL) == []
 
@@ -88,7 +88,9 @@ def test_wait_for_idle_on_a_still_screen(executor, sim):
 @req("UI/s9")
 def test_a_screen_that_keeps_changing_is_never_idle_and_observations_say_so(executor, monkeypatch):
     changing_screen(monkeypatch)
-    with pytest.raises(StepFailed, match=r"^the screen was not idle for 100 ms within 0.5 s: the screen did not settle"):
+    with pytest.raises(
+        StepFailed, match=r"^the screen was not idle for 100 ms within 0.5 s: the screen did not settle"
+    ):
         executor.run("wait_for_idle", {"quiet_ms": 100, "timeout_seconds": 0.5})
     tree = json.loads(executor.run("ui_tree", {}).output)
     assert tree["settled"] is False and tree["settle"].startswith("the screen did not settle within 2 s")
@@ -130,7 +132,7 @@ def test_app_actions_send_their_commands(executor, sim):
 @req("UI/s10")
 def test_clear_app_data_fails_unless_pm_says_success(executor, sim):
     executor.run("clear_app_data", {"package": "com.android.settings"})
-    with pytest.raises(StepFailed, match="pm clear did not clear com.example.nothing's data: it said Failed"):
+    with pytest.raises(StepFailed, match=r"pm clear did not clear com\.example\.nothing's data: it said Failed"):
         executor.run("clear_app_data", {"package": "com.example.nothing"})
 
 
