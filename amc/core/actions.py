@@ -186,8 +186,11 @@ class Action:
             # Arguments of two forms: keep the form most of them belong to, name the stray one.
             best = max(self.forms, key=lambda form: len(given & form.names))
             stray = sorted(given - best.names)[0]
-            kept = _and([repr(name) for name in sorted(given & best.names)])
-            return f"argument {stray!r} of {action} does not go with {kept}; {action} takes {self.describe()}"
+            kept = [name for name in best.required if name in given] or sorted(given & best.names)
+            return (
+                f"argument {stray!r} of {action} does not go with {_and([repr(name) for name in kept])}; "
+                f"{action} takes {self.describe()}"
+            )
         complete = [form for form in fitting if set(form.required) <= given]
         if not complete:
             if len(fitting) == 1:
