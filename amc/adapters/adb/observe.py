@@ -97,6 +97,5 @@ def ui_dump(call: Call, args: dict[str, Any]) -> ActionResult:
 
 
 def _settled(seen: Observation) -> dict[str, Any]:
-    if seen.settled:
-        return {"settled": True}
-    return {"settled": False, "settle": seen.note}
+    """Only an observation that did not settle says so (specs/protocol.md, Outputs)."""
+    return {} if seen.settled else {"settled": False}
