@@ -84,6 +84,13 @@ class GenNode:
             self, attributes=attributes, children=tuple(c.with_node(serial, **changes) for c in self.children)
         )
 
+    def with_child(self, parent: int, child: GenNode, at: int) -> GenNode:
+        """This tree with `child` hung under node `parent`, at position `at` among its children."""
+        children = tuple(c.with_child(parent, child, at) for c in self.children)
+        if self.serial == parent:
+            children = (*children[:at], child, *children[at:])
+        return replace(self, children=children)
+
     def without_node(self, serial: int) -> GenNode:
         """This tree with node `serial` (and what it holds) taken out; the root stays."""
         kept = tuple(c.without_node(serial) for c in self.children if c.serial != serial)
