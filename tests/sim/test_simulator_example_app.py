@@ -252,6 +252,10 @@ def test_landscape_swaps_the_sides_of_dumps_and_frames(phones, phone):
     assert phone.shell("wm size") == "Physical size: 1080x2400\n"  # the panel does not turn
     phone.shell("settings put system user_rotation 0")
     assert bounds(dump(phone)[0]) == (0, 0, 1080, 2400)
+    assert "user_rotation=0\n" in phone.shell("settings list system")
+    assert phone.shell("settings get global nothing_here") == "null\n"
+    assert phone.shell("settings delete system user_rotation") == "Deleted 1 rows\n"
+    assert "usage: settings" in phone.shell("settings get nowhere x")
 
 
 def test_app_commands_stop_clear_open_urls_and_list_packages(phones, phone):
