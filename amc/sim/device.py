@@ -225,8 +225,16 @@ class SimDevice:
                 scroll=top.scroll,
                 menu=top.menu,
                 double_tapped=frozenset(top.double_tapped),
-                recents=tuple(dict.fromkeys(a.component for a in reversed(self._task) if a.component != RECENTS)),
+                recents=self._recents(),
             )
+
+    def _recents(self) -> tuple[str, ...]:
+        """Each app on the task stack once, by its topmost activity, newest first."""
+        latest: dict[str, str] = {}
+        for activity in reversed(self._task):
+            if activity.component != RECENTS:
+                latest.setdefault(activity.component.split("/")[0], activity.component)
+        return tuple(latest.values())
 
     def screen(self) -> Screen:
         """What the screen shows now (its UI tree; see `screens`)."""
