@@ -52,6 +52,8 @@ from amc.adapters.adb.commands import RAW_SCREENCAP
 from amc.adapters.adb.executor import AdbExecutor
 from amc.adapters.adb.guard import Stopper
 from amc.cli.launch import Agent
+from amc.core.ui.marks import layout
+from amc.core.ui.tree import parse_dump
 from amc.sim import Simulator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -71,14 +73,16 @@ def summary(samples: list[float]) -> dict[str, float]:
     return {"p50": statistics.median(ms), "p99": percentile(ms, 99), "n": len(ms)}
 
 
-def timed(function: Callable[[], Any], repeat: int, warm: int = 3) -> dict[str, float]:
+def timed(
+    function: Callable[[], Any], repeat: int, warm: int = 3, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, float]:
     for _ in range(warm):
         function()
     samples = []
     for _ in range(repeat):
-        started = time.perf_counter()
+        started = clock()
         function()
-        samples.append(time.perf_counter() - started)
+        samples.append(clock() - started)
     return summary(samples)
 
 
@@ -130,6 +134,30 @@ def executor_part(client: BoundedClient, serial: str, repeat: int, artifacts: Pa
             data = run_service(device, RAW_SCREENCAP, stopper, max_bytes=frames.MAX_FRAME_BYTES).data
         frames.encode(frames.scaled(frames.decode_raw(data).image, scale), "png", 80)
 
+    # The host's own work on one frame (no device, no transfer), wall and CPU: what a loaded
+    # machine inflates, against what it costs.
+    stopper = Stopper()
+    with stopper.active():
+        frame = run_service(device, RAW_SCREENCAP, stopper, max_bytes=frames.MAX_FRAME_BYTES).data
+    screen = parse_dump(executor.run("ui_dump", {}).artifact.read_bytes())
+    for scale, image_format in ((1.0, "png"), (0.5, "png"), (0.5, "jpeg")):
+
+        def host_side(scale: float = scale, image_format: str = image_format) -> None:
+            image = frames.scaled(frames.decode_raw(frame).image, scale)
+            drawn = layout(
+                screen.elements,
+                width=image.width,
+                height=image.height,
+                scale=scale,
+                char_width=frames.CHAR_WIDTH,
+                line_height=frames.LINE_HEIGHT,
+            )
+            frames.draw_marks(image, drawn)
+            frames.encode(image, image_format, 80)
+
+        name = f"host only: decode, scale {scale:g}, marks, {image_format}"
+        figures[name] = timed(host_side, repeat)
+        figures[name + " (CPU)"] = timed(host_side, repeat, clock=time.process_time)
     figures["capture: screencap -p (PNG made on the device)"] = timed(device.screencap, repeat)
     figures["capture: raw + host PNG, scale 1"] = timed(lambda: raw_capture(1.0), repeat)
     figures["capture: raw + host PNG, scale 0.5"] = timed(lambda: raw_capture(0.5), repeat)
