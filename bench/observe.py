@@ -159,6 +159,13 @@ def executor_part(client: BoundedClient, serial: str, repeat: int, artifacts: Pa
         figures[name] = timed(host_side, repeat)
         figures[name + " (CPU)"] = timed(host_side, repeat, clock=time.process_time)
     figures["capture: screencap -p (PNG made on the device)"] = timed(device.screencap, repeat)
+
+    def raw_transfer() -> None:
+        stopper = Stopper()
+        with stopper.active():
+            run_service(device, RAW_SCREENCAP, stopper, max_bytes=frames.MAX_FRAME_BYTES)
+
+    figures["capture: raw frame transfer only (10 MB)"] = timed(raw_transfer, repeat)
     figures["capture: raw + host PNG, scale 1"] = timed(lambda: raw_capture(1.0), repeat)
     figures["capture: raw + host PNG, scale 0.5"] = timed(lambda: raw_capture(0.5), repeat)
     for settle in (False, True):
