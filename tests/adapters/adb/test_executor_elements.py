@@ -219,3 +219,24 @@ def test_non_ascii_text_goes_through_the_adb_keyboard_broadcast(executor, sim, m
     assert clear == ["broadcast", "-a", "ADB_CLEAR_TEXT"]
     assert typed[:5] == ["broadcast", "-a", "ADB_INPUT_B64", "--es", "msg"]
     assert base64.b64decode(typed[5]).decode("utf-8") == "héllo wörld"
+
+
+@req("UI/s7")
+def test_on_a_device_with_the_adb_keyboard_non_ascii_text_replaces_the_field(executor, sim):
+    sim.set_broadcast_ime(SERIAL)
+    executor.run("launch", {"package": "com.example.app"})
+    executor.run("type", {"text": "ada", "target": {"resource_id": "username"}})
+    result = json.loads(
+        executor.run("type", {"text": "Zoë 東京", "target": {"resource_id": "username"}, "clear": True}).output
+    )
+    assert result["element"]["resource_id"] == "com.example.app:id/username"
+    field = next(e for e in json.loads(executor.run("ui_tree", {}).output)["elements"] if e["editable"])
+    assert field["text"] == "Zoë 東京"
+
+
+@req("UI/s7")
+def test_on_a_device_without_it_the_stock_keyboard_is_named(executor, sim):
+    executor.run("launch", {"package": "com.example.app"})
+    with pytest.raises(StepFailed, match=r"needs the ADB keyboard .*; the device's is \S+") as caught:
+        executor.run("type", {"text": "Zoë", "target": {"resource_id": "username"}})
+    assert "AdbIME" not in caught.value.reason.rsplit(";", 1)[1]
