@@ -240,3 +240,42 @@ def test_on_a_device_without_it_the_stock_keyboard_is_named(executor, sim):
     with pytest.raises(StepFailed, match=r"needs the ADB keyboard .*; the device's is \S+") as caught:
         executor.run("type", {"text": "Zoë", "target": {"resource_id": "username"}})
     assert "AdbIME" not in caught.value.reason.rsplit(";", 1)[1]
+
+
+def texts_on_screen(executor) -> list[str]:
+    return [e["text"] for e in json.loads(executor.run("ui_tree", {"settle": False}).output)["elements"] if e["text"]]
+
+
+@req("UI/s6")
+def test_double_tap_and_long_press_on_their_targets(executor):
+    executor.run("launch", {"package": "com.example.app"})
+    executor.run("tap", {"target": {"text": "Gestures"}})
+    executor.run("double_tap", {"target": {"text": "Double-tap me"}})
+    assert "Double-tapped" in texts_on_screen(executor)
+    executor.run("long_press", {"target": {"text": "Press and hold"}, "duration_ms": 600})
+    assert {"Copy", "Delete"} <= set(texts_on_screen(executor))
+
+
+@req("UI/s6")
+def test_scroll_until_visible_brings_a_row_of_a_long_list_into_view(executor):
+    executor.run("launch", {"package": "com.example.app"})
+    executor.run("tap", {"target": {"text": "Catalogue"}})
+    assert "Item 30" not in texts_on_screen(executor)
+    found = json.loads(executor.run("scroll_until_visible", {"target": {"text": "Item 30"}}).output)
+    assert found["element"]["text"] == "Item 30" and 1 <= found["swipes"] <= 10
+    executor.run("tap", {"target": {"text": "Item 30"}})
+    with pytest.raises(StepFailed, match=r'^text "Item 1" not visible after 1 scroll\(s\) down; the screen showed'):
+        executor.run("scroll_until_visible", {"target": {"text": "Item 1"}, "max_swipes": 1})
+    back = json.loads(executor.run("scroll_until_visible", {"target": {"text": "Item 1"}, "direction": "up"}).output)
+    assert back["element"]["text"] == "Item 1"
+
+
+@req("UI/s10")
+def test_landscape_swaps_the_screen_and_the_frame(executor):
+    executor.run("launch", {"package": "com.example.app"})
+    executor.run("set_orientation", {"orientation": "landscape"})
+    shot = json.loads(executor.run("screenshot", {"scale": 0.5}).output)
+    assert shot["screen"] == {"width": 2400, "height": 1080, "rotation": 1}
+    assert (shot["image"]["width"], shot["image"]["height"]) == (1200, 540)
+    executor.run("set_orientation", {"orientation": "portrait"})
+    assert json.loads(executor.run("ui_tree", {}).output)["screen"]["rotation"] == 0
