@@ -175,7 +175,7 @@ def test_an_index_acts_on_the_observed_list_when_the_fresh_dump_has_its_fingerpr
 
 
 @req("UI/s4")
-@given(trees(), trees(), st.integers(0, 20))
+@given(trees(max_nodes=8), trees(max_nodes=8), st.integers(0, 20))
 def test_an_index_is_refused_when_the_screen_changed_since_the_observation(a: GenTree, b: GenTree, index: int):
     observed, fresh = parse_dump(a.xml()), parse_dump(b.xml())
     outcome = resolve(Selector(key="index", value=index), fresh, observed)
