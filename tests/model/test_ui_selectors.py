@@ -143,6 +143,8 @@ def test_the_excerpt_is_short_and_counts_every_element():
     assert excerpt(screen, limit=2) == 'the screen showed: "Item 1", "Item 2", ... (42 elements)'
     assert excerpt(parse_dump(texts_xml("x" * 60))) == f'the screen showed: "{"x" * 39}…" (1 element)'
     assert excerpt(parse_dump(texts_xml())) == "the screen showed no text (0 elements)"
+    with pytest.raises(ValueError):
+        excerpt(screen, limit=0)
 
 
 @req("UI/s3")

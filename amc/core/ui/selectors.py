@@ -89,7 +89,12 @@ def excerpt(screen: Screen, limit: int = 12) -> str:
 
     The labels are the compact elements' texts (their descriptions where they have no text),
     each once, in document order, at most `limit` of them.
+
+    Raises:
+        ValueError: `limit` is below 1.
     """
+    if limit < 1:
+        raise ValueError("an excerpt shows at least one label")
     labels: list[str] = []
     for element in screen.elements:
         label = element.text or element.description
