@@ -170,9 +170,12 @@ def node_attributes(draw: st.DrawFn, width: int, height: int) -> dict[str, str]:
         "class": draw(st.sampled_from(CLASSES)),
         "content-desc": draw(st.sampled_from(DESCRIPTIONS)),
     }
-    for flag in FLAGS:
-        if draw(st.booleans()) or flag == "enabled":
-            attributes[flag] = "true" if draw(st.integers(0, 3)) == 0 or flag == "enabled" else "false"
+    # Each flag written or left out at random (uiautomator writes them all; a parser must not
+    # need them), "true" about one time in four; "enabled" always written, "true".
+    written, true_a, true_b = (draw(st.integers(0, 2 ** len(FLAGS) - 1)) for _ in range(3))
+    for bit, flag in enumerate(FLAGS):
+        if written >> bit & 1 or flag == "enabled":
+            attributes[flag] = "true" if (true_a & true_b) >> bit & 1 or flag == "enabled" else "false"
     attributes["bounds"] = draw(bounds_text(width, height))
     return attributes
 

@@ -18,6 +18,7 @@ changed pair turned round.
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
 from collections.abc import Hashable
 from typing import Any
@@ -85,8 +86,11 @@ def _pair(old: list[tuple[int, Hashable | None]], new: list[tuple[int, Hashable 
     return pairs
 
 
+_BUT_INDEX = operator.attrgetter(*(field.name for field in attrs.fields(Element) if field.name != "index"))
+
+
 def _everything_but_index(element: Element) -> Hashable:
-    return attrs.evolve(element, index=-1)
+    return _BUT_INDEX(element)
 
 
 def _identity(element: Element) -> Hashable:

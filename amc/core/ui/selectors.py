@@ -5,7 +5,7 @@ screen, in document order:
 
     text           node.text == value
     text_contains  value, casefolded, is a substring of the casefolded text or content-desc
-    resource_id    node.resource_id == value, or the part after ":id/" == value
+    resource_id    node.resource_id == value, or it ends in ":id/" + value ("login": "com.example.app:id/login")
     description    node.description (content-desc) == value
     class          node.cls == value, or its last dotted component == value
 
@@ -89,7 +89,12 @@ def excerpt(screen: Screen, limit: int = 12) -> str:
 
     The labels are the compact elements' texts (their descriptions where they have no text),
     each once, in document order, at most `limit` of them.
+
+    Raises:
+        ValueError: `limit` is below 1.
     """
+    if limit < 1:
+        raise ValueError("an excerpt shows at least one label")
     labels: list[str] = []
     for element in screen.elements:
         label = element.text or element.description
@@ -114,7 +119,8 @@ def _matcher(selector: Selector) -> Callable[[Element], bool]:
             folded = value.casefold()
             return lambda node: folded in node.text.casefold() or folded in node.description.casefold()
         case "resource_id":
-            return lambda node: value in (node.resource_id, node.resource_id.partition(":id/")[2])
+            suffix = ":id/" + value
+            return lambda node: node.resource_id == value or node.resource_id.endswith(suffix)
         case "description":
             return lambda node: node.description == value
         case "class":

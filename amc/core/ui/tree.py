@@ -176,10 +176,11 @@ def parse_dump(xml: bytes | str) -> Screen:
         left, top, right, bottom = bounds
         if min(right, width) <= max(left, 0) or min(bottom, height) <= max(top, 0):
             continue  # no area on the screen: nothing to see, nothing to touch
-        element = _element(node, bounds)
+        element = _element(node, bounds, index=len(elements))  # most nodes are listed: numbered at once
         if element.in_compact_list:
-            element = attrs.evolve(element, index=len(elements))
             elements.append(element)
+        else:
+            element = attrs.evolve(element, index=-1)
         nodes.append(element)
     return Screen(
         nodes=tuple(nodes),
@@ -204,7 +205,7 @@ def quoted(text: str) -> str:
     return f'"{flat}"'
 
 
-def _element(node: ElementTree.Element, bounds: Bounds) -> Element:
+def _element(node: ElementTree.Element, bounds: Bounds, index: int) -> Element:
     cls = node.get("class", "")
 
     def flag(name: str, default: bool = False) -> bool:
@@ -212,7 +213,7 @@ def _element(node: ElementTree.Element, bounds: Bounds) -> Element:
         return default if value is None else value == "true"
 
     return Element(
-        index=-1,
+        index=index,
         cls=cls,
         text=node.get("text", ""),
         description=node.get("content-desc", ""),
