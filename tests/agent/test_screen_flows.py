@@ -168,3 +168,35 @@ def test_an_index_action_after_the_screen_changed_is_refused(server, sim, make_a
         "the screen changed since the last observation; observe again before acting by index",
     )
     assert sim.device("amc-sim-01").foreground == "com.example.app/.GestureActivity"  # the stale tap did nothing
+
+
+@req("UI/s7")
+@pytest.mark.parametrize("ime", [True, False])
+def test_non_ascii_text_is_typed_through_the_broadcast_ime_and_only_there(server, make_sim, make_agent, ime):
+    sim = make_sim("amc-sim-01", broadcast_ime=ime)
+    make_agent(server.url, sim.server_port)
+    plan = {
+        "steps": [
+            step("launch", "launch", package="com.example.app"),
+            step("draft", "type", text="bob", target=USERNAME),
+            step("name", "type", text="Zoë 😀", target=USERNAME, clear=True),
+            step("login", "tap", target={"text": "Log in"}),
+            step("greeting", "wait_for", target={"text": "Signed in as Zoë 😀"}, timeout_seconds=5),
+        ]
+    }
+
+    task = server.api.wait_status(server.api.submit(plan)["id"], timeout=60)
+
+    fields = sim.device("amc-sim-01").app_fields("com.example.app")
+    if ime:
+        assert task["status"] == "done", task
+        assert fields["com.example.app:id/username"] == "Zoë 😀"
+        return
+    assert task["status"] == "failed", task
+    name = {s["id"]: s for s in task["result"]["steps"]}["name"]
+    assert (name["status"], name["reason"]) == (
+        "failed",
+        "typing non-ASCII text needs the ADB keyboard (com.android.adbkeyboard/.AdbIME) as the input method; "
+        "the device's is com.google.android.inputmethod.latin/com.android.inputmethod.latin.LatinIME",
+    )
+    assert fields["com.example.app:id/username"] == "bob"  # nothing was cleared or typed
