@@ -1,10 +1,8 @@
 """One simulated device: the state both front ends (smart socket and adbd) share.
 
-A `SimDevice` owns the device's mutable state (the task stack of activities, each with
-the UI state it owns; the apps' data, i.e. their text fields; the settings table; files;
-connection state; fault flags), its process table, its command log and its logcat ring.
-It hands `screens` a frozen `ScreenState` to draw and dump, so what is shown is a pure
-function of it. Navigation (`open_activity`, `back`, `home`, `force_stop`, `clear_data`)
+A `SimDevice` owns the device's mutable state (what the screen shows, in `ui`: see
+`ui_state`; files; connection state; fault flags), its process table, its command log and
+its logcat ring. Navigation (`open_activity`, `back`, `home`, `force_stop`, `clear_data`)
 lives here because it changes several of those at once and writes the log lines a real
 system_server would; `gestures` decides what input does, under `lock`. The front ends
 turn requests into `start_shell()` / sync calls and register a "drop" callback for each
@@ -20,15 +18,13 @@ import time
 from collections.abc import Callable
 from typing import Any, TypedDict
 
-import attrs
-
 from .log import CommandLog
 from .logcat import LogcatRing
-from .pages import RECENTS, ScreenState, page
 from .process import Hangup, Killed, OutputSink, SimProcess
 from .screens import Screen, screen_of
 from .shell import Shell
-from .spec import ADB_KEYBOARD, LAUNCHER, STOCK_KEYBOARD, SimDeviceSpec
+from .spec import ADB_KEYBOARD, STOCK_KEYBOARD, SimDeviceSpec
+from .ui_state import UiState
 
 STATES = ("device", "offline", "unauthorized", "absent")
 
@@ -56,18 +52,6 @@ def build_properties(spec: SimDeviceSpec) -> dict[str, str]:
         "sys.boot_completed": "1",
         "persist.sys.timezone": "UTC",
     }
-
-
-@attrs.define
-class Activity:
-    """One activity on the task stack and the UI state it owns (lost when it closes)."""
-
-    component: str
-    opened_at: float  # on the device's clock
-    focused: str | None = None  # the resource id of the focused field
-    scroll: int = 0  # rows its list is scrolled by
-    menu: str | None = None  # the row whose long-press menu is open
-    double_tapped: set[str] = attrs.Factory(set)
 
 
 class ProcessState(TypedDict):
@@ -106,7 +90,7 @@ class SimDevice:
         self.log = CommandLog(spec.serial)
         self.properties = build_properties(spec)
         self._lock = threading.RLock()
-        self.lock = self._lock  # held by `gestures` across a read-modify-write of the screen state
+        self.lock = self._lock  # held by `gestures` across a read-modify-write of `ui`
         self._state = spec.state
         self._silent = False
         self._next_pid = pids or itertools.count(4000).__next__
@@ -115,17 +99,7 @@ class SimDevice:
         self._drop_ids = itertools.count(1)
         # Screen-visible state, changed by the `input`, `am`, `pm`, `settings` and `monkey`
         # programs (through `gestures`); `clock` is the screen's time (delayed elements).
-        self.clock = clock
-        self._home = Activity(component=LAUNCHER, opened_at=clock())
-        self._task: list[Activity] = []  # the task stack, bottom first; empty: the home screen
-        self._fields: dict[str, dict[str, str]] = {}  # package -> field resource id -> text
-        self.loose_text = ""  # what was typed while no field had the focus
-        self.last_tap: tuple[int, int, float, str] | None = None  # x, y, when, on which component
-        self.settings: dict[str, dict[str, str]] = {
-            "system": {"accelerometer_rotation": "1", "user_rotation": "0"},
-            "secure": {"default_input_method": ADB_KEYBOARD if spec.broadcast_ime else STOCK_KEYBOARD},
-            "global": {},
-        }
+        self.ui = UiState(spec, clock)
         self.input_events: list[str] = []
         self.files: dict[str, bytes] = {}
         self.logcat = LogcatRing()
@@ -184,64 +158,30 @@ class SimDevice:
     def foreground(self) -> str:
         """The foreground "package/activity" (the home screen's when the task stack is empty)."""
         with self._lock:
-            return self._task[-1].component if self._task else LAUNCHER
+            return self.ui.foreground
 
     @property
     def back_stack(self) -> list[str]:
         """What BACK returns to, newest last."""
         with self._lock:
-            return [activity.component for activity in self._task[:-1]]
-
-    def top(self) -> Activity:
-        """The foreground activity's state (the home screen's when the stack is empty)."""
-        return self._task[-1] if self._task else self._home
+            return [activity.component for activity in self.ui.task[:-1]]
 
     @property
     def typed_text(self) -> str:
         """The focused field's text; with no field focused, what was typed into nothing."""
         with self._lock:
-            field = self.top().focused
-            return self.app_fields(self.foreground).get(field, "") if field else self.loose_text
+            return self.ui.typed_text
 
     def app_fields(self, component: str) -> dict[str, str]:
         """The text fields' contents of `component`'s app, by resource id (its app data)."""
-        return self._fields.setdefault(component.split("/")[0], {})
-
-    @property
-    def rotation(self) -> int:
-        """user_rotation when auto-rotate is off (the simulator has no accelerometer), else 0."""
-        system = self.settings["system"]
-        if system.get("accelerometer_rotation", "1") != "0":
-            return 0
-        value = system.get("user_rotation", "0")
-        return int(value) % 4 if value.isdigit() else 0
-
-    def screen_state(self) -> ScreenState:
         with self._lock:
-            top = self.top()
-            return ScreenState(
-                component=top.component,
-                rotation=self.rotation,
-                elapsed=self.clock() - top.opened_at,
-                fields=dict(self.app_fields(top.component)),
-                focused=top.focused,
-                scroll=top.scroll,
-                menu=top.menu,
-                double_tapped=frozenset(top.double_tapped),
-                recents=self._recents(),
-            )
-
-    def _recents(self) -> tuple[str, ...]:
-        """Each app on the task stack once, by its topmost activity, newest first."""
-        latest: dict[str, str] = {}
-        for activity in reversed(self._task):
-            if activity.component != RECENTS:
-                latest.setdefault(activity.component.split("/")[0], activity.component)
-        return tuple(latest.values())
+            return self.ui.app_fields(component)
 
     def screen(self) -> Screen:
         """What the screen shows now (its UI tree; see `screens`)."""
-        return screen_of(self.spec, self.screen_state())
+        with self._lock:
+            state = self.ui.view()
+        return screen_of(self.spec, state)
 
     def open_activity(self, component: str) -> None:
         """Bring `component` ("package/activity", known to the spec) to the front, as `am start` does."""
@@ -257,42 +197,22 @@ class SimDevice:
                     f"Start proc {pid}:{package}/{self._app_uid(package)} for activity {{{component}}}",
                     **system,
                 )
-            if self.foreground == RECENTS:
-                # Leaving Recents does not keep it on the stack, and a recent activity comes
-                # back as it was left.
-                self._task.pop()
-                recent = next((a for a in reversed(self._task) if a.component == component), None)
-                if recent is not None:
-                    self._task.remove(recent)
-                    self._task.append(recent)
-            if self.foreground != component:
-                self._task.append(self._activity(component))
+            self.ui.push(component)
             self.logcat.log("I", "ActivityTaskManager", f"Displayed {component}: +{LAUNCH_MILLISECONDS}ms", **system)
 
     def show_recents(self) -> None:
         """APP_SWITCH: the Recents screen over the task stack."""
         with self._lock:
-            if self.foreground != RECENTS:
-                self._task.append(self._activity(RECENTS))
-
-    def _activity(self, component: str) -> Activity:
-        """A freshly opened activity: its first text field has the focus, as on a phone."""
-        first = next(
-            (i.resource_id for i in page(self.spec, ScreenState(component=component)).items if i.kind == "field"), None
-        )
-        return Activity(component=component, opened_at=self.clock(), focused=first)
+            self.ui.show_recents()
 
     def back(self) -> None:
         """The BACK key: close an open menu, else return to the previous activity or home."""
         with self._lock:
-            if self.top().menu is not None:
-                self.top().menu = None
-            elif self._task:
-                self._task.pop()
+            self.ui.back()
 
     def home(self) -> None:
         with self._lock:
-            self._task.clear()
+            self.ui.task.clear()
 
     def force_stop(self, package: str) -> None:
         """`am force-stop`: its activities leave the screen and the back stack, its process ends."""
@@ -306,18 +226,18 @@ class SimDevice:
                     pid=SYSTEM_SERVER_PID,
                     buffer="system",
                 )
-            self._task = [activity for activity in self._task if activity.component.split("/")[0] != package]
-
-    def set_broadcast_ime(self, on: bool) -> None:
-        """Install the ADB keyboard and make it the input method (on), or go back to the stock one."""
-        with self._lock:
-            self.settings["secure"]["default_input_method"] = ADB_KEYBOARD if on else STOCK_KEYBOARD
+            self.ui.close_package(package)
 
     def clear_data(self, package: str) -> None:
         """`pm clear`: stop the app and forget its data (the text typed into its fields)."""
         with self._lock:
             self.force_stop(package)
-            self._fields.pop(package, None)
+            self.ui.fields.pop(package, None)
+
+    def set_broadcast_ime(self, on: bool) -> None:
+        """Install the ADB keyboard and make it the input method (on), or go back to the stock one."""
+        with self._lock:
+            self.ui.settings["secure"]["default_input_method"] = ADB_KEYBOARD if on else STOCK_KEYBOARD
 
     def resolve(self, package: str, activity: str | None) -> str | None:
         """Return "package/activity" if the device has it (the launcher activity when None)."""
@@ -418,8 +338,8 @@ class SimDevice:
                 "back_stack": list(self.back_stack),
                 "input_events": list(self.input_events),
                 "typed_text": self.typed_text,
-                "rotation": self.rotation,
-                "input_method": self.settings["secure"].get("default_input_method", ""),
+                "rotation": self.ui.rotation,
+                "input_method": self.ui.input_method,
                 "files": sorted(self.files),
                 "processes": [{"pid": p.pid, "cmdline": p.cmdline} for p in self._processes.values()],
             }

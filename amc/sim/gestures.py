@@ -35,11 +35,12 @@ KEY_HOME, KEY_BACK, KEY_ENTER, KEY_DEL, KEY_MOVE_END, KEY_APP_SWITCH = 3, 4, 66,
 
 def tap(device: SimDevice, x: int, y: int) -> None:
     with device.lock:
+        ui = device.ui
         screen = device.screen()
-        top = device.top()
-        now = device.clock()
-        previous = device.last_tap
-        device.last_tap = (x, y, now, screen.component)
+        top = ui.top()
+        now = ui.clock()
+        previous = ui.last_tap
+        ui.last_tap = (x, y, now, screen.component)
         if screen.menu_open():
             top.menu = None
             return
@@ -50,7 +51,7 @@ def tap(device: SimDevice, x: int, y: int) -> None:
             top.focused = target.item
         elif target.gesture == "double-tap" and _second_tap(previous, x, y, now, screen.component):
             top.double_tapped.add(target.item)
-            device.last_tap = None
+            ui.last_tap = None
         elif target.opens is not None:
             package, activity = target.opens.split("/", 1)
             resolved = device.resolve(package, activity)
@@ -79,13 +80,13 @@ def swipe(device: SimDevice, x1: int, y1: int, x2: int, y2: int, seconds: float)
             screen = device.screen()
             target = screen.long_press_target(x1, y1)
             if target is not None and target.gesture == "menu" and not screen.menu_open():
-                device.top().menu = target.item
+                device.ui.top().menu = target.item
         return
     with device.lock:
         screen = device.screen()
         if screen.scroll_target(x1, y1) is None:
             return
-        top = device.top()
+        top = device.ui.top()
         rows = round((y1 - y2) / screen.row_height)
         top.scroll = max(0, min(screen.scroll_limit, min(top.scroll, screen.scroll_limit) + rows))
 
@@ -99,22 +100,14 @@ def key(device: SimDevice, code: int) -> None:
         device.show_recents()
     elif code == KEY_DEL:
         with device.lock:
-            _set_text(device, device.typed_text[:-1])
+            device.ui.set_text(device.ui.typed_text[:-1])
 
 
 def type_text(device: SimDevice, text: str) -> None:
     with device.lock:
-        _set_text(device, device.typed_text + text)
+        device.ui.set_text(device.ui.typed_text + text)
 
 
 def clear_text(device: SimDevice) -> None:
     with device.lock:
-        _set_text(device, "")
-
-
-def _set_text(device: SimDevice, text: str) -> None:
-    field = device.top().focused
-    if field is None:
-        device.loose_text = text
-    else:
-        device.app_fields(device.foreground)[field] = text
+        device.ui.set_text("")

@@ -168,3 +168,79 @@ def test_an_index_action_after_the_screen_changed_is_refused(server, sim, make_a
         "the screen changed since the last observation; observe again before acting by index",
     )
     assert sim.device("amc-sim-01").foreground == "com.example.app/.GestureActivity"  # the stale tap did nothing
+
+
+@req("UI/s7")
+@pytest.mark.parametrize("ime", [True, False])
+def test_non_ascii_text_is_typed_through_the_broadcast_ime_and_only_there(server, make_sim, make_agent, ime):
+    sim = make_sim("amc-sim-01", broadcast_ime=ime)
+    make_agent(server.url, sim.server_port)
+    plan = {
+        "steps": [
+            step("launch", "launch", package="com.example.app"),
+            step("draft", "type", text="bob", target=USERNAME),
+            step("name", "type", text="Zoë 😀", target=USERNAME, clear=True),
+            step("login", "tap", target={"text": "Log in"}),
+            step("greeting", "wait_for", target={"text": "Signed in as Zoë 😀"}, timeout_seconds=5),
+        ]
+    }
+
+    task = server.api.wait_status(server.api.submit(plan)["id"], timeout=60)
+
+    fields = sim.device("amc-sim-01").app_fields("com.example.app")
+    if ime:
+        assert task["status"] == "done", task
+        assert fields["com.example.app:id/username"] == "Zoë 😀"
+        return
+    assert task["status"] == "failed", task
+    name = {s["id"]: s for s in task["result"]["steps"]}["name"]
+    assert (name["status"], name["reason"]) == (
+        "failed",
+        "typing non-ASCII text needs the ADB keyboard (com.android.adbkeyboard/.AdbIME) as the input method; "
+        "the device's is com.google.android.inputmethod.latin/com.android.inputmethod.latin.LatinIME",
+    )
+    assert fields["com.example.app:id/username"] == "bob"  # nothing was cleared or typed
+
+
+@req("UI/s6", "UI/s8", "UI/s10")
+def test_gestures_waits_and_device_actions_on_the_example_app(server, sim, make_agent):
+    make_agent(server.url, sim.server_port)
+    plan = {
+        "steps": [
+            step("launch", "launch", package="com.example.app"),
+            step("slow", "tap", target={"text": "Slow page"}),
+            step("loading", "wait_for", target={"text": "Loading…"}, gone=True, timeout_seconds=5),
+            step("ready", "assert_visible", target={"resource_id": "com.example.app:id/status", "nth": 0}),
+            step("up", "back"),
+            step("gestures", "tap", target={"text": "Gestures"}),
+            step("twice", "double_tap", target={"text": "Double-tap me"}),
+            step("doubled", "assert_visible", target={"text": "Double-tapped"}),
+            step("hold", "long_press", target={"text": "Press and hold"}, duration_ms=600),
+            step("menu", "assert_visible", target={"text": "Copy"}),
+            step("close", "back"),
+            step("closed", "assert_not_visible", target={"text": "Copy"}),
+            step("turn", "set_orientation", orientation="landscape"),
+            step("wide", "ui_tree"),
+            step("upright", "set_orientation", orientation="portrait"),
+            step("apps", "list_apps", third_party=False),
+            step("web", "open_url", url="https://example.org/docs"),
+            step("address", "assert_visible", target={"text": "https://example.org/docs"}),
+            step("stop", "stop_app", package="com.android.chrome"),
+            step("wipe", "clear_app_data", package="com.example.app"),
+        ]
+    }
+
+    task = server.api.wait_status(server.api.submit(plan)["id"], timeout=60)
+
+    assert task["status"] == "done", task
+    out = outputs(task)
+    assert out["loading"]["gone"] is True
+    assert out["twice"]["element"]["text"] == "Double-tap me"
+    assert out["hold"]["element"]["text"] == "Press and hold"
+    assert out["wide"]["screen"] == {"width": 2400, "height": 1080, "rotation": 1}
+    packages = {p["package"]: p["third_party"] for p in out["apps"]["packages"]}
+    assert packages["com.example.app"] is True and packages["com.android.settings"] is False
+    device = sim.device("amc-sim-01")
+    assert device.foreground == "com.android.launcher3/.Launcher"  # Chrome stopped: home again
+    assert device.app_fields("com.example.app") == {}
+    assert [r.command for r in sim.log("amc-sim-01") if "user_rotation" in r.command][-1].endswith("user_rotation 0")

@@ -78,7 +78,7 @@ def _start(inv: Invocation, intent: dict[str, str]) -> int:
             )
             return 1
         with device.lock:
-            device.app_fields(chrome)[URL_BAR] = url
+            device.ui.app_fields(chrome)[URL_BAR] = url
             device.open_activity(chrome)
         return 0
     if not component or "/" not in component:
@@ -101,7 +101,7 @@ def _broadcast(inv: Invocation, intent: dict[str, str]) -> int:
     action = intent.get("-a", "")
     extras = " (has extras)" if any(key.startswith("extra:") for key in intent) else ""
     inv.out(f"Broadcasting: Intent {{ act={action} flg=0x400000{extras} }}\n")
-    if inv.device.settings["secure"].get("default_input_method") == ADB_KEYBOARD:
+    if inv.device.ui.input_method == ADB_KEYBOARD:
         if action == "ADB_INPUT_B64":
             try:
                 text = base64.b64decode(intent.get("extra:msg", ""), validate=True).decode("utf-8")
@@ -132,7 +132,7 @@ def monkey(inv: Invocation) -> int:
 def installed(inv: Invocation) -> list[str]:
     """Every package on the device: the spec's, the system's, and the ADB keyboard when it is the IME."""
     packages = set(inv.device.spec.packages) | SYSTEM_PACKAGES
-    if inv.device.settings["secure"].get("default_input_method") == ADB_KEYBOARD:
+    if inv.device.ui.input_method == ADB_KEYBOARD:
         packages.add(ADB_KEYBOARD_PACKAGE)
     return sorted(packages)
 
@@ -170,7 +170,7 @@ def pm(inv: Invocation) -> int:
 
 def settings(inv: Invocation) -> int:
     args = list(inv.args)
-    table = inv.device.settings.get(args[1]) if len(args) >= 2 else None
+    table = inv.device.ui.settings.get(args[1]) if len(args) >= 2 else None
     if table is None or args[0] not in ("get", "put", "delete", "list"):
         inv.err("usage: settings [get|put|delete|list] [system|secure|global] [KEY [VALUE]]\n")
         return 1
