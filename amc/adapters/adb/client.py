@@ -92,27 +92,54 @@ def run_stream(device: Device, payload: str, stopper: Stopper, *, max_bytes: int
     Past `max_bytes` the oldest bytes are dropped: the newest carry the completion marker.
     """
     output = StreamOutput()
+    handler = _reader(output, stopper, max_bytes, keep_newest=True)
+    call(stopper, lambda: device.shell(payload, handler=handler))
+    return output
 
+
+def run_service(device: Device, service: str, stopper: Stopper, *, max_bytes: int) -> StreamOutput:
+    """Open a device service such as `exec:screencap` and read its binary output to EOF.
+
+    Unlike `run_stream`, the first `max_bytes` are kept and reading stops there (`truncated`):
+    a frame cut short is useless, so the caller fails rather than keep its tail.
+    """
+    output = StreamOutput()
+    handler = _reader(output, stopper, max_bytes, keep_newest=False, chunk_size=1 << 20)
+
+    def open_and_read() -> None:
+        conn = device.create_connection()
+        conn.send(service)
+        handler(conn)
+
+    call(stopper, open_and_read)
+    return output
+
+
+def _reader(
+    output: StreamOutput, stopper: Stopper, max_bytes: int, *, keep_newest: bool, chunk_size: int = 65536
+) -> Callable[[Connection], None]:
     def handler(conn: Connection) -> None:
         output.opened = True
         try:
             conn.socket.settimeout(None)
             while True:
-                chunk = conn.read(65536)
+                chunk = conn.read(chunk_size)
                 if not chunk:
                     break
                 room = max_bytes - len(output.data)
-                if len(chunk) > room:
-                    output.truncated = True
-                    # Keep the newest bytes: completion markers come last.
-                    output.data = (output.data + chunk)[-max_bytes:]
-                else:
+                if len(chunk) <= room:
                     output.data += chunk
+                    continue
+                output.truncated = True
+                if not keep_newest:
+                    output.data += chunk[:room]
+                    break
+                # Keep the newest bytes: completion markers come last.
+                output.data = (output.data + chunk)[-max_bytes:]
         except OSError:
             if not stopper.tripped:
                 raise
         finally:
             conn.close()
 
-    call(stopper, lambda: device.shell(payload, handler=handler))
-    return output
+    return handler
