@@ -13,15 +13,19 @@ from __future__ import annotations
 import itertools
 import re
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypedDict
 
+import attrs
+
 from .log import CommandLog
 from .logcat import LogcatRing
+from .pages import RECENTS, ScreenState, page
 from .process import Hangup, Killed, OutputSink, SimProcess
-from .screens import Screen, current_screen
+from .screens import Screen, screen_of
 from .shell import Shell
-from .spec import LAUNCHER, SimDeviceSpec
+from .spec import ADB_KEYBOARD, LAUNCHER, STOCK_KEYBOARD, SimDeviceSpec
 
 STATES = ("device", "offline", "unauthorized", "absent")
 
@@ -51,6 +55,18 @@ def build_properties(spec: SimDeviceSpec) -> dict[str, str]:
     }
 
 
+@attrs.define
+class Activity:
+    """One activity on the task stack and the UI state it owns (lost when it closes)."""
+
+    component: str
+    opened_at: float  # on the device's clock
+    focused: str | None = None  # the resource id of the focused field
+    scroll: int = 0  # rows its list is scrolled by
+    menu: str | None = None  # the row whose long-press menu is open
+    double_tapped: set[str] = attrs.Factory(set)
+
+
 class ProcessState(TypedDict):
     pid: int
     cmdline: str
@@ -63,10 +79,12 @@ class DeviceState(TypedDict):
     state: str
     silent: bool
     model: str
-    foreground: str | None
+    foreground: str
     back_stack: list[str]
     input_events: list[str]
     typed_text: str
+    rotation: int
+    input_method: str
     files: list[str]
     processes: list[ProcessState]
 
@@ -74,23 +92,38 @@ class DeviceState(TypedDict):
 class SimDevice:
     """Mutable state, processes and log of one simulated device."""
 
-    def __init__(self, spec: SimDeviceSpec, pids: Callable[[], int] | None = None):
+    def __init__(
+        self,
+        spec: SimDeviceSpec,
+        pids: Callable[[], int] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.spec = spec
         self.serial = spec.serial
         self.log = CommandLog(spec.serial)
         self.properties = build_properties(spec)
         self._lock = threading.RLock()
+        self.lock = self._lock  # held by `gestures` across a read-modify-write of the screen state
         self._state = spec.state
         self._silent = False
         self._next_pid = pids or itertools.count(4000).__next__
         self._processes: dict[int, SimProcess] = {}
         self._drops: dict[int, Callable[[], None]] = {}
         self._drop_ids = itertools.count(1)
-        # Screen-visible state, changed by the `input`, `am` and `monkey` programs.
-        self.foreground: str | None = None  # "package/activity"; None is the home screen
-        self.back_stack: list[str] = []  # what BACK returns to, newest last
+        # Screen-visible state, changed by the `input`, `am`, `pm`, `settings` and `monkey`
+        # programs (through `gestures`); `clock` is the screen's time (delayed elements).
+        self.clock = clock
+        self._home = Activity(component=LAUNCHER, opened_at=clock())
+        self._task: list[Activity] = []  # the task stack, bottom first; empty: the home screen
+        self._fields: dict[str, dict[str, str]] = {}  # package -> field resource id -> text
+        self.loose_text = ""  # what was typed while no field had the focus
+        self.last_tap: tuple[int, int, float, str] | None = None  # x, y, when, on which component
+        self.settings: dict[str, dict[str, str]] = {
+            "system": {"accelerometer_rotation": "1", "user_rotation": "0"},
+            "secure": {"default_input_method": ADB_KEYBOARD if spec.broadcast_ime else STOCK_KEYBOARD},
+            "global": {},
+        }
         self.input_events: list[str] = []
-        self.typed_text = ""
         self.files: dict[str, bytes] = {}
         self.logcat = LogcatRing()
         self._app_pids: dict[str, int] = {}
@@ -144,10 +177,60 @@ class SimDevice:
 
     # --- screen and navigation ----------------------------------------------------
 
+    @property
+    def foreground(self) -> str:
+        """The foreground "package/activity" (the home screen's when the task stack is empty)."""
+        with self._lock:
+            return self._task[-1].component if self._task else LAUNCHER
+
+    @property
+    def back_stack(self) -> list[str]:
+        """What BACK returns to, newest last."""
+        with self._lock:
+            return [activity.component for activity in self._task[:-1]]
+
+    def top(self) -> Activity:
+        """The foreground activity's state (the home screen's when the stack is empty)."""
+        return self._task[-1] if self._task else self._home
+
+    @property
+    def typed_text(self) -> str:
+        """The focused field's text; with no field focused, what was typed into nothing."""
+        with self._lock:
+            field = self.top().focused
+            return self.app_fields(self.foreground).get(field, "") if field else self.loose_text
+
+    def app_fields(self, component: str) -> dict[str, str]:
+        """The text fields' contents of `component`'s app, by resource id (its app data)."""
+        return self._fields.setdefault(component.split("/")[0], {})
+
+    @property
+    def rotation(self) -> int:
+        """user_rotation when auto-rotate is off (the simulator has no accelerometer), else 0."""
+        system = self.settings["system"]
+        if system.get("accelerometer_rotation", "1") != "0":
+            return 0
+        value = system.get("user_rotation", "0")
+        return int(value) % 4 if value.isdigit() else 0
+
+    def screen_state(self) -> ScreenState:
+        with self._lock:
+            top = self.top()
+            return ScreenState(
+                component=top.component,
+                rotation=self.rotation,
+                elapsed=self.clock() - top.opened_at,
+                fields=dict(self.app_fields(top.component)),
+                focused=top.focused,
+                scroll=top.scroll,
+                menu=top.menu,
+                double_tapped=frozenset(top.double_tapped),
+                recents=tuple(dict.fromkeys(a.component for a in reversed(self._task) if a.component != RECENTS)),
+            )
+
     def screen(self) -> Screen:
         """What the screen shows now (its UI tree; see `screens`)."""
-        with self._lock:
-            return current_screen(self.spec, self.foreground, self.typed_text)
+        return screen_of(self.spec, self.screen_state())
 
     def open_activity(self, component: str) -> None:
         """Bring `component` ("package/activity", known to the spec) to the front, as `am start` does."""
@@ -163,22 +246,36 @@ class SimDevice:
                     f"Start proc {pid}:{package}/{self._app_uid(package)} for activity {{{component}}}",
                     **system,
                 )
-            current = self.foreground or LAUNCHER
-            if current != component:
-                if current != LAUNCHER:  # an empty back stack already returns home
-                    self.back_stack.append(current)
-                self.foreground = component
+            if self.foreground == RECENTS:  # leaving Recents does not keep it on the stack
+                self._task.pop()
+            if self.foreground != component:
+                self._task.append(self._activity(component))
             self.logcat.log("I", "ActivityTaskManager", f"Displayed {component}: +{LAUNCH_MILLISECONDS}ms", **system)
 
-    def back(self) -> None:
-        """The BACK key: return to the previous activity, or to the home screen."""
+    def show_recents(self) -> None:
+        """APP_SWITCH: the Recents screen over the task stack."""
         with self._lock:
-            self.foreground = self.back_stack.pop() if self.back_stack else LAUNCHER
+            if self.foreground != RECENTS:
+                self._task.append(self._activity(RECENTS))
+
+    def _activity(self, component: str) -> Activity:
+        """A freshly opened activity: its first text field has the focus, as on a phone."""
+        first = next(
+            (i.resource_id for i in page(self.spec, ScreenState(component=component)).items if i.kind == "field"), None
+        )
+        return Activity(component=component, opened_at=self.clock(), focused=first)
+
+    def back(self) -> None:
+        """The BACK key: close an open menu, else return to the previous activity or home."""
+        with self._lock:
+            if self.top().menu is not None:
+                self.top().menu = None
+            elif self._task:
+                self._task.pop()
 
     def home(self) -> None:
         with self._lock:
-            self.back_stack.clear()
-            self.foreground = LAUNCHER
+            self._task.clear()
 
     def force_stop(self, package: str) -> None:
         """`am force-stop`: its activities leave the screen and the back stack, its process ends."""
@@ -192,9 +289,34 @@ class SimDevice:
                     pid=SYSTEM_SERVER_PID,
                     buffer="system",
                 )
-            self.back_stack = [c for c in self.back_stack if c.split("/")[0] != package]
-            if self.foreground and self.foreground.split("/")[0] == package:
-                self.foreground = self.back_stack.pop() if self.back_stack else LAUNCHER
+            self._task = [activity for activity in self._task if activity.component.split("/")[0] != package]
+
+    def set_broadcast_ime(self, on: bool) -> None:
+        """Install the ADB keyboard and make it the input method (on), or go back to the stock one."""
+        with self._lock:
+            self.settings["secure"]["default_input_method"] = ADB_KEYBOARD if on else STOCK_KEYBOARD
+
+    def clear_data(self, package: str) -> None:
+        """`pm clear`: stop the app and forget its data (the text typed into its fields)."""
+        with self._lock:
+            self.force_stop(package)
+            self._fields.pop(package, None)
+
+    def resolve(self, package: str, activity: str | None) -> str | None:
+        """Return "package/activity" if the device has it (the launcher activity when None)."""
+        activities = self.spec.packages.get(package)
+        if not activities:
+            return None
+        if activity is None:
+            return f"{package}/{activities[0]}"
+
+        def full(name: str) -> str:
+            return package + name if name.startswith(".") else name
+
+        for known in activities:
+            if full(known) == full(activity):
+                return f"{package}/{known}"
+        return None
 
     def _app_uid(self, package: str) -> str:
         """An app's user id as the system writes it (u0a<N>): stable per package."""
@@ -279,6 +401,8 @@ class SimDevice:
                 "back_stack": list(self.back_stack),
                 "input_events": list(self.input_events),
                 "typed_text": self.typed_text,
+                "rotation": self.rotation,
+                "input_method": self.settings["secure"].get("default_input_method", ""),
                 "files": sorted(self.files),
                 "processes": [{"pid": p.pid, "cmdline": p.cmdline} for p in self._processes.values()],
             }

@@ -126,6 +126,10 @@ class Simulator:
         """A silent device accepts the transport and then never answers a service."""
         self.devices[serial].set_silent(silent)
 
+    def set_broadcast_ime(self, serial: str, on: bool = True) -> None:
+        """Make the ADB keyboard (a broadcast IME) the device's input method, or take it away."""
+        self.devices[serial].set_broadcast_ime(on)
+
     def disconnect(self, serial: str, state: str = "offline") -> None:
         """Cut the device's live streams now, leaving it in `state` (e.g. absent)."""
         self.devices[serial].disconnect(state)
