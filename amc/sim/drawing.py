@@ -3,7 +3,7 @@
 Every node of the UI tree gets its outline and its text, in Pillow's bundled default
 font (no system fonts): the title bar is dark with white text; rows, lists and text are
 outlined on a light background tinted by the foreground activity; an EditText is a white
-box (a thick blue outline when focused); a Button is filled blue; an open menu is a white
+box (a thick blue outline when focused; its hint grey); a Button is filled blue; an open menu is a white
 box drawn last. Equal trees give equal frames.
 
 Frames are cached per tree (the tree is a frozen value), so a screen that does not
@@ -34,6 +34,7 @@ INK = (33, 33, 33)
 OUTLINE = (120, 124, 130)
 ACCENT = (26, 115, 232)
 WHITE = (255, 255, 255)
+HINT = (128, 134, 139)
 
 
 def png(screen: Screen) -> bytes:
@@ -43,8 +44,7 @@ def png(screen: Screen) -> bytes:
 
 def raw(screen: Screen, sdk: int) -> bytes:
     """The screen as `screencap` writes it without `-p`: header, then RGBA pixels."""
-    words = [screen.width, screen.height, RGBA_8888] + ([SRGB] if sdk >= COLORSPACE_SDK else [])
-    return struct.pack(f"<{len(words)}I", *words) + _rgba(screen.root, screen.width, screen.height)
+    return _raw(screen.root, screen.width, screen.height, sdk >= COLORSPACE_SDK)
 
 
 @functools.lru_cache(maxsize=64)
@@ -55,9 +55,11 @@ def _png(root: Node, width: int, height: int) -> bytes:
     return out.getvalue()
 
 
-def _rgba(root: Node, width: int, height: int) -> bytes:
-    # Not cached: 8 MB a frame, and copying it out of the cached image costs a few ms.
-    return _image(root, width, height).tobytes("raw", "RGBX")  # X is written as 255: opaque
+@functools.lru_cache(maxsize=2)  # 8-10 MB each: only the latest frames (a live view asks again and again)
+def _raw(root: Node, width: int, height: int, colorspace: bool) -> bytes:
+    words = [width, height, RGBA_8888] + ([SRGB] if colorspace else [])
+    pixels = _image(root, width, height).tobytes("raw", "RGBX")  # X is written as 255: opaque
+    return struct.pack(f"<{len(words)}I", *words) + pixels
 
 
 @functools.lru_cache(maxsize=8)

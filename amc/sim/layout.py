@@ -44,6 +44,7 @@ class Node:
     checked: bool = False
     enabled: bool = True
     password: bool = False
+    hint: bool = False  # an empty field showing its hint (drawn grey; not dumped)
     opens: str | None = None  # what a tap opens ("package/activity")
     gesture: str = ""  # see pages.Item.gesture; "dismiss" closes an open menu
     item: str = ""  # the resource id of the page item this node acts for (not dumped)
@@ -142,6 +143,7 @@ def _item(
             package=package,
             bounds=whole,
             text=typed or item.text,
+            hint=not typed,
             resource_id=item.resource_id,
             clickable=True,
             long_clickable=True,

@@ -192,7 +192,9 @@ def required(args: dict[str, Any], name: str, kind: type | None = None) -> Any:
     return value
 
 
-def number(args: dict[str, Any], name: str, default: float, low: float, high: float, *, open_low: bool = False) -> float:
+def number(
+    args: dict[str, Any], name: str, default: float, low: float, high: float, *, open_low: bool = False
+) -> float:
     """An optional numeric argument within [low, high] ((low, high] if `open_low`)."""
     value = args.get(name, default)
     ok = not isinstance(value, bool) and isinstance(value, (int, float)) and (value > low if open_low else value >= low)
@@ -225,4 +227,3 @@ def decode(data: bytes, truncated: bool) -> str:
 
 def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:80]
-

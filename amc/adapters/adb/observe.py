@@ -100,4 +100,3 @@ def _settled(seen: Observation) -> dict[str, Any]:
     if seen.settled:
         return {"settled": True}
     return {"settled": False, "settle": seen.note}
-

@@ -57,7 +57,7 @@ def dump(call: Call) -> Dump:
     path = build.ui_dump_path(build.new_token())
     body, status, truncated = call.supervised(build.ui_dump(path), "ui dump")
     confirmation = UI_DUMP_CONFIRMATION + path.encode()
-    said, found, xml = body.partition(confirmation)
+    _, found, xml = body.partition(confirmation)
     if status != 0 or not found:
         text = body.decode("utf-8", "replace").strip()
         raise StepFailed(

@@ -70,5 +70,6 @@ def wait_for_idle(call: Call, args: dict[str, Any]) -> ActionResult:
         raise StepFailed(f"the screen was not idle for {quiet * 1000:g} ms within {timeout:g} s: {seen.note}")
     waited = round((time.monotonic() - started) * 1000)
     return call.result(
-        "wait_for_idle", output=as_json({"idle": True, "waited_ms": waited, "fingerprint": seen.dump.screen.fingerprint})
+        "wait_for_idle",
+        output=as_json({"idle": True, "waited_ms": waited, "fingerprint": seen.dump.screen.fingerprint}),
     )

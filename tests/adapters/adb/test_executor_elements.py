@@ -146,7 +146,9 @@ def test_scroll_until_visible_stops_when_the_screen_stops_moving(executor, sim):
     settings(executor, sim)
     with pytest.raises(StepFailed) as caught:
         executor.run("scroll_until_visible", {"target": {"text": "Nowhere"}, "max_swipes": 5})
-    assert caught.value.reason.startswith('text "Nowhere" not visible: the screen stopped moving after 1 scroll(s) down')
+    assert caught.value.reason.startswith(
+        'text "Nowhere" not visible: the screen stopped moving after 1 scroll(s) down'
+    )
     found = json.loads(executor.run("scroll_until_visible", {"target": {"text": "Display"}}).output)
     assert (found["element"]["text"], found["swipes"]) == ("Display", 0)
 
