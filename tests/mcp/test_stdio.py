@@ -177,7 +177,7 @@ def test_an_agent_loop_observes_taps_an_element_by_its_index_and_sees_the_screen
             elements = first.structured_content["elements"]
             gestures = next(element for element in elements if element["text"] == "Gestures")
             line = next(line for line in text_of(first).splitlines() if '"Gestures"' in line)
-            assert line.startswith(f"[{gestures['index']}] ") and "clickable" in line
+            assert line.startswith(f'[{gestures["index"]}] TextView "Gestures" ')
             assert first.structured_content["image"]["marks"] is True
             assert first.structured_content["image"]["scale"] == 0.5
             picture = image_of(first)
@@ -257,8 +257,11 @@ def test_the_readme_transcript_comes_from_the_example_agent_as_it_runs(stack):
     assert run.returncode == 0, run.stderr
     transcript = run.stdout
     for line in (
-        '→ tap_element({"session_id": ',
-        '← Tapped the centre (540, 300) of [2] TextView "Network & internet" id=android:id/title',
+        '→ observe({"session_id": ',
+        '← [1] EditText "Username" id=com.example.app:id/username bounds=[0,200][1080,400] clickable',
+        '← Action #3 type {"text": "ada", "clear": true, "target": {"index": 1}} (id type-',
+        '← Element: [2] Button "Log in" id=com.example.app:id/login bounds=[54,450][1026,550] clickable',
+        '← Element: [1] TextView "Signed in as ada" id=com.example.app:id/greeting',
         "← [image: image/png, ",
         "← Result: done, reason: session_ended",
     ):

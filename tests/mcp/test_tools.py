@@ -418,3 +418,21 @@ def test_a_session_asked_to_keep_waiting_stays_queued_and_says_why():
         "waiting": {"reason": "no_device_matches", "matching_devices": 0},
     }
     assert all(not p.endswith("/cancel") for _, p, *_ in transport.requests)
+
+
+def test_an_element_line_reads_as_the_kernels_line_of_the_same_element():
+    """The tools print ELEMENT objects from the wire; the lines match amc.core.ui's own for the element."""
+    from amc.core.ui.tree import parse_dump
+    from amc.mcp import describe
+
+    xml = (
+        '<hierarchy rotation="0"><node class="android.widget.FrameLayout" bounds="[0,0][1080,2400]">'
+        '<node text="say &quot;hi&quot;&#10;twice" content-desc="d" resource-id="a:id/b" class="x.Button" '
+        'clickable="true" checkable="true" checked="true" enabled="false" bounds="[0,0][10,20]"/>'
+        '<node class="android.widget.EditText" resource-id="a:id/name" focused="true" long-clickable="true" '
+        'scrollable="true" bounds="[0,30][100,60]"/></node></hierarchy>'
+    )
+    elements = parse_dump(xml).elements
+    assert len(elements) == 2
+    for element in elements:
+        assert describe.element_line(element.to_json()) == element.line()
