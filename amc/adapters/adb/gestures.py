@@ -32,7 +32,8 @@ SPAN = 0.6
 SWIPE_MS = 300
 SCROLL_MS = 400  # slow enough that the list follows the finger rather than flinging far
 LONG_PRESS_MS = 1000
-MAX_GESTURE_MS = 60_000
+MAX_PRESS_MS = 60_000
+MAX_SWIPE_MS = 600_000
 
 
 def swipe_line(area: Box, direction: str) -> Line:
@@ -88,7 +89,7 @@ def double_tap(call: Call, args: dict[str, Any]) -> ActionResult:
 
 
 def long_press(call: Call, args: dict[str, Any]) -> ActionResult:
-    duration = int(number(args, "duration_ms", LONG_PRESS_MS, 1, MAX_GESTURE_MS))
+    duration = int(number(args, "duration_ms", LONG_PRESS_MS, 1, MAX_PRESS_MS))
     return _at_point_or_element(
         call, args, "long_press", lambda x, y: build.long_press(x, y, duration), extra=duration / 1000
     )
@@ -100,7 +101,7 @@ def swipe(call: Call, args: dict[str, Any]) -> ActionResult:
         payload = build.swipe(x1, y1, x2, y2, duration_ms=args.get("duration_ms"))
         call.set_deadline(call.limits.command_timeout + _seconds(args.get("duration_ms")))
         return call.result("swipe", output=call.fixed(payload))
-    duration = int(number(args, "duration_ms", SWIPE_MS, 1, MAX_GESTURE_MS))
+    duration = int(number(args, "duration_ms", SWIPE_MS, 0, MAX_SWIPE_MS))
     towards = direction(args)
     area, element = _area(call, args)
     return _move(call, "swipe", swipe_line(area, towards), duration, element)

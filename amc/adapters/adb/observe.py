@@ -4,9 +4,10 @@ Each first waits for the screen to settle (`screen.observe`) unless `settle` is 
 
 `screenshot` reports the image and the element list of one moment: it dumps, captures the
 raw frame, and dumps again; if the two dumps differ, the screen moved during the capture and
-it captures again (at most `CAPTURE_TRIES` times; then `"agreed": false` says so). The
-image is encoded on the host (`frames`), with marks drawn from the element list it reports,
-so an index read off the image is the index in the output.
+it captures again (`"agreed": false` says when it gave up). Two dumps in a row that agree
+are also what settling waits for, so a screenshot settles by the same loop, without dumps of
+its own before it. The image is encoded on the host (`frames`), with marks drawn from the
+element list it reports, so an index read off the image is the index in the output.
 
 `screenshot` and `ui_tree` are the attempt's *observations*: the screen they report is
 remembered, and a later `target.index` acts on it. `ui_tree` with `diff` also reports what
@@ -15,16 +16,18 @@ changed since the attempt's previous `ui_tree`.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from amc.core.ui.diff import diff as tree_diff
 from amc.core.ui.marks import layout
+from amc.core.ui.settle import SettleWatch, TimedOut
 
 from . import commands as build
 from . import frames
 from .calls import ActionResult, Call, as_json, flag, number
 from .errors import StepFailed
-from .screen import Observation, dump, observe
+from .screen import SETTLE_INTERVAL, SETTLE_TIMEOUT, Dump, Observation, dump, observe
 
 XML = "application/xml"
 CAPTURE_TRIES = 3
@@ -38,16 +41,8 @@ def screenshot(call: Call, args: dict[str, Any]) -> ActionResult:
     quality = int(number(args, "quality", 80, 1, 100))
     marks = flag(args, "marks", False)
     call.set_deadline(call.limits.screenshot_timeout)
-    seen = observe(call, flag(args, "settle", True))
-    before, agreed = seen.dump, False
-    for _ in range(CAPTURE_TRIES):
-        frame = frames.decode_raw(call.service(build.RAW_SCREENCAP, "screencap", max_bytes=frames.MAX_FRAME_BYTES))
-        after = dump(call)
-        agreed = after.screen.fingerprint == before.screen.fingerprint
-        before = after
-        if agreed:
-            break
-    screen = before.screen
+    frame, shown, settled, agreed = _capture(call, flag(args, "settle", True))
+    screen = shown.screen
     image = frames.scaled(frame.image, scale)
     if marks:
         width, height = image.size
@@ -68,11 +63,36 @@ def screenshot(call: Call, args: dict[str, Any]) -> ActionResult:
     output = {
         **screen.to_json(),
         "image": {"width": width, "height": height, "format": image_format, "scale": scale, "marks": marks},
-        **_settled(seen),
     }
+    if not settled:
+        output["settled"] = False
     if not agreed:
         output["agreed"] = False  # the screen kept changing across the capture
     return call.result("screenshot", output=as_json(output), artifact=path, content_type=content_type)
+
+
+def _capture(call: Call, settle: bool) -> tuple[frames.Frame, Dump, bool, bool]:
+    """Dump, capture, dump, until two dumps around a capture agree: (frame, last dump,
+    settled, agreed).
+
+    Two consecutive dumps that agree are also what settling asks for, so with `settle` the
+    captures go on until they agree or SETTLE_TIMEOUT passes (then neither holds); without
+    it, at most CAPTURE_TRIES captures are made.
+    """
+    watch = SettleWatch(quiet=0, timeout=SETTLE_TIMEOUT, started_at=time.monotonic(), interval=SETTLE_INTERVAL)
+    before = dump(call)
+    watch.sample(time.monotonic(), before.screen.fingerprint)
+    tries = 0
+    while True:
+        tries += 1
+        frame = frames.decode_raw(call.service(build.RAW_SCREENCAP, "screencap", max_bytes=frames.MAX_FRAME_BYTES))
+        after = dump(call)
+        verdict = watch.sample(time.monotonic(), after.screen.fingerprint)
+        if after.screen.fingerprint == before.screen.fingerprint:
+            return frame, after, True, True
+        if (settle and isinstance(verdict, TimedOut)) or (not settle and tries == CAPTURE_TRIES):
+            return frame, after, not settle, False
+        before = after
 
 
 def ui_tree(call: Call, args: dict[str, Any]) -> ActionResult:
@@ -97,6 +117,5 @@ def ui_dump(call: Call, args: dict[str, Any]) -> ActionResult:
 
 
 def _settled(seen: Observation) -> dict[str, Any]:
-    if seen.settled:
-        return {"settled": True}
-    return {"settled": False, "settle": seen.note}
+    """Only an observation that did not settle says so (specs/protocol.md, Outputs)."""
+    return {} if seen.settled else {"settled": False}

@@ -31,8 +31,9 @@ from .errors import StepFailed
 UI_DUMP_CONFIRMATION = b"UI hierchary dumped to: "
 # Observations wait this long at most for two consecutive dumps to agree (the contract's bound).
 SETTLE_TIMEOUT = 2.0
-# Between the samples of a settle: short, since a dump itself takes a while on a phone.
-SETTLE_INTERVAL = 0.05
+# Between the samples of a settle: short, since a dump itself takes a while on a phone (and
+# uiautomator waits for its own idle state before it dumps).
+SETTLE_INTERVAL = 0.02
 
 
 @attrs.frozen

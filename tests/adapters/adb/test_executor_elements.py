@@ -59,7 +59,7 @@ def test_tap_by_text_taps_the_centre_of_the_element_and_reports_both(executor, s
     assert sim.device(SERIAL).foreground.endswith("NetworkDashboardActivity")
 
 
-@req("UI/s6")
+@req("UI/s3", "UI/s6")
 def test_a_target_that_matches_nothing_fails_quoting_the_screen(executor, sim):
     settings(executor, sim)
     with pytest.raises(StepFailed) as caught:

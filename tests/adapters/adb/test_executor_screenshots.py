@@ -39,12 +39,13 @@ def test_a_screenshot_is_a_raw_frame_encoded_on_the_host_with_its_element_list(e
     assert result.artifact.name.startswith("amc-sim-01-shot_1-")
     output = json.loads(result.output)
     assert output["image"] == {"width": 1080, "height": 2400, "format": "png", "scale": 1.0, "marks": False}
-    assert output["screen"] == {"width": 1080, "height": 2400, "rotation": 0} and output["settled"] is True
+    assert output["screen"] == {"width": 1080, "height": 2400, "rotation": 0}
+    assert "settled" not in output, "only an observation that did not settle says so"
     assert "Log in" in [element["text"] for element in output["elements"]]
-    # Settle (two dumps), then the raw frame over exec: (no pty), then the dump that confirms it.
+    # A dump, the raw frame over exec: (no pty), and a dump that agrees: settled and agreed.
     commands = sim.commands(SERIAL)[since:]
-    assert commands[2] == "screencap" and len(commands) == 4
-    assert all("uiautomator dump" in commands[i] for i in (0, 1, 3))
+    assert commands[1] == "screencap" and len(commands) == 3
+    assert all("uiautomator dump" in commands[i] for i in (0, 2))
     # The same pixels as the device's own PNG.
     device = sim.device(SERIAL)
     png = Image.open(io.BytesIO(screenshot_png(device.spec, device.screen())))
@@ -114,7 +115,7 @@ def test_a_truncated_frame_from_the_device_fails_the_step(executor, monkeypatch)
         executor.run("screenshot", {"settle": False})
 
 
-def test_a_screen_that_moves_during_the_capture_is_captured_again_and_said(executor, sim, monkeypatch):
+def moving_screen(monkeypatch):
     counter = itertools.count()
 
     def uiautomator(inv):
@@ -124,10 +125,24 @@ def test_a_screen_that_moves_during_the_capture_is_captured_again_and_said(execu
         return 0
 
     monkeypatch.setitem(programs.REGISTRY, "uiautomator", uiautomator)
+
+
+def test_a_screen_that_moves_during_the_capture_is_captured_again_and_said(executor, sim, monkeypatch):
+    moving_screen(monkeypatch)
     output = json.loads(executor.run("screenshot", {"settle": False}).output)
-    assert output["agreed"] is False
+    assert output["agreed"] is False and "settled" not in output
     assert sim.commands(SERIAL).count("screencap") == 3
     assert output["elements"][0]["text"] == "frame 3", "the elements are the last dump's"
+
+
+@req("UI/s9")
+def test_a_screenshot_that_never_settles_goes_on_after_the_bound_and_says_so(executor, sim, monkeypatch):
+    moving_screen(monkeypatch)
+    output = json.loads(executor.run("screenshot", {}).output)
+    assert (output["settled"], output["agreed"]) == (False, False)
+    captures = sim.commands(SERIAL).count("screencap")
+    assert captures > 3, "with settle it kept trying for the settle bound, not for a number of captures"
+    assert output["elements"][0]["text"] == f"frame {captures}"
 
 
 def test_bad_screenshot_arguments_fail_before_anything_is_sent(executor, sim):
