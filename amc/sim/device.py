@@ -246,8 +246,14 @@ class SimDevice:
                     f"Start proc {pid}:{package}/{self._app_uid(package)} for activity {{{component}}}",
                     **system,
                 )
-            if self.foreground == RECENTS:  # leaving Recents does not keep it on the stack
+            if self.foreground == RECENTS:
+                # Leaving Recents does not keep it on the stack, and a recent activity comes
+                # back as it was left.
                 self._task.pop()
+                recent = next((a for a in reversed(self._task) if a.component == component), None)
+                if recent is not None:
+                    self._task.remove(recent)
+                    self._task.append(recent)
             if self.foreground != component:
                 self._task.append(self._activity(component))
             self.logcat.log("I", "ActivityTaskManager", f"Displayed {component}: +{LAUNCH_MILLISECONDS}ms", **system)

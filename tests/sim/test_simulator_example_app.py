@@ -192,16 +192,19 @@ def test_a_long_press_opens_the_menu_and_a_tap_or_back_closes_it(phone):
     assert "Copy" not in texts(after) and texts(after)[0] == "Gestures"  # BACK closed the menu only
 
 
-def test_keys_edit_the_focused_field_and_switch_apps(phone):
+def test_keys_edit_the_focused_field_and_switch_apps(phones, phone):
     phone.shell(f"am start -n {MAIN}")
     phone.shell("input text hello")
     phone.shell("input keyevent KEYCODE_MOVE_END KEYCODE_DEL 67 KEYCODE_ENTER")
     assert node(dump(phone), resource_id="com.example.app:id/username").get("text") == "hel"
+    phone.shell("am start -n com.example.app/.ListActivity")
+    phone.shell("input swipe 540 1800 540 1000 300")
     phone.shell("input keyevent KEYCODE_APP_SWITCH")
     recents = dump(phone)
     assert texts(recents) == ["Recents", "Example"]
     phone.shell(f"input tap {centre(recents, 'Example')}")
-    assert texts(dump(phone))[0] == "Example"
+    assert visible_items(dump(phone))[0] == "Item 5"  # the activity comes back as it was left
+    assert phones.device(SERIAL).back_stack == [MAIN]
     phone.shell("input keyevent KEYCODE_HOME")
     assert texts(dump(phone))[0] == "Home"
     assert "unknown keycode" in phone.shell("input keyevent KEYCODE_NOPE")
@@ -252,6 +255,10 @@ def test_landscape_swaps_the_sides_of_dumps_and_frames(phones, phone):
     assert phone.shell("wm size") == "Physical size: 1080x2400\n"  # the panel does not turn
     phone.shell("settings put system user_rotation 0")
     assert bounds(dump(phone)[0]) == (0, 0, 1080, 2400)
+    assert "user_rotation=0\n" in phone.shell("settings list system")
+    assert phone.shell("settings get global nothing_here") == "null\n"
+    assert phone.shell("settings delete system user_rotation") == "Deleted 1 rows\n"
+    assert "usage: settings" in phone.shell("settings get nowhere x")
 
 
 def test_app_commands_stop_clear_open_urls_and_list_packages(phones, phone):
