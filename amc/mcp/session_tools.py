@@ -99,9 +99,6 @@ def register(server: MCPServer, api: Api) -> None:
                 return content_type, data
         return None
 
-    async def act_on_element(tool: str, session_id: str, args: Json, wait_seconds: float) -> CallToolResult:
-        return outcome(await act(session_id, tool, args, wait_seconds))
-
     @server.tool(annotations=LOOKS)
     async def list_devices() -> str:
         """List the phones of the fleet: every host (a machine with phones attached), each phone's serial,
@@ -181,10 +178,13 @@ def register(server: MCPServer, api: Api) -> None:
             f"Session started: session_id={task['id']}, on phone {attempt['device']} (host {attempt['host_id']}). "
             f"It ends by itself after {idle_timeout_seconds:g} s without an action. Call observe to see the screen."
         )
-        structured = {"session_id": task["id"], "status": task["status"], "device": attempt["device"]}
-        return CallToolResult(
-            content=[TextContent(type="text", text=text)], structured_content=structured | {"host": attempt["host_id"]}
-        )
+        structured = {
+            "session_id": task["id"],
+            "status": task["status"],
+            "device": attempt["device"],
+            "host": attempt["host_id"],
+        }
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
     async def unmet(task: Json, requirements: Json, waited: float, keep_waiting: bool) -> CallToolResult:
         """A session that got no phone: why, in the server's words; withdrawn unless asked to keep waiting."""
@@ -301,7 +301,7 @@ def register(server: MCPServer, api: Api) -> None:
             "tap", x=x, y=y, index=index, text=text, text_contains=text_contains, resource_id=resource_id,
             description=description, class_name=class_name, nth=nth,
         )  # fmt: skip
-        return await act_on_element("tap", session_id, where, wait_seconds)
+        return outcome(await act(session_id, "tap", where, wait_seconds))
 
     @server.tool()
     async def double_tap(
@@ -323,7 +323,7 @@ def register(server: MCPServer, api: Api) -> None:
             "double_tap", x=x, y=y, index=index, text=text, text_contains=text_contains, resource_id=resource_id,
             description=description, class_name=class_name, nth=nth,
         )  # fmt: skip
-        return await act_on_element("double_tap", session_id, where, wait_seconds)
+        return outcome(await act(session_id, "double_tap", where, wait_seconds))
 
     @server.tool()
     async def long_press(
@@ -346,7 +346,7 @@ def register(server: MCPServer, api: Api) -> None:
             "long_press", x=x, y=y, index=index, text=text, text_contains=text_contains, resource_id=resource_id,
             description=description, class_name=class_name, nth=nth,
         )  # fmt: skip
-        return await act_on_element("long_press", session_id, where | {"duration_ms": duration_ms}, wait_seconds)
+        return outcome(await act(session_id, "long_press", where | {"duration_ms": duration_ms}, wait_seconds))
 
     @server.tool()
     async def scroll(
@@ -369,7 +369,7 @@ def register(server: MCPServer, api: Api) -> None:
             description=description, class_name=class_name, nth=nth,
         )  # fmt: skip
         args: Json = {"direction": direction} | ({} if target is None else {"target": target})
-        return await act_on_element("scroll", session_id, args, wait_seconds)
+        return outcome(await act(session_id, "scroll", args, wait_seconds))
 
     @server.tool()
     async def swipe(
@@ -414,7 +414,7 @@ def register(server: MCPServer, api: Api) -> None:
         if not text and not clear:
             raise ToolError("type got an empty text: give the text to type, or clear: true to empty the field.")
         args: Json = {"text": text, "clear": clear} | ({} if target is None else {"target": target})
-        return await act_on_element("type", session_id, args, wait_seconds)
+        return outcome(await act(session_id, "type", args, wait_seconds))
 
     @server.tool()
     async def wait_for(
@@ -449,7 +449,7 @@ def register(server: MCPServer, api: Api) -> None:
             )
         args = {"target": target, "gone": gone, "timeout_seconds": timeout_seconds}
         wait = timeout_seconds + WAIT_FOR_MARGIN_SECONDS if wait_seconds is None else wait_seconds
-        return await act_on_element("wait_for", session_id, args, wait)
+        return outcome(await act(session_id, "wait_for", args, wait))
 
     @server.tool()
     async def back(session_id: SessionId, wait_seconds: Wait = DEFAULT_WAIT) -> CallToolResult:
