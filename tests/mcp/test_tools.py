@@ -436,3 +436,12 @@ def test_an_element_line_reads_as_the_kernels_line_of_the_same_element():
     assert len(elements) == 2
     for element in elements:
         assert describe.element_line(element.to_json()) == element.line()
+
+
+def test_several_bad_arguments_are_one_sentence_with_a_clause_each():
+    result = call(Scripted({}), "long_press", {"session_id": "t_1", "x": -1, "duration_ms": 0, "wait_seconds": "soon"})
+    assert text_of(result) == (
+        "long_press was called with bad arguments: x should be greater than or equal to 0 (got -1); "
+        "duration_ms should be greater than or equal to 1 (got 0); wait_seconds should be a valid number, unable to "
+        "parse string as a number (got 'soon'). Fix them and call long_press again."
+    )
