@@ -127,7 +127,7 @@ def executor_part(client: BoundedClient, serial: str, repeat: int, artifacts: Pa
     def raw_capture(scale: float) -> None:
         stopper = Stopper()
         with stopper.active():
-            data = bytes(run_service(device, RAW_SCREENCAP, stopper, max_bytes=frames.MAX_FRAME_BYTES).data)
+            data = run_service(device, RAW_SCREENCAP, stopper, max_bytes=frames.MAX_FRAME_BYTES).data
         frames.encode(frames.scaled(frames.decode_raw(data).image, scale), "png", 80)
 
     figures["capture: screencap -p (PNG made on the device)"] = timed(device.screencap, repeat)

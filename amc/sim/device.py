@@ -1,9 +1,12 @@
 """One simulated device: the state both front ends (smart socket and adbd) share.
 
-A `SimDevice` owns the device's mutable state (foreground app and back stack, typed text,
-files, connection state, fault flags), its process table, its command log and its logcat
-ring. Navigation (`open_activity`, `back`, `home`, `force_stop`) lives here because it
-changes several of those at once and writes the log lines a real system_server would. The front ends
+A `SimDevice` owns the device's mutable state (the task stack of activities, each with
+the UI state it owns; the apps' data, i.e. their text fields; the settings table; files;
+connection state; fault flags), its process table, its command log and its logcat ring.
+It hands `screens` a frozen `ScreenState` to draw and dump, so what is shown is a pure
+function of it. Navigation (`open_activity`, `back`, `home`, `force_stop`, `clear_data`)
+lives here because it changes several of those at once and writes the log lines a real
+system_server would; `gestures` decides what input does, under `lock`. The front ends
 turn requests into `start_shell()` / sync calls and register a "drop" callback for each
 live stream, so that `disconnect()` can cut them all the way a pulled cable would.
 """
@@ -225,8 +228,16 @@ class SimDevice:
                 scroll=top.scroll,
                 menu=top.menu,
                 double_tapped=frozenset(top.double_tapped),
-                recents=tuple(dict.fromkeys(a.component for a in reversed(self._task) if a.component != RECENTS)),
+                recents=self._recents(),
             )
+
+    def _recents(self) -> tuple[str, ...]:
+        """Each app on the task stack once, by its topmost activity, newest first."""
+        latest: dict[str, str] = {}
+        for activity in reversed(self._task):
+            if activity.component != RECENTS:
+                latest.setdefault(activity.component.split("/")[0], activity.component)
+        return tuple(latest.values())
 
     def screen(self) -> Screen:
         """What the screen shows now (its UI tree; see `screens`)."""

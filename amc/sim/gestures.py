@@ -99,21 +99,17 @@ def key(device: SimDevice, code: int) -> None:
         device.show_recents()
     elif code == KEY_DEL:
         with device.lock:
-            _set_text(device, _text(device)[:-1])
+            _set_text(device, device.typed_text[:-1])
 
 
 def type_text(device: SimDevice, text: str) -> None:
     with device.lock:
-        _set_text(device, _text(device) + text)
+        _set_text(device, device.typed_text + text)
 
 
 def clear_text(device: SimDevice) -> None:
     with device.lock:
         _set_text(device, "")
-
-
-def _text(device: SimDevice) -> str:
-    return device.typed_text
 
 
 def _set_text(device: SimDevice, text: str) -> None:

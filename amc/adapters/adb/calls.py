@@ -139,7 +139,7 @@ class Call:
             self.stopped(what, b"")
         if output.truncated:
             raise StepFailed(f"{what} sent more than {max_bytes} bytes")
-        return bytes(output.data)
+        return output.data
 
     def pause(self, seconds: float) -> None:
         """Sleep up to `seconds`; raise as the stopper says if it trips meanwhile."""

@@ -155,3 +155,9 @@ def test_bad_screenshot_arguments_fail_before_anything_is_sent(executor, sim):
         with pytest.raises(StepFailed, match=message):
             executor.run("screenshot", args)
     assert sim.log(SERIAL) == []
+
+
+def test_a_frame_past_the_bound_is_refused_not_held(executor, monkeypatch):
+    monkeypatch.setattr(frames, "MAX_FRAME_BYTES", 100_000)
+    with pytest.raises(StepFailed, match="screencap sent more than 100000 bytes"):
+        executor.run("screenshot", {"settle": False})
