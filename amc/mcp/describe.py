@@ -55,6 +55,9 @@ def action_text(action: Json) -> str:
     observed = output_object(action)
     if observed is not None and ("element" in observed or "gone" in observed):
         lines.extend(outcome_lines(observed))
+    elif observed is not None and isinstance(observed.get("elements"), list):
+        # An observation read back later (action_status): its elements as lines, not as JSON.
+        lines.append(f"Elements ({len(observed['elements'])}):\n{elements_text(observed['elements'])}")
     elif output:
         shown = output if len(output) <= OUTPUT_CHARS else "…" + output[-OUTPUT_CHARS:]
         lines.append(f"Output ({len(output)} characters{', the last ones shown' if shown is not output else ''}):")

@@ -445,3 +445,16 @@ def test_several_bad_arguments_are_one_sentence_with_a_clause_each():
         "duration_ms should be greater than or equal to 1 (got 0); wait_seconds should be a valid number, unable to "
         "parse string as a number (got 'soon'). Fix them and call long_press again."
     )
+
+
+def test_an_observation_read_back_with_action_status_lists_its_elements_as_lines():
+    transport = Scripted(
+        {
+            ("GET", "/v1/tasks/t_1/actions/screenshot-1"): ended("completed", output=json.dumps(OBSERVED))(
+                {"id": "screenshot-1", "action": "screenshot"}
+            )
+        }
+    )
+    result = call(transport, "action_status", {"session_id": "t_1", "action_id": "screenshot-1"})
+    assert 'Elements (3):\n[0] TextView "Example" bounds=[40,600][1040,720]\n[1] EditText' in text_of(result)
+    assert result.structured_content["elements"] == OBSERVED["elements"]
