@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from amc.core.lifecycle import StepStatus, TaskStatus
+from amc.core.ui.tree import quoted
 
 from .api import Json
 
@@ -96,13 +97,13 @@ _FLAGS = ("clickable", "long_clickable", "checkable", "checked", "focused", "scr
 
 
 def element_line(element: Json) -> str:
-    """One element of an observation on one line:
-    `[3] Button "Log in" id=com.example.app:id/login bounds=[40,600][1040,720] clickable`."""
+    """One element of an observation on one line, as `amc.core.ui.tree.Element.line` writes it, from
+    its wire form: `[3] Button "Log in" id=com.example.app:id/login bounds=[40,600][1040,720] clickable`."""
     parts = [f"[{element.get('index')}]", str(element.get("class") or "?").rpartition(".")[2]]
     if element.get("text"):
-        parts.append(_quoted(element["text"]))
+        parts.append(quoted(element["text"]))
     if element.get("description"):
-        parts.append(f"desc={_quoted(element['description'])}")
+        parts.append(f"desc={quoted(element['description'])}")
     if element.get("resource_id"):
         parts.append(f"id={element['resource_id']}")
     bounds = element.get("bounds")
@@ -249,12 +250,6 @@ def artifact_line(artifact: Json) -> str:
         f"{artifact['id']}: {artifact.get('name')} ({artifact.get('content_type')}, {artifact.get('size')} bytes), "
         f"attempt {artifact.get('attempt')}, step/action {artifact.get('step')}"
     )
-
-
-def _quoted(text: str) -> str:
-    """Text in double quotes on one line (a newline in a label would break the one-element-a-line form)."""
-    flat = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{flat}"'
 
 
 def _step_line(step: Json) -> str:
