@@ -27,7 +27,8 @@ def naive_match(key: str, value: str, node: GenNode) -> bool:
     if key == "text_contains":
         return value.casefold() in text.casefold() or value.casefold() in description.casefold()
     if key == "resource_id":
-        return value == resource_id or (":id/" in resource_id and value == resource_id.split(":id/", 1)[1])
+        # "ends in :id/ and the value" (specs/protocol.md); for the usual ids, the part after ":id/".
+        return value == resource_id or resource_id[-len(value) - 4 :] == ":id/" + value
     if key == "description":
         return description == value
     assert key == "class"

@@ -5,7 +5,7 @@ screen, in document order:
 
     text           node.text == value
     text_contains  value, casefolded, is a substring of the casefolded text or content-desc
-    resource_id    node.resource_id == value, or the part after ":id/" == value
+    resource_id    node.resource_id == value, or it ends in ":id/" + value ("login": "com.example.app:id/login")
     description    node.description (content-desc) == value
     class          node.cls == value, or its last dotted component == value
 
@@ -114,7 +114,8 @@ def _matcher(selector: Selector) -> Callable[[Element], bool]:
             folded = value.casefold()
             return lambda node: folded in node.text.casefold() or folded in node.description.casefold()
         case "resource_id":
-            return lambda node: value in (node.resource_id, node.resource_id.partition(":id/")[2])
+            suffix = ":id/" + value
+            return lambda node: node.resource_id == value or node.resource_id.endswith(suffix)
         case "description":
             return lambda node: node.description == value
         case "class":
