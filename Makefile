@@ -13,7 +13,7 @@ CRASH_CLIENTS ?= 30
 DISK_FULL_CYCLES ?= 10
 ABUSE_SECONDS ?= 30
 
-.PHONY: test lint demo bench bench-artifacts bench-console bench-sessions bench-mcp console-pictures check mutation fuzz crash abuse failover bench-postgres conformance-postgres bench-events clean
+.PHONY: test lint demo bench bench-artifacts bench-console bench-sessions bench-mcp bench-observe console-pictures check mutation fuzz crash abuse failover bench-postgres conformance-postgres bench-events clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -112,6 +112,12 @@ bench-events: $(STAMP)
 # The action round trip of a session through `amc mcp` and directly (~2 minutes; bench/RESULTS-mcp.md).
 bench-mcp: $(STAMP)
 	$(BIN)/python bench/mcp.py
+
+# Observations and element actions on the simulator through the real adb server, alone and in a
+# session (screenshot raw+host against screencap -p, scale, marks, settle; tap by selector against
+# by point; observe). About 2 minutes; needs Debian's adb. Figures in docs/benchmarks.md.
+bench-observe: $(STAMP)
+	$(BIN)/python bench/observe.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
