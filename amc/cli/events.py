@@ -7,8 +7,9 @@ event to a callback, and after a dropped connection it reconnects with ``Last-Ev
 so the server either replays what was missed or sends ``reset`` ("read again").
 
 No read waits for ever (BOUNDED/s1): the server sends a keep-alive comment after
-`KEEPALIVE_SECONDS` without an event, so a connection silent for twice that long is dead
-(a leader that froze, a cut the kernel never heard of) and is dropped. A dropped
+`KEEPALIVE_SECONDS` without an event (or the interval its `Amc-Keep-Alive` header says), so
+a connection silent for twice that long is dead (a leader that froze, a cut the kernel
+never heard of) and is dropped by a watchdog beside the reading thread. A dropped
 connection moves the reader to the next server of its list at once (a killed leader's
 standby takes over there); only a whole round of servers without a stream waits before
 the next round.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,10 +30,12 @@ from amc.leader import Endpoints
 if TYPE_CHECKING:
     import httpx
 
-KEEPALIVE_SECONDS = 15.0  # the protocol's keep-alive interval (EVENTS/s6)
-# This long without a byte (not even a keep-alive), a connection counts as dead (BOUNDED/s1).
-SILENCE_SECONDS = 2 * KEEPALIVE_SECONDS
+KEEPALIVE_SECONDS = 15.0  # the protocol's keep-alive interval (EVENTS/s6), unless the server says its own
+KEEPALIVE_HEADER = "Amc-Keep-Alive"  # where a server says its interval, in seconds
+# Twice the interval without a line (not even a keep-alive): the connection counts as dead (BOUNDED/s1).
+SILENCE_FACTOR = 2.0
 CONNECT_SECONDS = 5.0  # a connection not made in this long counts as refused
+LIVED_SECONDS = 1.0  # a stream dropped after this long is reconnected at once; a shorter one waits
 RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0)  # the waits between rounds of reconnection, the last repeated
 
 
@@ -110,15 +114,33 @@ class LiveEvents:
             self.endpoints.answered(first)
         self.streams = False  # a server has an event stream
         self.open = False  # a stream is open now
-        timeout = httpx.Timeout(CONNECT_SECONDS, read=SILENCE_SECONDS)
+        self.drops = 0  # connections dropped as silent (for tests and logs)
+        self._silence = SILENCE_FACTOR * KEEPALIVE_SECONDS  # of the stream open now
+        self._heard_at = time.monotonic()  # when its latest line arrived
+        self._opened_at = 0.0  # when it opened
+        # The watchdog drops a silent stream; this bounds the wait for the response's head.
+        timeout = httpx.Timeout(CONNECT_SECONDS, read=SILENCE_FACTOR * KEEPALIVE_SECONDS)
         headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
         self._http = httpx.Client(timeout=timeout, headers=headers)
         self._thread = threading.Thread(target=self._run, name="amc-live-events", daemon=True)
+        self._watchdog = threading.Thread(target=self._watch_silence, name="amc-live-silence", daemon=True)
 
     def start(self) -> LiveEvents:
         """Connect and read in the background (see `streams`)."""
         self._thread.start()
+        self._watchdog.start()
         return self
+
+    def _watch_silence(self) -> None:
+        """Drop the open stream once it was silent for `_silence` seconds: the reading thread
+        is blocked in a read that only a shutdown of its socket ends."""
+        while not self._stopped.wait(min(1.0, self._silence / 4)):
+            with self._lock:
+                response = self._response if self.open else None
+                silent = time.monotonic() - self._heard_at > self._silence
+            if response is not None and silent:
+                self.drops += 1
+                interrupt_read(response)
 
     def close(self) -> None:
         self._stopped.set()
@@ -148,8 +170,10 @@ class LiveEvents:
             if outcome == "absent" or self._stopped.is_set():
                 return  # no stream there (404): the caller polls
             # Dropped or never opened: the next server at once (a standby may lead by now).
+            # A stream that ended as soon as it opened counts as never opened.
             self.endpoints.passed_over(url)
-            misses = 0 if outcome == "dropped" else misses + 1
+            lived = outcome == "dropped" and time.monotonic() - self._opened_at > LIVED_SECONDS
+            misses = 0 if lived else misses + 1
             if misses and misses % len(self.endpoints.urls) == 0:
                 rounds = misses // len(self.endpoints.urls)
                 self._stopped.wait(RETRY_SECONDS[min(rounds - 1, len(RETRY_SECONDS) - 1)])
@@ -169,6 +193,8 @@ class LiveEvents:
                 if self._stopped.is_set():
                     return "missed"
                 self._response = response
+                self._silence = SILENCE_FACTOR * _interval(response.headers.get(KEEPALIVE_HEADER))
+                self._heard_at = self._opened_at = time.monotonic()
             self.endpoints.answered(url)
             parser = SseParser()
             parser.last_id = self._parser.last_id
@@ -180,12 +206,26 @@ class LiveEvents:
             self.streams = self.open = True
             try:
                 for line in response.iter_lines():
+                    self._heard_at = time.monotonic()
                     event = parser.feed(line)
                     if event is not None:
                         self._on_event(event)
             except (httpx.HTTPError, OSError):
                 pass  # cut or silent: a drop like an end
+            finally:
+                with self._lock:
+                    self.open, self._response = False, None
             return "dropped"
+
+
+def _interval(value: str | None) -> float:
+    """The keep-alive interval a server said, in seconds; the protocol's when it said none
+    (or nonsense)."""
+    try:
+        seconds = float(value) if value is not None else KEEPALIVE_SECONDS
+    except ValueError:
+        return KEEPALIVE_SECONDS
+    return seconds if 0 < seconds <= 3600 else KEEPALIVE_SECONDS
 
 
 def interrupt_read(response: httpx.Response) -> None:
