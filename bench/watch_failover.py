@@ -23,6 +23,8 @@ from pathlib import Path
 from tests.support.client_failover import SLACK_SECONDS, Run, run_once, summary
 from tests.support.postgres import Cluster
 
+SLOW_WATCH_SECONDS = 10.0
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -43,6 +45,9 @@ def main() -> None:
                     if run.hung() or not ended:
                         failed += 1
                         print(f"offset {offset:g} s, run {n + 1}: FAILED {run.hung()} {run.figures()}", flush=True)
+                        print(run.watch_output, flush=True)
+                    elif (run.watch or 0) > SLOW_WATCH_SECONDS:  # within the bound, but worth a look
+                        print(f"offset {offset:g} s, run {n + 1}: slow watch {run.figures()}", flush=True)
                         print(run.watch_output, flush=True)
                     runs.append(run)
                 everything += runs

@@ -31,7 +31,7 @@ class StandbyGate:
         self.service = service
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.service.leading or scope["path"] == METRICS_PATH:
+        if scope["type"] != "http" or self.service.leading or _metrics(scope):
             await self.app(scope, receive, send)
             return
         if scope["path"] == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
@@ -39,3 +39,7 @@ class StandbyGate:
         else:
             response = not_leader_response("this server is a standby; send the request to the leader")
         await response(scope, receive, send)
+
+
+def _metrics(scope: Scope) -> bool:
+    return scope["path"] == METRICS_PATH and scope["method"] in ("GET", "HEAD")
