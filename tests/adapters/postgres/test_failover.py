@@ -79,7 +79,7 @@ def test_takeover_after_sigkill_keeps_the_lease_and_the_pending_cancellation(pai
     assert verify(pg_url) == []
 
 
-@pytest.mark.req("HA/s4")
+@pytest.mark.req("HA/s4", "LEADER/s1")
 def test_a_leader_paused_past_the_handover_never_commits_again(pair, pg_url):
     first, second, tokens = pair
     to_first = Follower([first.url], tokens["client"], patience=0)
@@ -100,6 +100,9 @@ def test_a_leader_paused_past_the_handover_never_commits_again(pair, pg_url):
         )
         assert refused.status_code == 503 and refused.json()["code"] == "not_leader"
         eventually(lambda: health(first.url) == (503, {"status": "standby"}), timeout=5, what="a standby")
+        # and each told its operator (LEADER/s1)
+        eventually(lambda: any("amc serve: standing by (lost the lead" in line for line in first.output), timeout=5)
+        assert any("amc serve: now leading (epoch 2)" in line for line in second.output), second.output
     finally:
         to_first.close()
         to_second.close()
