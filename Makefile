@@ -13,7 +13,7 @@ CRASH_CLIENTS ?= 30
 DISK_FULL_CYCLES ?= 10
 ABUSE_SECONDS ?= 30
 
-.PHONY: test lint demo bench bench-artifacts bench-console bench-sessions bench-mcp bench-observe console-pictures check mutation fuzz crash abuse failover bench-postgres conformance-postgres bench-events clean
+.PHONY: test lint demo bench bench-artifacts bench-console bench-sessions bench-mcp bench-observe console-pictures check mutation fuzz crash abuse failover watch-failover bench-postgres conformance-postgres bench-events clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -95,6 +95,15 @@ bench-sessions: $(STAMP)
 KILLS ?= 10
 failover: $(STAMP)
 	PYTHONPATH=. $(BIN)/python -P bench/failover.py --kills $(KILLS)
+
+# The leader SIGKILLed while `amc task watch`, a claim long poll, a session's action wait and an
+# event-stream reader are open on it: WATCH_RUNS runs at each of WATCH_OFFSETS (seconds after
+# the watch started); prints the seconds from kill to each client on the new leader, the
+# figures of docs/reliability.md. About 10 minutes. `make test` runs offsets 0.5 s and 2 s once.
+WATCH_RUNS ?= 10
+WATCH_OFFSETS ?= 0.5,1,2,3,5,10
+watch-failover: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -P bench/watch_failover.py --runs $(WATCH_RUNS) --offsets $(WATCH_OFFSETS)
 
 # The whole conformance suite against amc serve --store postgresql://... (restarts included); about 2 minutes.
 conformance-postgres: $(STAMP)

@@ -26,7 +26,7 @@ class Scripted:
         self.routes = routes
         self.requests: list[tuple[str, str, Any, dict | None]] = []
 
-    def request(self, method, path, body=None, params=None, *, repeatable=None):
+    def request(self, method, path, body=None, params=None, *, repeatable=None, wait=0.0):
         self.requests.append((method, path, body, params))
         for (verb, pattern), answer in self.routes.items():
             if verb == method and re.fullmatch(pattern, path):

@@ -29,6 +29,10 @@ class _StateCollector(Collector):
         self._service = service
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        leading = self._service.leading
+        yield GaugeMetricFamily("amc_leader", "1 while this server leads, 0 while it stands by.", value=int(leading))
+        if not leading:
+            return  # a standby holds no state; the leader's own metrics count the tasks
         counts = self._service.status_counts()
         tasks = GaugeMetricFamily("amc_tasks", "Tasks by status.", labels=["status"])
         for status in TaskStatus:
