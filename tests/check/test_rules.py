@@ -149,9 +149,7 @@ def test_a_start_acknowledged_after_the_task_ended_breaks_rule_four(recorded, tm
     lines = lines_of(path)
     result = next(x for x in lines if x.get("kind") == "result" and x.get("status") == 200)
     start = next(
-        x
-        for x in lines
-        if x.get("kind") == "start" and x.get("status") == 200 and x["task"] == result["task"]
+        x for x in lines if x.get("kind") == "start" and x.get("status") == 200 and x["task"] == result["task"]
     )
     late = copy.deepcopy(start)
     late["t0"], late["t1"] = result["t1"] + 0.001, result["t1"] + 0.002
