@@ -39,6 +39,7 @@ _KINDS: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("POST", re.compile(r"^/v1/tasks/(?P<task>[^/]+)/attempts/(?P<attempt>\d+)/release$"), "release"),
     ("POST", re.compile(r"^/v1/tasks$"), "submit"),
     ("POST", re.compile(r"^/v1/tasks/(?P<task>[^/]+)/cancel$"), "cancel"),
+    ("POST", re.compile(r"^/v1/tasks/(?P<task>[^/]+)/end$"), "end"),
     ("POST", re.compile(r"^/v1/tasks/(?P<task>[^/]+)/messages$"), "message"),
     ("GET", re.compile(r"^/v1/tasks/(?P<task>[^/]+)$"), "read"),
 )

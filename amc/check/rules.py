@@ -24,7 +24,9 @@ difference between the clocks (default 5 ms on one machine; add the clocks' wors
 when the histories come from several machines). C(G) may be empty: an answer slower than
 the lease promises nothing for certain. An attempt is held for certain over the union of
 its grants' intervals, each cut at the ``start`` of the first 2xx result or release of that
-lease (the host gave the attempt up then, at the latest). A 4xx answer to a renewal does
+lease (the host gave the attempt up then, at the latest), or, for a session, of the first 2xx
+end of the session (``POST /v1/tasks/{id}/end``: the protocol lets its caller end the attempt
+before the lease's term). A 4xx answer to a renewal does
 not cut what earlier grants promised: a server that ends a lease before the term it granted
 has broken the promise.
 
@@ -142,7 +144,8 @@ def holdings(operations: Iterable[Operation], slack: float = DEFAULT_SLACK) -> l
     """Each claimed attempt with the intervals its client held it for certain."""
     claims: dict[str, Operation] = {}  # lease id -> its claim
     grants: dict[str, list[Operation]] = collections.defaultdict(list)
-    ends: dict[str, float] = {}
+    ends: dict[str, float] = {}  # lease id -> the start of its first acknowledged result or release
+    session_ends: dict[str, float] = {}  # task -> the start of its first acknowledged end (a session)
     for op in operations:
         if not op.ok:
             continue
@@ -154,10 +157,12 @@ def holdings(operations: Iterable[Operation], slack: float = DEFAULT_SLACK) -> l
         elif op.kind in ("result", "release") and "lease_id" in op.request:
             lease = op.request["lease_id"]
             ends[lease] = min(ends.get(lease, op.start), op.start)
+        elif op.kind == "end" and op.task is not None:
+            session_ends[op.task] = min(session_ends.get(op.task, op.start), op.start)
     held = []
     for lease_id, claim in claims.items():
         length = float(claim.answer["lease_seconds"])
-        end = ends.get(lease_id, float("inf"))
+        end = min(ends.get(lease_id, float("inf")), session_ends.get(claim.answer["task_id"], float("inf")))
         intervals = []
         for grant in grants[lease_id]:
             low, high = grant.end, min(grant.start + length - slack, end)

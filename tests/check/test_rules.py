@@ -27,6 +27,7 @@ from tests.support import crashload
 from tests.support.served import Served
 
 Lines = list[dict[str, Any]]
+pytestmark = pytest.mark.req("SAFETY/s2")
 
 
 @pytest.fixture(scope="module")
