@@ -21,7 +21,9 @@ history with the history checker against the final state, and judges:
   the server's descriptors (<= 0.5 per minute) and event-loop tasks (<= 1 per minute), of
   each agent's RSS (<= 0.5 MiB per minute), and of the server's RSS beyond what the data it
   holds explains (<= 1 MiB per minute plus 32 KiB per task added per minute: the kernel
-  keeps every task in memory, so a growing store grows the server honestly);
+  keeps every task in memory, so a growing store grows the server honestly). And the
+  server's RSS at the end is at most 1.25 times (plus 16 MiB) that of a server started
+  afresh on the same store once the run is over: the same data, and nothing a leak left;
 - no drift: the renewals' p99 over the last third of the samples is at most twice that of
   the first third (or 50 ms more, whichever is larger);
 - no error: no 5xx and no refusal the load does not expect, no ERROR line in any log, and no
@@ -54,7 +56,7 @@ from amc.check.final import read_final_state
 from amc.check.operations import read as read_history
 from amc.check.recorder import HistoryFile, RecordingTransport
 from amc.check.rules import check, message_tasks
-from amc.cli.launch import Stack
+from amc.cli.launch import Server, Stack
 
 ADMIN = "soak-admin-" + "0" * 16
 CLIENT = "soak-client-" + "0" * 16
@@ -462,6 +464,8 @@ async def soak(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
         history = read_history(all_histories)
         final = await asyncio.to_thread(read_final_state, url, ADMIN, message_tasks(history.operations))
         report = check(history, final)
+        stack.stop(force=True)
+        fresh = fresh_rss(scratch / "data", options, tokens)
     finally:
         stack.stop(force=True)
         for sim in sims:
@@ -471,6 +475,12 @@ async def soak(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
         if cluster is not None:
             cluster.__exit__(None, None, None)
     figures, failed = judge(samples, hosts)
+    # The kernel keeps every task in memory, so the running server's RSS grows with the data;
+    # a server started afresh on the same store holds the same data and nothing a leak left.
+    ended = samples[-1]["server_rss_mib"] if samples else 0.0
+    figures["server_rss_at_end_mib"], figures["fresh_server_rss_mib"] = ended, fresh
+    if ended > fresh * 1.25 + 16:
+        failed.append(f"the server ended with {ended:.0f} MiB; a fresh one on the same store holds {fresh:.0f} MiB")
     failed += [f"load: {e}" for e in load.errors[:20]] + [f"log: {e}" for e in errors_logged[:20]]
     failed += [f"history checker: [{v.rule}] {v.detail}" for v in report.violations[:20]]
     print()
@@ -490,6 +500,17 @@ async def soak(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
         "history_check": report.summary(),
         "failed": failed,
     }
+
+
+def fresh_rss(data: Path, options: list[str], tokens: Path) -> float:
+    """The RSS of a server started afresh on the store, once it has loaded it and served a read."""
+    server = Server(data, *options, tokens=tokens, timeout=300)
+    try:
+        httpx.get(server.url + "/v1/tasks", params={"limit": "1"}, headers={"Authorization": f"Bearer {ADMIN}"})
+        time.sleep(2.0)
+        return rss_mib(server.pid)
+    finally:
+        server.stop(15)
 
 
 def cluster_bytes(url: str) -> int:

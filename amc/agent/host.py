@@ -34,6 +34,7 @@ released at once.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import logging
 import socket
@@ -60,6 +61,7 @@ from .wire import ClaimedAttempt
 from .worker import AttemptRecord
 
 log = logging.getLogger("amc.agent")
+RECORDS_KEPT = 256
 
 
 def recording_transport(history: HistoryFile, host_id: str) -> httpx.AsyncBaseTransport:
@@ -90,7 +92,10 @@ class HostAgent:
         self.config = config
         self.policy = policy
         self.adb = adb or BoundedClient(config.adb_host, config.adb_port)
-        self.records: list[AttemptRecord] = []  # every finished attempt, in the order they ended
+        # The latest finished attempts, in the order they ended (for logs, tests and benchmarks);
+        # bounded, as every one of them holds its whole report: the soak saw an agent grow by
+        # ~3 KiB per attempt for as long as it ran when this kept them all.
+        self.records: collections.deque[AttemptRecord] = collections.deque(maxlen=RECORDS_KEPT)
         self.slots: dict[str, DeviceSlot] = {}
         self.server: ControlPlane | None = None
         self.pool: concurrent.futures.ThreadPoolExecutor | None = None
