@@ -18,8 +18,9 @@ answer). At the end it prints a table, writes the figures as JSON, checks every 
 history with the history checker against the final state, and judges:
 
 - flat: the fitted slopes (least squares over the samples after the first, the warm-up) of
-  the server's descriptors (<= 0.5 per minute) and event-loop tasks (<= 1 per minute), of
-  each agent's RSS (<= 0.5 MiB per minute), and of the server's RSS beyond what the data it
+  the server's descriptors and event-loop tasks (their fitted growth over the run at most
+  10 plus a quarter of their median: both go up and down with the requests in flight), of
+  each agent's RSS (<= 0.15 MiB per minute), and of the server's RSS beyond what the data it
   holds explains (<= 1 MiB per minute plus 32 KiB per task added per minute: the kernel
   keeps every task in memory, so a growing store grows the server honestly). And the
   server's RSS at the end is at most 1.25 times (plus 16 MiB) that of a server started
@@ -69,6 +70,10 @@ PLAN = {
     ]
 }
 EXPECTED_REFUSALS = {409}  # a cancel, steer or pause that came after the task ended
+# An agent holds nothing that grows with the tasks it ran; a 10-minute run at 10 devices per
+# agent measured 0.06-0.08 MiB/min (the first minutes' growth included) once its finished
+# attempts were bounded, and 0.25 when it kept every one.
+AGENT_RSS_MIB_PER_MIN = 0.15
 
 
 def host_token(host_id: str) -> str:
@@ -323,13 +328,20 @@ def judge(samples: list[dict], agents: list[str]) -> tuple[dict[str, float], lis
     rss_bound = 1.0 + 32 / 1024 * max(0.0, figures["tasks_per_min"])
     if figures["server_rss_mib_per_min"] > rss_bound:
         failed.append(f"server RSS grows {figures['server_rss_mib_per_min']:.2f} MiB/min > {rss_bound:.2f}")
-    if figures["server_fds_per_min"] > 0.5:
-        failed.append(f"server descriptors grow {figures['server_fds_per_min']:.2f}/min > 0.5")
-    if figures["asyncio_tasks_per_min"] > 1.0:
-        failed.append(f"event-loop tasks grow {figures['asyncio_tasks_per_min']:.2f}/min > 1")
+    # Descriptors and event-loop tasks go up and down with the requests in flight (every long
+    # poll is a task and a socket), so a count is judged by its fitted growth over the run.
+    span = samples[-1]["minute"] - samples[1]["minute"] if len(samples) > 2 else 0.0
+    for key, name in (("server_fds", "server descriptors"), ("asyncio_tasks", "event-loop tasks")):
+        grown = figures[f"{key}_per_min"] * span
+        typical = statistics.median(s[key] for s in samples)
+        figures[f"{key}_fitted_growth"] = grown
+        if grown > 10 + 0.25 * typical:
+            failed.append(f"{name} grew {grown:.1f} over the run (fitted) > 10 + 25 % of their median {typical:.0f}")
     for host in agents:
-        if figures[f"agent_{host}_rss_mib_per_min"] > 0.5:
-            failed.append(f"agent {host} RSS grows {figures[f'agent_{host}_rss_mib_per_min']:.2f} MiB/min > 0.5")
+        if figures[f"agent_{host}_rss_mib_per_min"] > AGENT_RSS_MIB_PER_MIN:
+            failed.append(
+                f"agent {host} RSS grows {figures[f'agent_{host}_rss_mib_per_min']:.2f} MiB/min > {AGENT_RSS_MIB_PER_MIN}"
+            )
     later = samples[1:]
     third = max(1, len(later) // 3)
     first = [s["renew_p99_ms"] for s in later[:third] if s["renew_p99_ms"] is not None]
@@ -356,7 +368,14 @@ def main() -> None:
     parser.add_argument("--consoles", type=int, default=5, help="console-like pollers")
     parser.add_argument("--json", type=Path, default=Path("soak.json"), help="where to write the figures")
     parser.add_argument("--keep", type=Path, default=None, help="keep the data, logs and histories here")
+    parser.add_argument("--judge", type=Path, default=None, help="only judge the samples of an earlier run's JSON")
     args = parser.parse_args()
+    if args.judge is not None:
+        earlier = json.loads(args.judge.read_text())
+        figures, failed = judge(earlier["samples"], [f"h{i + 1}" for i in range(earlier["agents"])])
+        print(json.dumps(figures, indent=2))
+        print(failed or "PASS (these criteria; the run's errors and history check are in its JSON)")
+        return
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="amc-soak-"))
     scratch.mkdir(parents=True, exist_ok=True)
     try:
