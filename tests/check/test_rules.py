@@ -183,3 +183,24 @@ def test_a_cancelled_task_seen_queued_again_breaks_rule_four(recorded, tmp_path)
 )
 def test_reachability_follows_the_lifecycle_table(before, after, allowed):
     assert reachable(TaskStatus(before[0]), before[1], TaskStatus(after[0]), after[1]) is allowed
+
+
+def test_amc_check_history_exits_1_on_a_violation_and_0_without(recorded, tmp_path):
+    from click.testing import CliRunner
+
+    from amc.cli.check_history import check_history
+
+    path, _ = recorded
+    passed = CliRunner().invoke(check_history, [str(path)])
+    assert passed.exit_code == 0, passed.output
+    assert "violations: 0" in passed.output and "was not checked" in passed.output
+    lines = lines_of(path)
+    result = next(x for x in lines if x.get("kind") == "result" and x.get("status") == 200)
+    start = next(
+        x for x in lines if x.get("kind") == "start" and x.get("status") == 200 and x["task"] == result["task"]
+    )
+    late = {**start, "t0": result["t1"] + 0.001, "t1": result["t1"] + 0.002}
+    mutated = tmp_path / "mutated.jsonl"
+    mutated.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in [*lines, late]))
+    failed = CliRunner().invoke(check_history, [str(mutated)])
+    assert failed.exit_code == 1 and "VIOLATION [lifecycle]" in failed.output, failed.output
