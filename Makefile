@@ -13,7 +13,7 @@ CRASH_CLIENTS ?= 30
 DISK_FULL_CYCLES ?= 10
 ABUSE_SECONDS ?= 30
 
-.PHONY: test lint demo bench bench-artifacts bench-console bench-sessions bench-mcp bench-observe console-pictures check mutation fuzz crash abuse failover watch-failover bench-postgres conformance-postgres bench-events clean
+.PHONY: test lint demo soak bench bench-artifacts bench-console bench-sessions bench-mcp bench-observe console-pictures check mutation fuzz crash abuse failover watch-failover bench-postgres conformance-postgres bench-events clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -130,3 +130,15 @@ bench-observe: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
+
+# The soak (not in `make test`): SOAK_DEVICES simulated devices on SOAK_AGENTS Host Agents under a
+# steady mixed load for SOAK_MINUTES, sampled every minute; judges leaks (fitted slopes), latency
+# drift and errors, checks the recorded histories, writes soak.json. docs/reliability.md has the figures.
+# PostgreSQL: make soak SOAK_STORE=postgresql SOAK_MINUTES=30
+SOAK_MINUTES ?= 60
+SOAK_STORE ?= lmdb
+SOAK_DEVICES ?= 500
+SOAK_AGENTS ?= 10
+soak: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -P bench/soak.py --minutes $(SOAK_MINUTES) --store $(SOAK_STORE) \
+		--devices $(SOAK_DEVICES) --agents $(SOAK_AGENTS) --json soak.json

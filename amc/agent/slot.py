@@ -17,6 +17,7 @@ it is stopping, an `Attempt` for each claim's answer), so this module does not i
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from typing import Any, Protocol
@@ -43,8 +44,8 @@ class Host(Protocol):
     def config(self) -> AgentConfig: ...
 
     @property
-    def records(self) -> list[AttemptRecord]:
-        """Every finished attempt, in the order they ended."""
+    def records(self) -> collections.deque[AttemptRecord]:
+        """The latest finished attempts, in the order they ended."""
 
     @property
     def stopping(self) -> bool: ...

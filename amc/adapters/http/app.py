@@ -132,6 +132,7 @@ def create_app(
     metrics = metrics or Metrics()
     metrics.bind(service)
     context = Context(service, settings, tokens, metrics, blobs if blobs is not None else MemoryBlobStore())
+    metrics.bind_runtime(lambda: context.events.subscribers)
     scope = Scope(context)
 
     @asynccontextmanager

@@ -113,14 +113,16 @@ def test_a_leader_paused_past_the_handover_never_commits_again(pair, pg_url):
     assert verify(pg_url) == []
 
 
-@pytest.mark.req("HA", "HA/s2", "HA/s3")
+@pytest.mark.req("HA", "HA/s2", "HA/s3", "SAFETY/s1")
 def test_failover_under_load_loses_no_acknowledged_command(pg_cluster, tmp_path):
-    """`make failover` bounded: two kills of the leader under load from hosts and a client."""
+    """`make failover` bounded: two kills of the leader under load from hosts and a client; the
+    history the hosts and the client recorded passes the history checker."""
     report = run_failover(pg_cluster, tmp_path, kills=2, interval=2.5, hosts=2, clients=1)
     assert len(report.takeovers) == 2 and max(report.takeovers) < 5, report.takeovers
     assert report.counts.get("submit", 0) > 0 and report.counts.get("renew", 0) > 0, report.counts
     assert report.kept_leases > 0, "no attempt held across a kill renewed with its lease id"
     assert report.lost == [] and report.differences == []
+    assert report.history.ok and report.history.checked["acknowledged"] > 0, report.history.violations[:5]
 
 
 @pytest.mark.req("HA/s3")
