@@ -34,6 +34,7 @@ MAX_SECONDS = 86_400.0
 MAX_WAIT_SECONDS = 600.0  # wait_for, wait_for_idle: a wait on the screen, not a sleep
 MAX_LOGCAT_LINES = 10_000  # the ADB executor's own bound too (amc.adapters.adb.commands)
 MAX_URL = 8_192
+MAX_PACKAGE = 256
 
 DIRECTIONS = ("up", "down", "left", "right")
 ORIENTATIONS = ("portrait", "landscape")
@@ -101,6 +102,18 @@ def _key(value: Any) -> str | None:
     if (isinstance(value, str) and 0 < len(value) <= MAX_KEY_NAME) or (_is_int(value) and 0 <= value <= 10_000):
         return None
     return "a key code name (e.g. KEYCODE_HOME) or a key code number"
+
+
+# An Android package name: dotted segments, the first starting with a letter (what the ADB
+# executor accepts too). `launch` keeps v1.1's looser rule (any non-empty string) for
+# compatibility; its Host Agent fails the step for a string that is not a package name.
+_PACKAGE = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+")
+
+
+def _package(value: Any) -> str | None:
+    if isinstance(value, str) and len(value) <= MAX_PACKAGE and _PACKAGE.fullmatch(value):
+        return None
+    return "a package name such as com.example.app"
 
 
 # A scheme, a colon, then no whitespace or control character: what `am start -d` can carry.
@@ -271,8 +284,8 @@ ACTIONS: dict[str, Action] = {
     ),
     "keyevent": _one({"key": _key}),
     "launch": _one({"package": _string}, {"activity": _string}),
-    "stop_app": _one({"package": _string}),
-    "clear_app_data": _one({"package": _string}),
+    "stop_app": _one({"package": _package}),
+    "clear_app_data": _one({"package": _package}),
     "open_url": _one({"url": _url}),
     "set_orientation": _one({"orientation": _one_of(ORIENTATIONS)}),
     "list_apps": _one(optional={"third_party": _boolean}),
