@@ -26,7 +26,7 @@ from amc.agent.evidence import Evidence, Stored, artifact_name
 from amc.agent.wire import INLINE_OUTPUT_CHARS, TRUNCATED, ClaimedAttempt
 from amc.core.execution import StopReason
 from amc.core.records import Plan, Step
-from tests.agent.helpers import eventually, shell, wait_running
+from tests.agent.helpers import device_log, eventually, shell, wait_running
 
 req = pytest.mark.req
 
@@ -258,17 +258,20 @@ def test_a_step_a_steer_inserted_stores_its_evidence_once_the_server_knows_the_s
     the steer: the agent's uploads wait for its acknowledgements, however slow they are."""
     proxy = proxy_to(server.port)
     make_agent(proxy.url, sim.server_port, lease_seconds=1.0)
-    task_id = server.api.submit({"steps": [shell("a", "sleep 1"), shell("b", "echo b")]})["id"]
-    wait_running(sim, "amc-sim-01", "sleep 1")
+    # `a` lasts long enough to be seen running and steered on a loaded machine.
+    task_id = server.api.submit({"steps": [shell("a", "sleep 3"), shell("b", "echo b")]})["id"]
+    wait_running(sim, "amc-sim-01", "sleep 3")
     proxy.hold(b"/messages/")  # the admission reaches the server late
     message = server.api.post_message(task_id, "steer", data={"insert_after": "a", "steps": [SHOT]})
     eventually(lambda: proxy.held, 10, what="the admission held")
-    time.sleep(0.5)  # meanwhile the inserted screenshot has run
+    eventually(  # meanwhile the inserted screenshot has run
+        lambda: any("screencap" in r.command for r in device_log(sim, "amc-sim-01")), 20, what="the screenshot taken"
+    )
     proxy.release()
 
     task = server.api.wait_status(task_id)
 
-    assert task["status"] == "done", task
+    assert task["status"] == "done", (task["result"], task["attempts"])
     assert server.api.message(task_id, message["id"])["state"] == "completed"
     (stored,) = server.api.artifacts(task_id)
     assert stored["step"] == "shot"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -244,3 +245,21 @@ def test_gestures_waits_and_device_actions_on_the_example_app(server, sim, make_
     assert device.foreground == "com.android.launcher3/.Launcher"  # Chrome stopped: home again
     assert device.app_fields("com.example.app") == {}
     assert [r.command for r in sim.log("amc-sim-01") if "user_rotation" in r.command][-1].endswith("user_rotation 0")
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "login-flow.json"
+
+
+@req("UI/s2", "UI/s6", "UI/s8", "UI/s11")
+def test_the_readme_plan_runs_to_done_and_is_the_one_the_readme_shows(server, sim, make_agent):
+    plan = json.loads(EXAMPLE.read_text())
+    readme = (EXAMPLE.parents[1] / "README.md").read_text()
+    assert EXAMPLE.read_text().strip() in readme  # the README shows the file as it is
+    make_agent(server.url, sim.server_port)
+
+    task = server.api.wait_status(server.api.submit(plan)["id"], timeout=60)
+
+    assert task["status"] == "done", task
+    assert outputs(task)["find"]["element"]["text"] == "Item 30"
+    (shot,) = server.api.artifacts(task["id"])
+    assert (shot["step"], shot["content_type"]) == ("evidence", "image/jpeg")

@@ -192,9 +192,6 @@ def test_an_index_after_a_change_is_refused_even_where_the_element_is_the_same()
     before = parse_dump(texts_xml("Log in", "Details"))
     after = parse_dump(texts_xml("Log in", "Details", "Welcome"))
     assert resolve(parse_target({"index": 0}), after, before) == NotFound(SCREEN_CHANGED)
-    assert resolve(parse_target({"index": 0, "nth": 1}), before, before) == NotFound(
-        "element [0] has no nth 1: an index names one element, so only nth 0 can match"
-    )
 
 
 def test_find_all_refuses_an_index_selector():

@@ -59,9 +59,9 @@ def resolve(selector: Selector, fresh: Screen, observed: Screen | None) -> Found
 
     `observed` is the attempt's last observation (screenshot or ui_tree); only an index uses it.
     """
+    if isinstance(selector.value, int):  # an index names one element: parse_target refuses an nth with it
+        return _by_index(selector.value, fresh, observed)
     nth = selector.nth or 0
-    if isinstance(selector.value, int):
-        return _by_index(selector.value, nth, fresh, observed)
     matches = find_all(selector, fresh)
     if nth < len(matches):
         return _found(fresh, matches[nth])
@@ -72,15 +72,13 @@ def resolve(selector: Selector, fresh: Screen, observed: Screen | None) -> Found
     return NotFound(f"no element matches {selector.describe()}; {excerpt(fresh)}")
 
 
-def _by_index(index: int, nth: int, fresh: Screen, observed: Screen | None) -> Found | NotFound:
+def _by_index(index: int, fresh: Screen, observed: Screen | None) -> Found | NotFound:
     if observed is None:
         return NotFound(NO_OBSERVATION)
     if observed.fingerprint != fresh.fingerprint:
         return NotFound(SCREEN_CHANGED)
     if index >= len(fresh.elements):
         return NotFound(f"there is no element [{index}]: the last observation listed {_count(len(fresh.elements))}")
-    if nth > 0:
-        return NotFound(f"element [{index}] has no nth {nth}: an index names one element, so only nth 0 can match")
     return _found(fresh, fresh.elements[index])
 
 
