@@ -50,7 +50,7 @@ def verify(url: str) -> None:
 
 
 def gc(url: str, *, dry_run: bool, grace_s: float) -> None:
-    """Remove the artifact bytes no task names. Servers may run meanwhile: bytes younger than
+    """Remove the artifact bytes no task names and no input record holds. Servers may run meanwhile: bytes younger than
     `grace_s` stay, since their upload may be about to commit."""
     from amc.adapters.postgres.blobs import PostgresBlobStore
     from amc.adapters.postgres.store import redact
@@ -70,11 +70,14 @@ def _referenced_blobs(url: str) -> set[str]:
     from amc.adapters.postgres.store import connect
 
     with connect(url) as conn:
-        return {
+        artifacts = {
             artifact.sha256
             for (body,) in conn.execute("SELECT body FROM amc_tasks")
             for artifact in codec.decode_task(body).artifacts
         }
+        # Inputs' bytes are blobs too (specs/protocol.md Part F): gc keeps what a record names.
+        inputs = {sha256 for (sha256,) in conn.execute("SELECT DISTINCT sha256 FROM amc_inputs")}
+    return artifacts | inputs
 
 
 def info(url: str) -> None:

@@ -9,7 +9,7 @@ The bytes are in the artifacts' `FileBlobStore` (`DATA/artifacts/`), stored ther
 record is written to `tmp/`, fsynced, then hard-linked to its place and the tenant's
 directory fsynced, before `record` returns: a link fails if the name exists, so two uploads
 of the same input racing each other record it once and the second learns it was there, and
-a crash leaves a whole record or none (a leftover in `tmp/` is removed on the next open).
+a crash leaves a whole record or none (an old leftover in `tmp/` is removed on a later open).
 
 One server holds a data directory, so the per-tenant limit is checked and the record made
 under one process-wide lock; the tenant's total is read from its directory each time (a
@@ -24,6 +24,7 @@ import json
 import os
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from amc.adapters.lmdb.blobs import _fsync_dir, _make_dir
@@ -32,6 +33,7 @@ from amc.service.inputs import oldest_first
 
 INPUTS_DIR = "inputs"  # inside the data directory
 TEMP_DIR = "tmp"
+LEFTOVER_AGE_S = 3600.0
 
 
 def tenant_dir_name(tenant: str) -> str:
@@ -44,10 +46,14 @@ class FileInputCatalogue:
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root)
         self._temp = self.root / TEMP_DIR
-        made = _make_dir(self._temp)
-        if not made:
-            for leftover in self._temp.iterdir():
-                leftover.unlink(missing_ok=True)
+        _make_dir(self._temp)
+        # A record is written in milliseconds; one this old was left by a crash. (Younger ones
+        # may belong to the server beside a `gc` opening this too.)
+        cutoff = time.time() - LEFTOVER_AGE_S
+        for leftover in self._temp.iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                if leftover.stat().st_mtime < cutoff:
+                    leftover.unlink()
         self._lock = threading.Lock()
 
     @classmethod
