@@ -21,7 +21,7 @@ from amc.core.records import JSON, Step, Task
 
 PREFIX = "sha256:"
 KEY = "input"
-_HEX = re.compile(r"[0-9a-f]{64}")
+HEX = re.compile(r"[0-9a-f]{64}")
 
 
 def reference(sha256: str) -> dict[str, JSON]:
@@ -34,7 +34,7 @@ def referenced_sha256(value: object) -> str | None:
     if not (isinstance(value, dict) and len(value) == 1):
         return None
     text = value.get(KEY)
-    if not (isinstance(text, str) and text.startswith(PREFIX) and _HEX.fullmatch(text[len(PREFIX) :])):
+    if not (isinstance(text, str) and text.startswith(PREFIX) and HEX.fullmatch(text[len(PREFIX) :])):
         return None
     return text[len(PREFIX) :]
 
