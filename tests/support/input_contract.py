@@ -21,7 +21,7 @@ class InputCatalogueContract:
         again, created = catalogue.record("acme", A, 10, 2000, 100)
         assert not created and again == first  # created_at unchanged
         assert catalogue.get("acme", A) == first and catalogue.get("beta", A) is None
-        other, created = catalogue.record("beta", A, 10, 3000, 100)
+        _, created = catalogue.record("beta", A, 10, 3000, 100)
         assert created and catalogue.holders(A) == ["acme", "beta"]
         assert catalogue.digests() == {A}
 

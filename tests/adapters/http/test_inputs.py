@@ -150,7 +150,9 @@ def test_naming_an_input_the_tenant_does_not_have_is_400(amc, fixture_action):
     amc.acme.submit(naming(sha(mine)))  # accepted
     # A session's action is checked alike.
     session = amc.acme.submit_session()
-    amc.acme.act(session["id"], {"id": "a1", "action": "fixture", "args": {"file": inputs.reference(sha(theirs))}}, expect=400)
+    amc.acme.act(
+        session["id"], {"id": "a1", "action": "fixture", "args": {"file": inputs.reference(sha(theirs))}}, expect=400
+    )
     assert sha(theirs) in amc.acme.last.json()["detail"]
 
 
