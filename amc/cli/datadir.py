@@ -96,8 +96,9 @@ def ended_before(tasks: list[Task], cutoff_ms: int) -> Iterator[Task]:
 
 
 def verify_blobs(opened: DataDir, tasks: list[Task]) -> list[BlobProblem]:
-    """Every referenced artifact whose file is missing or does not hash to its sha256."""
-    wanted = sorted(referenced(tasks))
+    """Every referenced artifact, and every recorded input, whose file is missing or does not
+    hash to its sha256."""
+    wanted = sorted(referenced(tasks, opened.inputs().digests()))
     blobs = opened.blobs()
     if blobs is None:
         return [BlobProblem(sha256, "missing", "the data directory has no artifact store") for sha256 in wanted]

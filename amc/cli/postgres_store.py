@@ -11,6 +11,7 @@ import click
 
 if TYPE_CHECKING:
     from amc.adapters.lmdb.blobs import FileBlobReader
+    from amc.service import StoredInput
 
 
 def is_postgres(store: str | None) -> bool:
@@ -114,6 +115,7 @@ class _LmdbSource:
         from amc.adapters.lmdb.blobs import FileBlobStore
         from amc.adapters.lmdb.store import Store
 
+        self.data = data
         self.store = Store.open(data, readonly=True)
         self.blobs_store = FileBlobStore.in_data_dir(data)
         self._txn_context = self.store.read()
@@ -148,6 +150,11 @@ class _LmdbSource:
 
     def open_blob(self, sha256: str) -> FileBlobReader:
         return self.blobs_store.open(sha256)
+
+    def inputs(self) -> list[StoredInput]:
+        from amc.adapters.lmdb.inputs import FileInputCatalogue
+
+        return FileInputCatalogue.in_data_dir(self.data).listing(None)
 
     def close(self) -> None:
         self._txn_context.__exit__(None, None, None)
@@ -190,5 +197,5 @@ def migrate(source: Path, target: str) -> None:
         opened.close()
     click.echo(
         f"migrated {source} into {redact(target)}: {copied.events} events, {copied.tasks} tasks, "
-        f"{copied.hosts} hosts, {copied.blobs} artifact blobs ({copied.blob_bytes} bytes)"
+        f"{copied.hosts} hosts, {copied.blobs} blobs ({copied.blob_bytes} bytes), {copied.inputs} inputs"
     )

@@ -96,6 +96,7 @@ def verify(data: Path, store_url: str | None) -> None:
     finally:
         opened.close()
     named = {a.sha256: f"{task.id}/{a.id} ({a.name})" for task in tasks for a in task.artifacts}
+    named.update({i.sha256: f"input {i.tenant}/{i.sha256}" for i in opened.inputs().listing(None)})
     artifacts = sum(len(task.artifacts) for task in tasks)
     summary = (
         f"{report.events} events, {report.tasks} tasks, {report.hosts} hosts, "

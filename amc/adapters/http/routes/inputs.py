@@ -157,7 +157,9 @@ class Inputs(Resource):
             )
         except TenantInputsFull as full:
             raise tenant_limit(tenant, full.limit, full.stored) from None
-        in_use = (tenant, blob.sha256) in named_in_unfinished_tasks(context.service, tenant)
+        # A new record is named by no task yet (a submission naming it would have been
+        # refused); only a repeat of one the tenant had asks the tasks.
+        in_use = not created and (tenant, blob.sha256) in named_in_unfinished_tasks(context.service, tenant)
         location = f"/v1/inputs/{blob.sha256}"
         return json_response(input_view(found, in_use), 201 if created else 200, {"Location": location})
 
