@@ -13,7 +13,7 @@ CRASH_CLIENTS ?= 30
 DISK_FULL_CYCLES ?= 10
 ABUSE_SECONDS ?= 30
 
-.PHONY: test lint demo bench bench-artifacts bench-console bench-sessions bench-mcp console-pictures check mutation fuzz crash abuse failover bench-postgres conformance-postgres bench-events clean
+.PHONY: test lint demo bench bench-inputs bench-artifacts bench-console bench-sessions bench-mcp console-pictures check mutation fuzz crash abuse failover bench-postgres conformance-postgres bench-events clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +75,11 @@ bench: $(STAMP)
 # About 1-2 minutes; figures in bench/RESULTS-artifacts.md.
 bench-artifacts: $(STAMP)
 	$(BIN)/python bench/artifacts_upload.py
+
+# Input uploads against raw durable writes, and the Host Agent's input cache; about a minute.
+# Figures in docs/benchmarks.md (Inputs).
+bench-inputs: $(STAMP)
+	$(BIN)/python bench/inputs.py
 
 # The web console's load times in headless Chromium: 1,000 devices on 100 hosts, 100,000
 # tasks (bench/RESULTS-console.md). About 2 minutes; needs /usr/bin/chromium.
