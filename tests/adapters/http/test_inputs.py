@@ -162,3 +162,16 @@ def test_an_input_reference_elsewhere_is_refused_as_a_wrong_type(amc):
     plan = {"steps": [{"id": "s", "action": "shell", "args": {"command": inputs.reference(sha(data))}}]}
     amc.acme.submit(plan, expect=400)
     assert "command" in amc.acme.last.json()["detail"]
+
+
+@req("UPLOAD/s7")
+def test_a_steer_naming_an_input_the_tenant_does_not_have_is_400(amc, fixture_action):
+    mine, theirs = os.urandom(100), os.urandom(100)
+    put(amc.acme, mine)
+    put(amc.beta, theirs)
+    task = amc.acme.submit()
+    step = {"id": "more", "action": "fixture", "args": {"file": inputs.reference(sha(theirs))}}
+    amc.acme.post_message(task["id"], "steer", data={"insert_after": None, "steps": [step]}, expect=400)
+    assert amc.acme.last.json()["detail"].startswith("data.steps[0].args.file names input sha256:" + sha(theirs))
+    step["args"]["file"] = inputs.reference(sha(mine))
+    amc.acme.post_message(task["id"], "steer", data={"insert_after": None, "steps": [step]})

@@ -89,25 +89,27 @@ def named_in_unfinished_tasks(service: Service, tenant: str | None) -> set[tuple
     return found
 
 
-async def check_references(catalogue: InputCatalogue, tenant: str, named: Iterable[tuple[str, str, str]]) -> None:
-    """400 for the first reference (step id, argument, sha256) to an input `tenant` does not
+async def check_references(catalogue: InputCatalogue, tenant: str, named: Iterable[tuple[str, str]]) -> None:
+    """400 for the first reference (where it sits, sha256) to an input `tenant` does not
     have; worded alike whether the input exists for another tenant or not at all. Looks
     nothing up when nothing is named (every task that names no input)."""
-    for step_id, where, sha256 in named:
+    for where, sha256 in named:
         if await asyncio.to_thread(catalogue.get, tenant, sha256) is None:
-            raise invalid(
-                f"step {step_id!r}: argument {where!r} names input {inputs.PREFIX}{sha256},"
-                " which this tenant has not uploaded"
-            )
+            raise invalid(f"{where} names input {inputs.PREFIX}{sha256}, which this tenant has not uploaded")
 
 
-def step_references(steps: Iterable[Step]) -> list[tuple[str, str, str]]:
-    return list(inputs.step_references(list(steps)))
+def step_references(steps: Iterable[Step]) -> list[tuple[str, str]]:
+    """The references in `steps`' arguments, located as ``step 'install': argument 'apk'``."""
+    return [
+        (f"step {step_id!r}: argument {where!r}", sha256)
+        for step_id, where, sha256 in inputs.step_references(list(steps))
+    ]
 
 
-def data_references(data: JSON, where: str) -> list[tuple[str, str, str]]:
-    """The references in a message's `data` (a steer's steps), located as ``data.steps[0].args.apk``."""
-    return [(where, path, sha256) for path, sha256 in inputs.references(data)]
+def data_references(data: JSON) -> list[tuple[str, str]]:
+    """The references in a message's `data` (a steer's or a follow-up's steps), located as
+    ``data.steps[0].args.apk``."""
+    return [(f"data.{where}", sha256) for where, sha256 in inputs.references(data)]
 
 
 class Inputs(Resource):

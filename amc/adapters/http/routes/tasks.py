@@ -106,7 +106,7 @@ class Tasks(Resource):
         message_id = new_message_id()
         body = bodies.decode_message(raw, self.context.settings.limits, message_id)
         if body.data:  # a steer's steps may name inputs, as a plan's do
-            await check_references(self.context.inputs, task.tenant, data_references(body.data, "data"))
+            await check_references(self.context.inputs, task.tenant, data_references(body.data))
         command = PostMessage(
             now=0,
             task_id=task_id,
