@@ -48,6 +48,7 @@ PLUGIN_NAME = "amc-conformance-report"
 NOT_APPLICABLE = "a duty of the Host Agent, not a rule a server can be checked for"
 # Requirements that only a Host Agent's behaviour can meet (which calls crossed an admission
 # boundary, what a policy refusal is reported as): the server only records what it is told.
+AGENT_REQUIREMENTS = ("AGENT-", "INPUT-CACHE")  # the Host Agent's duties, with all their scenarios
 AGENT_ONLY = frozenset({"BOUNDARY/s1", "BOUNDARY/s3", "SESSION/s11"})  # SESSION/s11: amc's Host Agent in a session
 LATER = "phase later (specs/protocol.md Part B): specified, not checked by this version of the suite"
 
@@ -187,7 +188,7 @@ class ConformanceReport:
                 }
                 for nodeid in nodeids
             ]
-            if parent(ident).startswith("AGENT-") or ident in AGENT_ONLY:
+            if parent(ident).startswith(AGENT_REQUIREMENTS) or ident in AGENT_ONLY:
                 row.update(status="not applicable", why=NOT_APPLICABLE)
             elif ident in later:
                 row.update(status="skipped", why=LATER)
