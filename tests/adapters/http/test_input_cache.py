@@ -12,7 +12,7 @@ import pytest
 from amc.agent.inputs import InputCache, InputUnavailable
 from amc.core import inputs
 from tests.adapters.http.conftest import TOKENS
-from tests.adapters.http.test_inputs import fixture_action, naming, put  # noqa: F401  (a fixture)
+from tests.adapters.http.test_inputs import put
 
 req = pytest.mark.req
 MiB = 1024 * 1024
@@ -37,7 +37,7 @@ def cache_of(amc, tmp_path, **options) -> InputCache:
 
 
 @req("INPUT-CACHE/s1", "INPUT-CACHE/s3")
-def test_the_second_use_fetches_nothing_and_a_damaged_entry_is_fetched_again(amc, fixture_action, tmp_path):  # noqa: F811
+def test_the_second_use_fetches_nothing_and_a_damaged_entry_is_fetched_again(amc, fixture_action, tmp_path):
     data = os.urandom(2 * MiB)
     [digest] = held_by_h1(amc, data)
 
@@ -60,7 +60,7 @@ def test_the_second_use_fetches_nothing_and_a_damaged_entry_is_fetched_again(amc
 
 
 @req("INPUT-CACHE/s2")
-def test_a_cut_download_is_resumed_from_where_it_stopped(amc, fixture_action, tmp_path):  # noqa: F811
+def test_a_cut_download_is_resumed_from_where_it_stopped(amc, fixture_action, tmp_path):
     data = os.urandom(MiB + 12345)
     [digest] = held_by_h1(amc, data)
     cache = cache_of(amc, tmp_path)
@@ -78,7 +78,7 @@ def test_a_cut_download_is_resumed_from_where_it_stopped(amc, fixture_action, tm
 
 
 @req("INPUT-CACHE/s2")
-def test_a_partial_download_with_wrong_bytes_is_fetched_whole_again(amc, fixture_action, tmp_path):  # noqa: F811
+def test_a_partial_download_with_wrong_bytes_is_fetched_whole_again(amc, fixture_action, tmp_path):
     data = os.urandom(300_000)
     [digest] = held_by_h1(amc, data)
     cache = cache_of(amc, tmp_path)
@@ -95,7 +95,7 @@ def test_a_partial_download_with_wrong_bytes_is_fetched_whole_again(amc, fixture
 
 
 @req("INPUT-CACHE/s4")
-def test_the_cache_keeps_within_its_bound_evicting_the_least_recently_used(amc, fixture_action, tmp_path):  # noqa: F811
+def test_the_cache_keeps_within_its_bound_evicting_the_least_recently_used(amc, fixture_action, tmp_path):
     a, b, c = (os.urandom(100_000) for _ in range(3))
     da, db, dc = held_by_h1(amc, a, b, c)
 

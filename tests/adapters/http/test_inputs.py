@@ -11,9 +11,7 @@ import os
 
 import pytest
 
-from amc.adapters.http import plan as plan_table
 from amc.core import inputs
-from tests.support import http as http_support
 from tests.support.http import problem
 
 req = pytest.mark.req
@@ -34,16 +32,6 @@ def post(caller, data: bytes, expect: int | None = 201):
 
 def listing(caller) -> list[dict]:
     return caller.call("GET", "/v1/inputs")["inputs"]
-
-
-@pytest.fixture
-def fixture_action(monkeypatch):
-    """An action `fixture` whose argument `file` takes an input (as `install`'s `input` will).
-
-    The published contract (specs/openapi.yaml) does not know this action, so the answers of
-    these tests are not checked against it."""
-    monkeypatch.setitem(plan_table.ACTIONS, "fixture", ({"file": inputs.input_argument}, {}))
-    monkeypatch.setattr(http_support.CONTRACT, "check", lambda *args, **kwargs: None)
 
 
 def naming(sha256: str) -> dict:
