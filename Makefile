@@ -59,7 +59,7 @@ fuzz: $(STAMP)
 crash: $(STAMP)
 	AMC_CRASH_KILLS=$(CRASH_KILLS) AMC_CRASH_CLIENTS=$(CRASH_CLIENTS) AMC_DISK_FULL_CYCLES=$(DISK_FULL_CYCLES) \
 		$(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout 1800 \
-		tests/adapters/http/test_crash_http.py tests/adapters/http/test_full_disk.py
+		tests/adapters/http/test_crash_http.py tests/adapters/http/test_crash_inputs.py tests/adapters/http/test_full_disk.py
 
 # Slow and abusive clients at length: phases of ABUSE_SECONDS (quiet, abused, quiet) against a
 # real amc serve; prints the latency ratio of docs/reliability.md. `make test` runs the
