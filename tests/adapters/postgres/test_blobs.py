@@ -41,20 +41,3 @@ def test_chunks_hold_the_bytes_and_an_abandoned_upload_leaves_no_row(pg_url):
         assert rows == [(blob.sha256, 0, CHUNK_BYTES), (blob.sha256, 1, CHUNK_BYTES), (blob.sha256, 2, 5)]
     finally:
         blobs.close()
-
-
-def test_a_reader_seeks_into_any_chunk(pg_url):
-    PostgresService.open(pg_url).close()
-    blobs = PostgresBlobStore(pg_url)
-    try:
-        data = os.urandom(2 * CHUNK_BYTES + 5)
-        blob = put(blobs, data)
-        for offset in (1, CHUNK_BYTES, CHUNK_BYTES + 7, 2 * CHUNK_BYTES + 4):
-            with blobs.open(blob.sha256) as reader:
-                reader.seek(offset)
-                got = b""
-                while chunk := reader.read(100_000):
-                    got += chunk
-                assert got == data[offset:], offset
-    finally:
-        blobs.close()
