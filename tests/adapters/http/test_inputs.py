@@ -80,11 +80,15 @@ def test_over_a_limit_is_413_naming_the_limit(make_amc):
         yield os.urandom(600)
 
     amc.acme.request("POST", "/v1/inputs", content=chunked(), expect=413)  # no Content-Length
-    put(amc.acme, os.urandom(900))
+    kept = os.urandom(900)
+    put(amc.acme, kept)
     put(amc.acme, os.urandom(700), expect=413)
     detail = amc.acme.last.json()["detail"]
     assert "--max-tenant-input-bytes" in detail and "1500" in detail
     assert len(listing(amc.acme)) == 1
+    post(amc.acme, os.urandom(700), expect=413)  # the same limit, decided once the bytes are in
+    assert "--max-tenant-input-bytes" in amc.acme.last.json()["detail"]
+    assert post(amc.acme, kept, expect=200).json()["sha256"] == sha(kept)  # a repeat at the limit
     put(amc.beta, os.urandom(900))  # another tenant has its own room
 
 

@@ -134,12 +134,15 @@ class Inputs(Resource):
         if declared is not None and not declared.isdigit():
             raise invalid("Content-Length: not a number")
         catalogue = context.inputs
-        existing = None if expected is None else await asyncio.to_thread(catalogue.get, tenant, expected)
         stored = await asyncio.to_thread(catalogue.total_bytes, tenant)
-        # What this upload may hold: an input's limit, and the room the tenant's leaves it
-        # (a repeat of an input the tenant has does not count its bytes twice).
-        room = settings.max_tenant_input_bytes - stored + (existing.size if existing is not None else 0)
-        limit = min(settings.max_input_bytes, max(room, 0))
+        limit = settings.max_input_bytes
+        if expected is not None:
+            # What this upload may hold: an input's limit, and the room the tenant's leaves it
+            # (a repeat of an input the tenant has does not count its bytes twice). A POST
+            # cannot know whether its bytes are a repeat until it has them: its record decides.
+            existing = await asyncio.to_thread(catalogue.get, tenant, expected)
+            room = settings.max_tenant_input_bytes - stored + (existing.size if existing is not None else 0)
+            limit = min(limit, max(room, 0))
         if declared is not None and int(declared) > limit:
             raise tenant_limit(tenant, settings.max_tenant_input_bytes, stored)
         try:
