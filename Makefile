@@ -13,7 +13,7 @@ CRASH_CLIENTS ?= 30
 DISK_FULL_CYCLES ?= 10
 ABUSE_SECONDS ?= 30
 
-.PHONY: test lint demo bench bench-inputs bench-artifacts bench-console bench-sessions bench-mcp console-pictures check mutation fuzz crash abuse failover bench-postgres conformance-postgres bench-events clean
+.PHONY: test lint demo soak bench bench-inputs bench-artifacts bench-console bench-sessions bench-mcp bench-observe console-pictures check mutation fuzz crash abuse failover watch-failover bench-postgres conformance-postgres bench-events clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -101,6 +101,15 @@ KILLS ?= 10
 failover: $(STAMP)
 	PYTHONPATH=. $(BIN)/python -P bench/failover.py --kills $(KILLS)
 
+# The leader SIGKILLed while `amc task watch`, a claim long poll, a session's action wait and an
+# event-stream reader are open on it: WATCH_RUNS runs at each of WATCH_OFFSETS (seconds after
+# the watch started); prints the seconds from kill to each client on the new leader, the
+# figures of docs/reliability.md. About 10 minutes. `make test` runs offsets 0.5 s and 2 s once.
+WATCH_RUNS ?= 10
+WATCH_OFFSETS ?= 0.5,1,2,3,5,10
+watch-failover: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -P bench/watch_failover.py --runs $(WATCH_RUNS) --offsets $(WATCH_OFFSETS)
+
 # The whole conformance suite against amc serve --store postgresql://... (restarts included); about 2 minutes.
 conformance-postgres: $(STAMP)
 	PYTHONPATH=. $(BIN)/python -P -c "import sys; from tests.adapters.postgres.test_conformance import main; sys.exit(main())"
@@ -118,5 +127,23 @@ bench-events: $(STAMP)
 bench-mcp: $(STAMP)
 	$(BIN)/python bench/mcp.py
 
+# Observations and element actions on the simulator through the real adb server, alone and in a
+# session (screenshot raw+host against screencap -p, scale, marks, settle; tap by selector against
+# by point; observe). About 2 minutes; needs Debian's adb. Figures in docs/benchmarks.md.
+bench-observe: $(STAMP)
+	$(BIN)/python bench/observe.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
+
+# The soak (not in `make test`): SOAK_DEVICES simulated devices on SOAK_AGENTS Host Agents under a
+# steady mixed load for SOAK_MINUTES, sampled every minute; judges leaks (fitted slopes), latency
+# drift and errors, checks the recorded histories, writes soak.json. docs/reliability.md has the figures.
+# PostgreSQL: make soak SOAK_STORE=postgresql SOAK_MINUTES=30
+SOAK_MINUTES ?= 60
+SOAK_STORE ?= lmdb
+SOAK_DEVICES ?= 500
+SOAK_AGENTS ?= 10
+soak: $(STAMP)
+	PYTHONPATH=. $(BIN)/python -P bench/soak.py --minutes $(SOAK_MINUTES) --store $(SOAK_STORE) \
+		--devices $(SOAK_DEVICES) --agents $(SOAK_AGENTS) --json soak.json

@@ -23,6 +23,9 @@ drift apart; this module stands beside both, so neither client imports the other
   which every host endpoint accepts; the CLI resends only idempotent requests).
 - Any other answer, a refusal included, comes from the leader: it becomes `current`
   (`answered`) and the backoff starts over.
+- The URL that answered as the leader last is `leader` (None before any answer); when an
+  answer comes from another URL than the previous leader's, `on_change(old, new)` is told
+  once: a client logs "leader changed from A to B" (LEADER/s3), not an outage.
 - A round in which no server answered as the leader (`no_leader`) starts a pause that every
   request shares (`wait_seconds`): the longer of the backoff (doubling from `backoff[0]` up to
   `backoff[1]`) and the largest `Retry-After` a standby gave, never more than
@@ -101,6 +104,8 @@ class Endpoints:
         backoff: first and longest pause, in seconds, after a round that found no leader.
         max_pause: the longest pause a standby's `Retry-After` can ask for.
         clock: a monotonic clock in seconds (tests pass their own).
+        on_change: called with the old and the new leader's URL when another URL than the
+            previous leader's answers as the leader (not for the first answer).
     """
 
     def __init__(
@@ -110,6 +115,7 @@ class Endpoints:
         backoff: tuple[float, float] = DEFAULT_BACKOFF,
         max_pause: float = MAX_PAUSE,
         clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[str, str], object] | None = None,
     ):
         self.urls = parse_urls(urls)
         self._index = 0
@@ -118,6 +124,9 @@ class Endpoints:
         self._max_pause = max_pause
         self._clock = clock
         self._quiet_until = 0.0
+        self.leader: str | None = None  # the URL that answered as the leader last
+        self.lost_since: float | None = None  # since when no round found a leader (None: one answers)
+        self.on_change = on_change
 
     @property
     def current(self) -> str:
@@ -133,6 +142,10 @@ class Endpoints:
         self._index = self.urls.index(url)
         self._delay = self._backoff[0]
         self._quiet_until = 0.0
+        old, self.leader = self.leader, url
+        self.lost_since = None
+        if old is not None and old != url and self.on_change is not None:
+            self.on_change(old, url)
 
     def passed_over(self, url: str) -> None:
         """`url` is not the leader, or did not answer: use the next one. A no-op when another
@@ -142,6 +155,8 @@ class Endpoints:
 
     def no_leader(self, retry_after: float | None = None) -> float:
         """A whole round found no leader; the pause every request now waits out, in seconds."""
+        if self.lost_since is None:
+            self.lost_since = self._clock()
         pause = min(self._max_pause, max(self._delay, retry_after or 0.0))
         self._delay = min(self._delay * 2, self._backoff[1])
         self._quiet_until = max(self._quiet_until, self._clock() + pause)

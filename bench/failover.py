@@ -14,7 +14,11 @@ records and the invariants hold (`verify`), and the attempts the hosts held acro
 renewed with the same lease id; leases that lapsed are counted (`lease_expired` events).
 
 Run: PYTHONPATH=. python -P bench/failover.py [--kills 10] [--interval 4] [--hosts 4]
-Prints the figures of docs/reliability.md's failover table; exits 1 if anything acknowledged was lost.
+Every request of the hosts and clients is recorded, and the history checker (`amc.check`)
+judges the histories against the final state.
+
+Prints the figures of docs/reliability.md's failover table; exits 1 if anything acknowledged was
+lost or the history checker found a violation.
 """
 
 from __future__ import annotations
@@ -62,7 +66,10 @@ def main() -> None:
     for line in report.lost[:20]:
         print("  " + line)
     print(f"verify (replayed log = records, invariants): {'OK' if not report.differences else report.differences[:5]}")
-    if report.lost or report.differences:
+    print(f"history checker: {report.history.summary()}")
+    for violation in report.history.violations[:20]:
+        print(f"  [{violation.rule}] {violation.detail}")
+    if report.lost or report.differences or not report.history.ok:
         raise SystemExit(1)
 
 

@@ -15,6 +15,11 @@ From each round trip the bench subtracts the action's run time as the Host Agent
 (`ended_at - started_at` of the action resource, read back afterwards): what is left is the
 control plane's and the transport's share (post, long-poll delivery, outcome report, answer),
 plus, through amc mcp, the MCP framing and the tool's own work.
+
+Then, in one session on the example app (`--observes` calls of each, 0 skips it), the whole
+tool call as an agent waits for it: `observe` (scale 0.5 with marks: one screenshot action,
+then the image read from its artifact), `tap` by a selector and `tap` at the same element's
+centre (the title, which reacts to nothing, so the screen stays).
 """
 
 from __future__ import annotations
@@ -89,7 +94,7 @@ async def through_mcp(up: Up, actions: int) -> tuple[str, list[tuple[str, float]
     timed: list[tuple[str, float]] = []
     async with Client(command) as client:
         started = await client.call_tool("start_session", {"wait_seconds": 600})
-        session = re.search(r"session_id=(\S+?),", started.content[0].text).group(1)
+        session = started.structured_content["session_id"]
         for _ in range(actions):
             began = time.perf_counter()
             result = await client.call_tool("tap", {"session_id": session, **TAP})
@@ -193,15 +198,73 @@ def measure(concurrency: int, actions: int) -> dict[str, dict[str, float]]:
     return {"direct": percentiles(via_http), "amc mcp": percentiles(via_mcp)}
 
 
+OBSERVED_CALLS = {
+    "observe (scale 0.5, marks)": ("observe", {"scale": 0.5, "marks": True}),
+    "tap by selector": ("tap", {"text": "Example"}),
+    "tap by point": ("tap", {"x": 540, "y": 100}),
+}
+
+
+DIRECT_OBSERVE = "the same screenshot over HTTP, without MCP (post, then read the image)"
+
+
+async def observe_directly(http: httpx.AsyncClient, session: str, action_id: str) -> None:
+    """What observe does, as a caller of the HTTP API: the screenshot action, then its image."""
+    step = {"id": action_id, "action": "screenshot", "args": {"scale": 0.5, "format": "png", "marks": True}}
+    answer = await http.post(f"/v1/tasks/{session}/actions", params={"wait_seconds": 30}, json=step)
+    action = answer.json()
+    if answer.status_code != 201 or action["status"] != "completed":
+        raise SystemExit(f"a direct screenshot did not complete: {answer.status_code} {answer.text}")
+    await http.get(f"/v1/tasks/{session}/artifacts/{action['artifacts'][0]}")
+
+
+def measure_observe(calls: int) -> dict[str, dict[str, float]]:
+    """Each of OBSERVED_CALLS `calls` times through amc mcp, in one session on the example app: ms."""
+    with tempfile.TemporaryDirectory() as tmp:
+        up = Up(Path(tmp), 1)
+        try:
+
+            async def agent() -> dict[str, list[float]]:
+                command = StdioServerParameters(
+                    command=sys.executable, args=["-m", "amc", "mcp"], env={"AMC_URL": up.url, "AMC_TOKEN": up.token}
+                )
+                timed: dict[str, list[float]] = {name: [] for name in [*OBSERVED_CALLS, DIRECT_OBSERVE]}
+                async with Client(command) as client:
+                    started = await client.call_tool("start_session", {"wait_seconds": 600})
+                    session = started.structured_content["session_id"]
+                    await client.call_tool("launch_app", {"session_id": session, "package": "com.example.app"})
+                    headers = {"Authorization": f"Bearer {up.token}"}
+                    async with httpx.AsyncClient(base_url=up.url, headers=headers, timeout=60) as http:
+                        for n in range(calls):
+                            for name, (tool, arguments) in OBSERVED_CALLS.items():
+                                began = time.perf_counter()
+                                result = await client.call_tool(tool, {"session_id": session, **arguments})
+                                timed[name].append((time.perf_counter() - began) * 1000)
+                                if result.is_error:
+                                    raise SystemExit(f"{name} failed: {result.content[0].text}")
+                            began = time.perf_counter()
+                            await observe_directly(http, session, f"direct-observe-{n}")
+                            timed[DIRECT_OBSERVE].append((time.perf_counter() - began) * 1000)
+                    await client.call_tool("end_session", {"session_id": session})
+                return timed
+
+            timed = anyio.run(agent)
+        finally:
+            up.stop()
+    return {name: percentiles((values, values)) for name, values in timed.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 4], help="concurrent sessions, one run each")
     parser.add_argument("--actions", type=int, default=100, help="taps per session and per path")
+    parser.add_argument("--observes", type=int, default=40, help="observe and tap calls in the example app")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
     rows = {n: measure(n, options.actions) for n in options.sessions}
+    observed = measure_observe(options.observes) if options.observes else {}
     if options.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"sessions": rows, "observe": observed}, indent=2))
         return
     print("Action round trip minus the action's run time as the Host Agent reported it, ms; and the round trip's p50")
     print("| sessions | path | actions | p50 | p99 | max | round trip p50 |")
@@ -211,6 +274,13 @@ def main() -> None:
             print(
                 f"| {n} | {path} | {f['n']:.0f} | {f['p50']:.1f} | {f['p99']:.1f} | {f['max']:.1f} | {f['round_trip_p50']:.1f} |"
             )
+    if observed:
+        print()
+        print("Whole tool calls through amc mcp in one session on the example app, ms")
+        print("| call | n | p50 | p99 | max |")
+        print("|---|---:|---:|---:|---:|")
+        for name, f in observed.items():
+            print(f"| {name} | {f['n']:.0f} | {f['p50']:.1f} | {f['p99']:.1f} | {f['max']:.1f} |")
 
 
 if __name__ == "__main__":

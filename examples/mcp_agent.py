@@ -5,10 +5,11 @@
 
 It is what an AI agent does, with the decisions written out: it starts `amc mcp` on stdio
 with the MCP SDK's client (as an MCP host such as a desktop assistant does), lists the
-phones, starts a session, opens Settings, reads the screen, taps "Network & internet" by
-its text, takes a screenshot and ends the session. Every tool call and its result is
-printed as it happened (an image as its type and size); the README's transcript is this
-script's output.
+phones, starts a session, opens the simulator's example app, observes the screen (the
+screenshot with numbered boxes and the indexed element list, in one result), types a name
+into the field it found by its index, taps "Log in" by its text, waits for the greeting,
+observes again and ends the session. Every tool call and its result is printed as it
+happened (an image as its type and size); the README's transcript is this script's output.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import sys
 
 import anyio
@@ -47,14 +47,17 @@ async def main() -> int:
 
         await call("list_devices")
         started = await call("start_session", model="Pixel 7")
-        found = re.search(r"session_id=(\S+?),", started.content[0].text)
-        if found is None:
+        if started.is_error:
             return 1
-        session = found.group(1)
-        await call("launch_app", session_id=session, package="com.android.settings")
-        await call("ui_tree", session_id=session)
-        await call("tap_element", session_id=session, text="Network & internet")
-        await call("screenshot", session_id=session)
+        session = started.structured_content["session_id"]
+        await call("launch_app", session_id=session, package="com.example.app")
+        looked = await call("observe", session_id=session, marks=True)
+        # The model's decision, written out: the element list says which index is the username field.
+        field = next(e for e in looked.structured_content["elements"] if e["resource_id"].endswith(":id/username"))
+        await call("type", session_id=session, index=field["index"], text="ada", clear=True)
+        await call("tap", session_id=session, text="Log in")
+        await call("wait_for", session_id=session, text_contains="Signed in as", timeout_seconds=5)
+        await call("observe", session_id=session, scale=0.3)
         await call("end_session", session_id=session)
     return 0
 

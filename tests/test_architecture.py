@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # the writer that decides batches, `amc.adapters.writer`, their errors, `amc.adapters.errors`,
 # and the check against a replayed log, `amc.adapters.replay`); the Host Agent drives
 # devices through the ADB adapter; the clients of the control plane (the Host Agent, the
-# CLI, MCP) share how they follow the leader (`amc.leader`); only the CLI, the outermost
-# edge, wires everything.
+# CLI, MCP) share how they follow the leader (`amc.leader`); the history recorder and its
+# checker (`amc.check`) read only the kernel's lifecycle, and the Host Agent records through
+# it when asked; only the CLI, the outermost edge, wires everything.
 LAYERS: dict[str, set[str]] = {
     "amc.core": set(),
     "amc.sim": set(),
@@ -53,7 +54,8 @@ LAYERS: dict[str, set[str]] = {
     "amc.adapters.http": {"amc.core", "amc.service"},
     "amc.adapters.adb": {"amc.core"},
     "amc.leader": {"amc.core"},
-    "amc.agent": {"amc.core", "amc.adapters.adb", "amc.leader"},
+    "amc.check": {"amc.core"},
+    "amc.agent": {"amc.core", "amc.adapters.adb", "amc.leader", "amc.check"},
     "amc.conformance": {"amc.core"},
     "amc.mcp": {"amc.core", "amc.leader"},
     "amc.cli": {
@@ -69,6 +71,7 @@ LAYERS: dict[str, set[str]] = {
         "amc.sim",
         "amc.conformance",
         "amc.mcp",
+        "amc.check",
     },
     "amc.__main__": {"amc.cli"},
     "amc": set(),

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -39,6 +40,8 @@ from amc.adapters.adb.discovery import DeviceInfo
 from amc.agent.wire import lease_body
 from amc.core.execution import RunProgress
 from amc.leader import Endpoints, is_standby, never_sent, retry_after
+
+log = logging.getLogger("amc.agent")
 
 # Statuses that say "try again later" rather than "no".
 _RETRYABLE_4XX = (408, 429)
@@ -85,7 +88,7 @@ class ControlPlane:
     ):
         self.host_id = host_id
         self.timeout = timeout
-        self.endpoints = Endpoints([server])
+        self.endpoints = Endpoints([server], on_change=_leader_changed)
         self._token = token
         self._shared_transport = transport  # tests: every channel goes through it
         # Built once for all channels: making one loads the system's CA certificates (tens of ms).
@@ -126,6 +129,15 @@ class ControlPlane:
             await self._http.aclose()
 
     # -- the host's endpoints ---------------------------------------------------------------
+
+    async def find_leader(self) -> bool:
+        """Ask the servers' health, once round, so that a new leader is known (and logged) as
+        soon as it leads, not only when a long poll sent to it ends; True if one answered."""
+        try:
+            await self._call("GET", "/v1/health")
+        except (Uncertain, Rejected):
+            return False
+        return True
 
     async def register(self, devices: list[DeviceInfo]) -> None:
         """Replace this host's inventory (PUT /v1/hosts/{host_id})."""
@@ -259,6 +271,8 @@ class ControlPlane:
                         continue
                     self.endpoints.answered(url)
                     return _checked(method, path, response)
+                if self.endpoints.lost_since is None and len(self.endpoints.urls) > 1:
+                    log.warning("no server answers as the leader (%s); looking for it", "; ".join(passed))
                 self.endpoints.no_leader(pause_asked)
                 raise Uncertain(f"{method} {path}: no server answered as the leader ({'; '.join(passed)})")
         except TimeoutError:
@@ -269,6 +283,12 @@ class ControlPlane:
             if sending is not None:
                 self.endpoints.passed_over(sending)
             raise Uncertain(f"{method} {path}: {type(error).__name__}: {error}") from None
+
+
+def _leader_changed(old: str, new: str) -> None:
+    # A change of leader is no outage (LEADER/s3): said once for the host, whose device
+    # channels share one `Endpoints`.
+    log.warning("leader changed from %s to %s", old, new)
 
 
 def _checked(method: str, path: str, response: httpx.Response) -> httpx.Response:

@@ -30,6 +30,9 @@ class AgentConfig:
             before they stop at their next step boundary and are released.
         forced_release_seconds: after a forced stop, how long releases are retried before
             they are abandoned (their leases then run out on the server).
+        record_history: a file to append every claim, start, renewal, result and release
+            to, with its times and answer, for the history checker (`amc.check`); None
+            records nothing (and wraps nothing).
     """
 
     server: str
@@ -45,3 +48,4 @@ class AgentConfig:
     report_backoff: tuple[float, float] = (0.1, 5.0)
     drain_seconds: float = 60.0
     forced_release_seconds: float = 5.0
+    record_history: Path | None = None

@@ -34,16 +34,21 @@ released at once.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import logging
+import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import httpx
+
 from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.executor import AdbExecutor
 from amc.adapters.adb.policy import ActionPolicy
+from amc.check.recorder import HistoryFile, RecordingTransport
 from amc.core.execution import StopReason
 
 from .attempt import Attempt
@@ -56,6 +61,21 @@ from .wire import ClaimedAttempt
 from .worker import AttemptRecord
 
 log = logging.getLogger("amc.agent")
+RECORDS_KEPT = 256
+
+
+def recording_transport(history: HistoryFile, host_id: str) -> httpx.AsyncBaseTransport:
+    """A TCP transport whose claims, starts, renewals, results and releases are recorded.
+
+    Given a transport, the control plane's channels share one connection pool (rather than
+    one per device): a recorded run pays that, an ordinary one is not touched."""
+    inner = httpx.AsyncHTTPTransport(
+        socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+    )
+    return RecordingTransport(inner, history, host_id)
+
+
 T = TypeVar("T")
 
 
@@ -72,7 +92,10 @@ class HostAgent:
         self.config = config
         self.policy = policy
         self.adb = adb or BoundedClient(config.adb_host, config.adb_port)
-        self.records: list[AttemptRecord] = []  # every finished attempt, in the order they ended
+        # The latest finished attempts, in the order they ended (for logs, tests and benchmarks);
+        # bounded, as every one of them holds its whole report: the soak saw an agent grow by
+        # ~3 KiB per attempt for as long as it ran when this kept them all.
+        self.records: collections.deque[AttemptRecord] = collections.deque(maxlen=RECORDS_KEPT)
         self.slots: dict[str, DeviceSlot] = {}
         self.server: ControlPlane | None = None
         self.pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -155,7 +178,14 @@ class HostAgent:
         self._loop = asyncio.get_running_loop()
         config = self.config
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=256, thread_name_prefix="amc-adb")
-        self.server = ControlPlane(config.server, config.token, config.host_id, timeout=config.request_timeout)
+        history = None if config.record_history is None else HistoryFile(config.record_history)
+        self.server = ControlPlane(
+            config.server,
+            config.token,
+            config.host_id,
+            timeout=config.request_timeout,
+            transport=None if history is None else recording_transport(history, config.host_id),
+        )
         registry = Registry(self.adb, self.server, self.blocking)
         log.info(
             "host %s: serving %s with the adb server at %s:%d",
@@ -181,6 +211,8 @@ class HostAgent:
                 slot.task.cancel()
             await asyncio.gather(*(slot.task for slot in self.slots.values()), return_exceptions=True)
             await self.server.aclose()
+            if history is not None:
+                history.close()
             self.pool.shutdown(wait=False, cancel_futures=True)
             log.info("host %s: stopped", config.host_id)
 

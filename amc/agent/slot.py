@@ -17,6 +17,7 @@ it is stopping, an `Attempt` for each claim's answer), so this module does not i
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from typing import Any, Protocol
@@ -43,8 +44,8 @@ class Host(Protocol):
     def config(self) -> AgentConfig: ...
 
     @property
-    def records(self) -> list[AttemptRecord]:
-        """Every finished attempt, in the order they ended."""
+    def records(self) -> collections.deque[AttemptRecord]:
+        """The latest finished attempts, in the order they ended."""
 
     @property
     def stopping(self) -> bool: ...
@@ -105,9 +106,14 @@ class DeviceSlot:
                     raise  # this slot itself is being cancelled (a forced shutdown)
                 continue  # the claim was called off by retire(); the loop condition decides
             except (Uncertain, Rejected) as error:
-                # Logged when the trouble starts; while the server stays away, quietly.
+                # Logged when the trouble starts; while the server stays away, quietly. With
+                # several servers a lost leader is the likeliest cause: the client logs that
+                # once for the host ("no server answers as the leader", then "leader changed
+                # from A to B"), and the health of each server says at once who leads now,
+                # where a claim sent to the new leader would only say so when its wait ends.
+                following = len(channel.endpoints.urls) > 1
                 log.log(
-                    logging.DEBUG if failing else logging.WARNING,
+                    logging.DEBUG if failing or following else logging.WARNING,
                     "%s: claim failed (%s); retrying every %g s",
                     self.serial,
                     error,
@@ -115,11 +121,17 @@ class DeviceSlot:
                 )
                 failing = True
                 await asyncio.sleep(RETRY_SECONDS)
+                if following:
+                    await channel.find_leader()
                 continue
             finally:
                 self._claim = None
             if failing:
-                log.info("%s: claims answered again", self.serial)
+                log.log(
+                    logging.DEBUG if len(channel.endpoints.urls) > 1 else logging.INFO,
+                    "%s: claims answered again",
+                    self.serial,
+                )
                 failing = False
             received = time.monotonic()
             if data is None:  # 204: nothing to do for now

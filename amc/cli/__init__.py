@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "demo": "amc.cli.demo.command:demo",
     "tokens": "amc.cli.tokens:tokens",
     "mcp": "amc.cli.mcp:mcp",
+    "check-history": "amc.cli.check_history:check_history",
 }
 
 

@@ -55,7 +55,7 @@ class Exit(enum.IntEnum):
 EXIT_HELP = (
     "Exit codes: 0 ok; 1 the answer is no (a watched task did not end done); 2 usage; "
     "3 server unreachable; 4 token refused (401/403); 5 not found (404); "
-    "6 conflict (409, with its code); 7 invalid request (400/413); 130 Ctrl-C on watch (the task goes on)."
+    "6 conflict (409, with its code); 7 invalid request (400/413); 130 Ctrl-C on watch (the watching stops, not the task)."
 )
 
 

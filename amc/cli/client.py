@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 DEFAULT_URL = "http://127.0.0.1:8000"
 TOKENS_FILE = "tokens.json"  # inside the data directory, written by `amc serve` on its first start
 SERVER_FILE = "server.json"  # beside the tokens file while a server runs: its URL and process id
+CONNECT_SECONDS = 5.0  # a connection not made in this long counts as refused: the next server is tried
 DOWNLOAD_CHUNK_BYTES = 256 * 1024  # what a download holds in memory at a time
 
 JsonObject = dict[str, Any]  # a decoded JSON object: every answer of the caller endpoints is one
@@ -99,7 +100,10 @@ class ApiClient:
         self.endpoints = Endpoints([url])
         self.timeout = timeout
         self._token = token
-        self._http = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {token}"})
+        # Every connect and every read has a bound (BOUNDED/s2): a server that takes no
+        # connection in CONNECT_SECONDS counts as refused, and the next one is tried.
+        bounds = httpx.Timeout(timeout, connect=min(timeout, CONNECT_SECONDS))
+        self._http = httpx.Client(timeout=bounds, headers={"Authorization": f"Bearer {token}"})
 
     @property
     def url(self) -> str:
@@ -240,26 +244,36 @@ class ApiClient:
         """A reader of the server's event stream (not started; see `amc.cli.events`)."""
         from amc.cli.events import LiveEvents
 
-        return LiveEvents(self.url, self._token, on_event)
+        return LiveEvents(self.endpoints.urls, self._token, on_event, first=self.url)
 
     # -- plumbing ------------------------------------------------------------------------
 
     def _call(
-        self, verb: str, path: str, body: Any = None, query: JsonObject | None = None, *, repeatable: bool | None = None
+        self,
+        verb: str,
+        path: str,
+        body: Any = None,
+        query: JsonObject | None = None,
+        *,
+        repeatable: bool | None = None,
+        wait: float = 0.0,
     ) -> tuple[int, JsonObject]:
         """One request, to the leader among the URLs; `repeatable` (default: a GET) says whether
-        it may be sent again after it was perhaps delivered."""
+        it may be sent again after it was perhaps delivered. `wait` is how long the server may
+        hold the request (a long poll's `wait_seconds`): the read may take that much longer
+        than `timeout` (BOUNDED/s2)."""
         import httpx
 
         repeatable = verb == "GET" if repeatable is None else repeatable
         give_up_at = time.monotonic() + self.timeout
+        bounds = httpx.Timeout(self.timeout + wait, connect=min(self.timeout, CONNECT_SECONDS))
         while True:
             time.sleep(self.endpoints.wait_seconds())
             missed: list[str] = []  # why each URL of this round was passed over
             standbys, pause_asked = 0, 0.0
             for url in self.endpoints.round():
                 try:
-                    response = self._http.request(verb, url + path, json=body, params=query)
+                    response = self._http.request(verb, url + path, json=body, params=query, timeout=bounds)
                 except (httpx.HTTPError, httpx.InvalidURL) as error:
                     self.endpoints.passed_over(url)
                     if not (never_sent(error) or repeatable):

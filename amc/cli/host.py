@@ -93,6 +93,15 @@ host.add_command(list_hosts)
     "stop at their next step boundary and are released to another host.",
 )
 @click.option(
+    "--record-history",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    envvar="AMC_RECORD_HISTORY",
+    show_envvar=True,
+    help="Append every claim, start, renewal, result and release, with its times and answer, to this file "
+    "(JSON lines) for `amc check-history`. Off by default.",
+)
+@click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
 def run(
@@ -107,6 +116,7 @@ def run(
     claim_wait: float,
     scan_seconds: float,
     drain_timeout: float,
+    record_history: Path | None,
     log_level: str,
 ) -> None:
     """Register the attached devices, claim and run tasks on them until SIGTERM or Ctrl-C.
@@ -149,6 +159,7 @@ def run(
         claim_wait_seconds=claim_wait,
         scan_seconds=scan_seconds,
         drain_seconds=drain_timeout,
+        record_history=record_history,
     )
     agent = HostAgent(config, policy=policy)
 

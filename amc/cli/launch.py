@@ -247,6 +247,7 @@ class AgentOptions(TypedDict, total=False):
     scan_seconds: float  # 1 s
     log_level: str  # info
     drain_timeout: float  # 60 s: at its first SIGTERM, how long running tasks may go on to finish
+    record_history: Path | None  # append its claims, starts, renewals, results and releases here (None: no record)
 
 
 class Agent(Child):
@@ -262,6 +263,9 @@ class Agent(Child):
         args += ["--drain-timeout", f"{self.drain_timeout:g}", "--log-level", options.get("log_level", "info")]
         if "lease_seconds" in options:
             args += ["--lease-seconds", f"{options['lease_seconds']:g}"]
+        record_history = options.get("record_history")
+        if record_history is not None:
+            args += ["--record-history", str(record_history)]
         keep_artifacts = options.get("keep_artifacts")
         if keep_artifacts is not None:
             args += ["--keep-artifacts", str(keep_artifacts)]

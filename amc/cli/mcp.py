@@ -18,21 +18,28 @@ from amc.cli.options import data_option
 if TYPE_CHECKING:
     from amc.mcp.api import Json
 
-# A tool may wait 30 s on the server for an action's outcome (Part D's longest wait_seconds):
-# the client must wait longer than that for the answer.
-REQUEST_TIMEOUT_SECONDS = 45.0
+# A request's timeout; a long poll's (an action's outcome, up to Part D's 30 s wait_seconds)
+# is its wait plus this (amc.mcp.api tells each request's wait).
+REQUEST_TIMEOUT_SECONDS = 10.0
 
 
 class ClientTransport(ApiClient):
     """The `amc.mcp.api.Transport` of the tools, on the CLI's client; errors become `ApiFailure`."""
 
     def request(
-        self, method: str, path: str, body: Any = None, params: Json | None = None, *, repeatable: bool | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Json | None = None,
+        *,
+        repeatable: bool | None = None,
+        wait: float = 0.0,
     ) -> tuple[int, Any]:
         from amc.mcp.api import ApiFailure
 
         try:
-            return self._call(method, path, body, params, repeatable=repeatable)
+            return self._call(method, path, body, params, repeatable=repeatable, wait=wait)
         except Refused as refusal:
             raise ApiFailure(refusal.message, status=refusal.status, code=refusal.code) from None
         except ApiError as error:

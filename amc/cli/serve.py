@@ -29,6 +29,16 @@ def is_postgres_url(store: str) -> bool:
     return store.startswith(POSTGRES_SCHEMES)
 
 
+def _say_role(epoch: int | None) -> None:
+    """Tell the operator of every change of role after the start (LEADER/s1): a server that
+    takes over says so, and one that lost the lead says it stands by."""
+    if epoch is None:
+        click.echo("amc serve: standing by (lost the lead; another server leads or will)")
+    else:
+        click.echo(f"amc serve: now leading (epoch {epoch})")
+    sys.stdout.flush()
+
+
 def _open_store(
     data: Path,
     clock: Literal["system", "manual"],
@@ -36,6 +46,7 @@ def _open_store(
     store: str,
     map_size: int,
     max_map_size: int,
+    on_role: Callable[[int | None], None] | None = None,
 ) -> tuple[Service, bool]:
     """The service and whether it is durable: `PostgresService` for a postgresql:// URL, the
     durable `LmdbService` when `amc.adapters.lmdb` provides it, else an in-memory service."""
@@ -44,7 +55,7 @@ def _open_store(
         from amc.adapters.postgres import StoreError as PostgresError
 
         try:
-            return PostgresService.open(store, clock=clock, on_commit=on_commit), True
+            return PostgresService.open(store, clock=clock, on_commit=on_commit, on_role=on_role), True
         except PostgresError as error:
             raise click.ClickException(str(error)) from None
     try:
@@ -382,7 +393,7 @@ def serve(
     metrics = Metrics()
     # The store first: it creates the data directory, and it only starts a new store in an
     # empty directory, so the first tokens file is written into it afterwards.
-    service, durable = _open_store(data, clock, metrics.on_commit, store, map_size, max_map_size)
+    service, durable = _open_store(data, clock, metrics.on_commit, store, map_size, max_map_size, _say_role)
     if tokens_file is None:
         try:
             tokens, tokens_path = _tokens(data, None)
@@ -399,9 +410,8 @@ def serve(
     # written before the "listening" line, so whoever waits for that line finds it.
     record = write_server_file(tokens_path.parent, f"http://{shown}:{port}")
     try:
-        role = ""
-        if is_postgres_url(store):
-            role = "; leading" if service.leading else "; standing by (another server leads)"
+        # A leader said "now leading (epoch N)" as it was elected, before this line.
+        role = "; standing by (another server leads)" if is_postgres_url(store) and not service.leading else ""
         click.echo(f"amc serve: tokens from {tokens_path}; {clock} clock{role}; listening on http://{shown}:{port}")
         sys.stdout.flush()
         settings_of_uvicorn = config(app, host, port, access_log=access_log, log_level=log_level, limits=limits)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from amc.cli.app import EXIT_HELP, Application, Exit, caller_command
+from amc.cli.client import Unreachable
 from amc.core.lifecycle import MessageState, TaskStatus
 
 if TYPE_CHECKING:
@@ -37,6 +38,20 @@ def task() -> None:
 
 
 # -- submit -----------------------------------------------------------------------------------
+
+
+# While no server answers, a watch tries again for this long, saying so, then exits 3. The
+# default keeps what the CLI always did: stop at once when no server answers at all (after up
+# to the request timeout while only standbys answer).
+give_up_option = click.option(
+    "--give-up-after",
+    type=click.FloatRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="SECONDS",
+    help="While following a task and no server answers, keep trying this long (saying so on stderr), "
+    "then exit 3. 0: stop at once, as any command does.",
+)
 
 
 def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
@@ -121,6 +136,7 @@ def upload_files(plan: Any, base: Path, app: Application) -> Any:
 )
 @click.option("--tenant", help="The tenant to submit to (admin tokens only).")
 @click.option("--watch", "follow", is_flag=True, help="Follow the task until it ends, as `amc task watch` does.")
+@give_up_option
 @caller_command
 def submit(
     app: Application,
@@ -133,6 +149,7 @@ def submit(
     idempotency_key: str | None,
     tenant: str | None,
     follow: bool,
+    give_up_after: float,
 ) -> None:
     """Submit the plan in FILE (or stdin for '-').
 
@@ -169,7 +186,7 @@ def submit(
                 if created
                 else f"Already submitted with this idempotency key: [bold]{found['id']}[/bold]."
             )
-        _watch(app, found["id"], interval=0.5, timeout=None)
+        _watch(app, found["id"], interval=0.5, timeout=None, give_up_after=give_up_after)
         return
     from rich.markup import escape
 
@@ -645,31 +662,77 @@ def list_messages(app: Application, task_id: str) -> None:
     type=click.FloatRange(min=0, min_open=True),
     help="Give up (exit 1) if the task has not ended after this many seconds.",
 )
+@give_up_option
 @caller_command
-def watch(app: Application, task_id: str, interval: float, timeout: float | None) -> None:
+def watch(app: Application, task_id: str, interval: float, timeout: float | None, give_up_after: float) -> None:
     """Follow a task until it ends: its events as they happen, and where it stands.
 
     While it waits, why (e.g. "queued: no registered device matches serial 'x'"); while it
     runs, the running step, the steps ended out of the total and the time since it started,
     or `paused`. When it ends, its step table. Exits 0 when the task ends done, 1 when it
-    ends failed or cancelled; Ctrl-C stops the watching only (the task goes on) and exits
-    130. With --json, prints the ended task.
+    ends failed or cancelled; Ctrl-C stops the watching only (not the task) and exits
+    130. With --json, prints the ended task. A dropped connection moves to the next server
+    at once; while no server answers, the watch says so on stderr and exits 3 after
+    --give-up-after seconds.
     """
-    _watch(app, task_id, interval, timeout)
+    _watch(app, task_id, interval, timeout, give_up_after)
 
 
-def _watch(app: Application, task_id: str, interval: float, timeout: float | None) -> None:
+def _watch(app: Application, task_id: str, interval: float, timeout: float | None, give_up_after: float) -> None:
     """Follow a task: its events as they happen, and where it stands (a spinner line on a
     terminal; a line each time it changes elsewhere). Ctrl-C stops the watching only."""
+    patience = _Patience(app, give_up_after)
     try:
-        _follow(app, task_id, interval, timeout)
+        _follow(app, task_id, interval, timeout, patience)
     except KeyboardInterrupt:
+        # Never "the task goes on": it may have ended while this watch could not hear of it.
+        last = f" (last seen {patience.last_status})" if patience.last_status else ""
         app.err.print(
-            f"Stopped watching {task_id}; the task goes on. Cancel it with: amc task cancel {task_id}",
+            f"Stopped watching {task_id}{last}; stopping the watch does not stop the task. "
+            f"Cancel it with: amc task cancel {task_id}",
             markup=False,
             highlight=False,
         )
         raise click.exceptions.Exit(130) from None
+
+
+class _Patience:
+    """How a watch bears servers that do not answer (BOUNDED/s4): a read that found no server
+    (`Unreachable`) is tried again until `give_up_after` seconds have passed since the first
+    such read, with one line on stderr when the trouble starts and one when a server answers
+    again; then the error ends the watch (exit 3). 0 gives up at the first, as any command
+    does: at once when no server answers at all, after up to the request timeout while only
+    standbys answer."""
+
+    def __init__(self, app: Application, give_up_after: float):
+        self.app = app
+        self.give_up_after = give_up_after
+        self.since: float | None = None  # when the reads began to fail
+        self.last_status = ""  # the status of the latest read, for a last word
+
+    def failed(self, error: Unreachable) -> None:
+        """A read found no server: return to try again, or raise `error` when out of patience."""
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+            if self.give_up_after > 0:
+                self.app.err.print(
+                    f"No server answers ({error.message}); trying again for up to {self.give_up_after:g} s",
+                    markup=False,
+                    highlight=False,
+                )
+        if now - self.since >= self.give_up_after:
+            raise error
+
+    def answered(self, status: str) -> None:
+        self.last_status = status
+        if self.since is not None:
+            self.app.err.print(
+                f"{self.app.client.url} answers again (after {time.monotonic() - self.since:.1f} s)",
+                markup=False,
+                highlight=False,
+            )
+            self.since = None
 
 
 def _since(task: dict[str, Any]) -> str:
@@ -717,8 +780,11 @@ class _Changes:
         changed = self._changed.wait(self.interval)
         if changed:
             self._changed.clear()
-        if not self._live.streams:
-            return True  # polling (the stream's opening reset ends a wait early)
+        if not self._live.open:
+            # Polling: no server has a stream, or it is being reconnected (a reconnection
+            # that lasts tells nothing, and the task may end meanwhile). The stream's
+            # opening reset ends a wait early.
+            return True
         hosts_changed = self._hosts_changed.is_set()
         if hosts_changed:
             self._hosts_changed.clear()
@@ -728,16 +794,30 @@ class _Changes:
         self._live.close()
 
 
-def _follow(app: Application, task_id: str, interval: float, timeout: float | None) -> None:
+def _follow(app: Application, task_id: str, interval: float, timeout: float | None, patience: _Patience) -> None:
     changes = _Changes(app, task_id, interval)
     try:
-        found = _follow_changes(app, task_id, changes, timeout)
+        found = _follow_changes(app, task_id, changes, timeout, patience)
     finally:
         changes.close()
     _ended(app, task_id, found)
 
 
-def _follow_changes(app: Application, task_id: str, changes: _Changes, timeout: float | None) -> dict[str, Any]:
+def _first_read(app: Application, task_id: str, patience: _Patience, interval: float) -> dict[str, Any]:
+    while True:
+        try:
+            found = app.client.task(task_id)  # a 404 ends the watch before anything is printed
+        except Unreachable as error:
+            patience.failed(error)
+            time.sleep(interval)
+            continue
+        patience.answered(found["status"])
+        return found
+
+
+def _follow_changes(
+    app: Application, task_id: str, changes: _Changes, timeout: float | None, patience: _Patience
+) -> dict[str, Any]:
     """Show the task's events and where it stands until it ends; the ended task."""
     from contextlib import nullcontext
 
@@ -752,29 +832,41 @@ def _follow_changes(app: Application, task_id: str, changes: _Changes, timeout: 
     began = time.monotonic()
     seen = 0
     said = now = ""
-    found = client.task(task_id)  # a 404 ends the watch before anything is printed
+    found = _first_read(app, task_id, patience, changes.interval)
     read = True
     # A spinner line only on a terminal; in a pipe or a CI log, a line whenever it changes.
     spinner = app.out.status("") if app.out.is_terminal and not app.as_json else nullcontext()
     with spinner as status:
         while True:
             if read:
-                events = client.history(task_id)["events"]
-                for event in events[seen:]:
-                    app.display(Text(f"{when(event['at'])}  {event_text(event)}"))
-                seen = max(seen, len(events))
-                found = client.task(task_id)
+                try:
+                    events = client.history(task_id)["events"]
+                    for event in events[seen:]:
+                        app.display(Text(f"{when(event['at'])}  {event_text(event)}"))
+                    seen = max(seen, len(events))
+                    found = client.task(task_id)
+                except Unreachable as error:
+                    patience.failed(error)  # out of patience: raises, and the watch exits 3
+                    time.sleep(changes.interval)
+                    continue  # `read` stays True: read again
+                patience.answered(found["status"])
                 changes.queued = found["status"] == TaskStatus.queued
                 if found["status"] in TERMINAL_STATUSES:
-                    for event in client.history(task_id)["events"][seen:]:  # it may have ended since
-                        app.display(Text(f"{when(event['at'])}  {event_text(event)}"))
+                    try:
+                        for event in client.history(task_id)["events"][seen:]:  # it may have ended since
+                            app.display(Text(f"{when(event['at'])}  {event_text(event)}"))
+                    except Unreachable:
+                        pass  # the end is known; its last events are not worth a hang
                     return found
             if timeout is not None and time.monotonic() - began >= timeout:
                 app.abort(f"{task_id} is still {found['status']} after {timeout:g} s", Exit.FAILED)
             if read:
                 steered = None
                 if found.get("attempts"):
-                    plan = steered_plan(found, client.messages(task_id)["messages"])
+                    try:
+                        plan = steered_plan(found, client.messages(task_id)["messages"])
+                    except Unreachable:
+                        plan = None  # shown unsteered until the next read
                     steered = None if plan is None else [step for step in plan if step.removed_by is None]
                 now = progress_text(found, steered)
             elapsed = duration(time.time() - parse_time(_since(found)))

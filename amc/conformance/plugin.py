@@ -47,9 +47,15 @@ PLUGIN_NAME = "amc-conformance-report"
 
 NOT_APPLICABLE = "a duty of the Host Agent, not a rule a server can be checked for"
 # Requirements that only a Host Agent's behaviour can meet (which calls crossed an admission
-# boundary, what a policy refusal is reported as): the server only records what it is told.
+# boundary, what a policy refusal is reported as, what an on-screen action did on the device):
+# the server only records what it is told. SESSION/s11: amc's Host Agent in a session;
+# UI/s2-UI/s12: running the on-screen actions (the server's part, their arguments, is UI/s1
+# and UI/s13).
 AGENT_REQUIREMENTS = ("AGENT-", "INPUT-CACHE")  # the Host Agent's duties, with all their scenarios
-AGENT_ONLY = frozenset({"BOUNDARY/s1", "BOUNDARY/s3", "SESSION/s11"})  # SESSION/s11: amc's Host Agent in a session
+AGENT_ONLY = frozenset({"BOUNDARY/s1", "BOUNDARY/s3", "SESSION/s11", *(f"UI/s{n}" for n in range(2, 13))})
+# Requirements of a client of the protocol (amc mcp), which a server cannot be checked for either.
+CLIENT_ONLY = frozenset({"UI/s14"})
+NOT_A_SERVERS = "a duty of a client (amc mcp), not a rule a server can be checked for"
 LATER = "phase later (specs/protocol.md Part B): specified, not checked by this version of the suite"
 
 OPTIONS = [
@@ -190,6 +196,8 @@ class ConformanceReport:
             ]
             if parent(ident).startswith(AGENT_REQUIREMENTS) or ident in AGENT_ONLY:
                 row.update(status="not applicable", why=NOT_APPLICABLE)
+            elif ident in CLIENT_ONLY:
+                row.update(status="not applicable", why=NOT_A_SERVERS)
             elif ident in later:
                 row.update(status="skipped", why=LATER)
             else:

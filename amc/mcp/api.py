@@ -19,7 +19,9 @@ import anyio.to_thread
 Json = dict[str, Any]
 
 # Long polls (an action's outcome) wait on the server at most this long per request
-# (specs/protocol.md Part D: wait_seconds is 0..30).
+# (specs/protocol.md Part D: wait_seconds is 0..30). The transport is told each request's
+# wait, so that its client-side timeout is that wait plus its own margin (BOUNDED/s2): a
+# long poll is never cut short, and no other request waits as long as one.
 MAX_WAIT_SECONDS = 30.0
 
 
@@ -41,10 +43,18 @@ class Transport(Protocol):
     """Blocking requests to the control plane, with a caller's token; both raise `ApiFailure`."""
 
     def request(
-        self, method: str, path: str, body: Any = None, params: Json | None = None, *, repeatable: bool | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Json | None = None,
+        *,
+        repeatable: bool | None = None,
+        wait: float = 0.0,
     ) -> tuple[int, Any]:
         """The status and decoded JSON; `repeatable` (default: only a GET) says whether the
-        request may be sent again after an answer was lost."""
+        request may be sent again after an answer was lost; `wait` is how long the server
+        may hold it (a long poll), to be added to the request's timeout."""
         ...
 
     def read_bytes(self, path: str) -> tuple[str, bytes]:
@@ -63,10 +73,17 @@ class Api:
         self._transport = transport
 
     async def _json(
-        self, method: str, path: str, body: Any = None, params: Json | None = None, *, repeatable: bool | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Json | None = None,
+        *,
+        repeatable: bool | None = None,
+        wait: float = 0.0,
     ) -> tuple[int, Json]:
         # Every route this module names answers a JSON object.
-        call = functools.partial(self._transport.request, method, path, body, params, repeatable=repeatable)
+        call = functools.partial(self._transport.request, method, path, body, params, repeatable=repeatable, wait=wait)
         return await anyio.to_thread.run_sync(call)
 
     # -- Part A -----------------------------------------------------------------------
@@ -113,11 +130,12 @@ class Api:
         with the same body again only reads the action back, so a lost answer may be retried."""
         path = f"/v1/tasks/{_segment(task_id)}/actions"
         params = {"wait_seconds": _wait(wait_seconds)}
-        return (await self._json("POST", path, step, params, repeatable=True))[1]
+        return (await self._json("POST", path, step, params, repeatable=True, wait=float(_wait(wait_seconds))))[1]
 
     async def action(self, task_id: str, action_id: str, wait_seconds: float = 0) -> Json:
         path = f"/v1/tasks/{_segment(task_id)}/actions/{_segment(action_id)}"
-        return (await self._json("GET", path, params={"wait_seconds": _wait(wait_seconds)}))[1]
+        wait = _wait(wait_seconds)
+        return (await self._json("GET", path, params={"wait_seconds": wait}, wait=float(wait)))[1]
 
     async def actions(self, task_id: str) -> list[Json]:
         actions: list[Json] = (await self._json("GET", f"/v1/tasks/{_segment(task_id)}/actions"))[1]["actions"]

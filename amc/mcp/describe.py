@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from amc.core.lifecycle import StepStatus, TaskStatus
+from amc.core.ui.tree import quoted
 
 from .api import Json
 
@@ -52,13 +53,128 @@ def action_text(action: Json) -> str:
     if took:
         lines.append(f"Ran for {took} on the device.")
     output = action.get("output")
-    if output:
+    observed = output_object(action)
+    if observed is not None and ("element" in observed or "gone" in observed):
+        lines.extend(outcome_lines(observed))
+    elif observed is not None and isinstance(observed.get("elements"), list):
+        # An observation read back later (action_status): its elements as lines, not as JSON.
+        lines.append(f"Elements ({len(observed['elements'])}):\n{elements_text(observed['elements'])}")
+    elif output:
         shown = output if len(output) <= OUTPUT_CHARS else "…" + output[-OUTPUT_CHARS:]
         lines.append(f"Output ({len(output)} characters{', the last ones shown' if shown is not output else ''}):")
         lines.append(shown)
     if action.get("artifacts"):
         lines.append("Artifacts: " + ", ".join(action["artifacts"]) + " (get_artifact reads one).")
     return "\n".join(lines)
+
+
+def output_object(action: Json) -> Json | None:
+    """The action's output when it is a JSON object, as the actions of protocol v1.2 report theirs
+    (the matched element and the point, an observation's element list); None for other output."""
+    output = action.get("output")
+    if not isinstance(output, str) or not output.startswith("{"):
+        return None
+    try:
+        found = json.loads(output)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def outcome_lines(observed: Json) -> list[str]:
+    """What an element action acted on: `Element: [3] Button "Log in" ...`, `Point: (540, 1210)`."""
+    lines = []
+    if isinstance(observed.get("element"), dict):
+        lines.append(f"Element: {element_line(observed['element'])}")
+    if isinstance(observed.get("point"), list):
+        lines.append("Point: ({}, {})".format(*observed["point"]))
+    if observed.get("gone"):
+        lines.append(f"Gone after {observed.get('waited_ms')} ms.")
+    return lines
+
+
+_FLAGS = ("clickable", "long_clickable", "checkable", "checked", "focused", "scrollable", "editable")
+
+
+def element_line(element: Json) -> str:
+    """One element of an observation on one line, as `amc.core.ui.tree.Element.line` writes it, from
+    its wire form: `[3] Button "Log in" id=com.example.app:id/login bounds=[40,600][1040,720] clickable`."""
+    parts = [f"[{element.get('index')}]", str(element.get("class") or "?").rpartition(".")[2]]
+    if element.get("text"):
+        parts.append(quoted(element["text"]))
+    if element.get("description"):
+        parts.append(f"desc={quoted(element['description'])}")
+    if element.get("resource_id"):
+        parts.append(f"id={element['resource_id']}")
+    bounds = element.get("bounds")
+    if isinstance(bounds, list) and len(bounds) == 4:
+        parts.append("bounds=[{},{}][{},{}]".format(*bounds))
+    parts.extend(flag.replace("_", "-") for flag in _FLAGS if element.get(flag))
+    if element.get("enabled") is False:
+        parts.append("disabled")
+    return " ".join(parts)
+
+
+def elements_text(elements: list[Json]) -> str:
+    """The elements one per line, or a sentence when the screen shows none."""
+    if not elements:
+        return "(the screen shows no element with a text, a description, an id or a flag such as clickable)"
+    return "\n".join(element_line(element) for element in elements)
+
+
+def observation_text(action: Json, observed: Json) -> str:
+    """An observation (screenshot or ui_tree) as a model reads it: the screen, then one line per element."""
+    screen = observed.get("screen") or {}
+    elements = observed.get("elements") or []
+    head = (
+        f"Screen from action {action.get('id')}: {screen.get('width')}x{screen.get('height')}, "
+        f"rotation {screen.get('rotation')}, {len(elements)} elements"
+    )
+    image = observed.get("image")
+    if isinstance(image, dict):
+        head += (
+            f"; image {image.get('width')}x{image.get('height')} {image.get('format')}, scale {image.get('scale')}"
+            + (", numbered boxes drawn" if image.get("marks") else "")
+        )
+    lines = [head + ". Act on an element by its index [n] while the screen stays as it is."]
+    if observed.get("settled") is False:
+        lines.append("The screen was still changing when it was read (it did not settle in time); observe again.")
+    lines.append(elements_text(elements))
+    diff = observed.get("diff")
+    if isinstance(diff, dict):
+        lines.append(diff_text(diff))
+    return "\n".join(lines)
+
+
+def diff_text(diff: Json) -> str:
+    """What changed since the previous ui_tree, one line per element."""
+    added, removed, changed = diff.get("added") or [], diff.get("removed") or [], diff.get("changed") or []
+    if not (added or removed or changed):
+        return "Since the previous ui_tree: nothing changed."
+    lines = [f"Since the previous ui_tree: {len(added)} added, {len(removed)} removed, {len(changed)} changed."]
+    lines.extend(f"+ {element_line(element)}" for element in added)
+    lines.extend(f"- {element_line(element)}" for element in removed)
+    lines.extend(f"~ {element_line(pair['before'])} -> {element_line(pair['after'])}" for pair in changed)
+    return "\n".join(lines)
+
+
+def action_summary(action: Json) -> Json:
+    """The structured content of an action's result: its id, status and reason; the element and point
+    it acted on; an observation's members; other output as it is."""
+    summary: Json = {
+        "action_id": action.get("id"),
+        "action": action.get("action"),
+        "status": action.get("status"),
+        "reason": action.get("reason"),
+    }
+    observed = output_object(action)
+    if observed is not None:
+        summary = {**observed, **summary}  # the action's own members win over an output's
+    elif action.get("output"):
+        summary["output"] = action["output"]
+    if action.get("artifacts"):
+        summary["artifacts"] = action["artifacts"]
+    return summary
 
 
 def task_text(task: Json, actions: list[Json] | None = None, shown_actions: int = 20) -> str:

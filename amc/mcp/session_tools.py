@@ -1,9 +1,11 @@
 """The tools of an interactive session: one phone, one action at a time (specs/protocol.md Part D).
 
-A model starts a session, looks (screenshot, ui_tree), acts (tap, swipe, type_text, press_key,
-launch_app, shell, tap_element), looks again, and ends the session. Each action is posted to
-the control plane, which hands it to the phone's Host Agent; the tool waits for its outcome
-(bounded by `wait_seconds`) and says exactly what the server recorded.
+A model starts a session, observes (the screenshot and the indexed element list together), acts
+on an element by its index, by a selector or at a point (tap, double_tap, long_press, scroll,
+type, wait_for, back, home, ...), observes again, and ends the session. Each action is posted
+to the control plane, which hands it to the phone's Host Agent; the Host Agent finds the element
+on a fresh UI dump as the action runs. The tool waits for the outcome (bounded by
+`wait_seconds`) and says exactly what the server recorded, as text and as structured content.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import base64
 import secrets
 import time
 import uuid
-from typing import Annotated
+from typing import Annotated, Literal
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -22,9 +24,10 @@ from pydantic import Field
 
 from amc.core.lifecycle import StepStatus, TaskStatus
 
-from . import describe, uitree
+from . import describe, targets
 from .api import Api, ApiFailure, Json
 from .errors import tool_error
+from .targets import ClassName, Description, Index, Nth, ResourceId, Text, TextContains
 
 SessionId = Annotated[str, Field(description="The session_id that start_session returned.")]
 Coordinate = Annotated[int, Field(ge=0, le=100000, description="Pixels from the left (x) or top (y) of the screen.")]
@@ -37,11 +40,26 @@ Wait = Annotated[
         "then, the result says it is still queued or running; action_status waits again.",
     ),
 ]
+Direction = Annotated[
+    Literal["up", "down", "left", "right"],
+    Field(description="Which way the content moves into view: down shows what is below (the finger moves up)."),
+]
 DEFAULT_WAIT = 60.0
 # Tools that only look: they change nothing on the phone or in the control plane (a client may run
 # them without asking its user).
 LOOKS = ToolAnnotations(read_only_hint=True)
 ASSIGN_POLL_SECONDS = 0.25
+# wait_for waits on the phone for up to its timeout; the tool waits this much longer for the outcome.
+WAIT_FOR_MARGIN_SECONDS = 30.0
+
+# Why a queued session has no phone (specs/protocol.md, Why a queued task waits), for a model.
+_WAITING = {
+    "no_device_matches": "no registered phone meets its requirements",
+    "matching_devices_offline": "every phone that meets its requirements is offline",
+    "matching_devices_busy": "every online phone that meets its requirements is busy with another task",
+    "ready": "a free phone meets its requirements but its host has not taken the session yet",
+    "held": "it is paused while queued",
+}
 
 
 def register(server: MCPServer, api: Api) -> None:
@@ -60,11 +78,14 @@ def register(server: MCPServer, api: Api) -> None:
             raise tool_error(failure, f"send {action} to session {session_id}") from None
         return found
 
-    def outcome(action: Json, *extra: TextContent | ImageContent) -> CallToolResult:
-        """The action's outcome; an error result (isError) unless it completed or is still pending."""
+    def outcome(action: Json, *extra: TextContent | ImageContent, text: str | None = None) -> CallToolResult:
+        """The action's outcome, as text and as structured content (`describe.action_summary`); an error
+        result (isError) unless it completed or is still pending."""
         failed = describe.is_final(action) and action["status"] != StepStatus.completed
         return CallToolResult(
-            content=[TextContent(type="text", text=describe.action_text(action)), *extra], is_error=failed
+            content=[TextContent(type="text", text=text or describe.action_text(action)), *extra],
+            structured_content=describe.action_summary(action),
+            is_error=failed,
         )
 
     async def artifact_of(session_id: str, action: Json, kind: str) -> tuple[str, bytes] | None:
@@ -108,12 +129,20 @@ def register(server: MCPServer, api: Api) -> None:
         wait_seconds: Annotated[
             float, Field(ge=0, le=3600, description="How long to wait for a phone to be assigned.")
         ] = 120,
-    ) -> str:
+        keep_waiting: Annotated[
+            bool,
+            Field(
+                description="If no phone is assigned within wait_seconds (or none matches), leave the session "
+                "queued so that it starts when a phone frees up, instead of withdrawing it."
+            ),
+        ] = False,
+    ) -> CallToolResult:
         """Start an interactive session: the control plane reserves one phone of its fleet for you alone, and
-        you drive it one action at a time (screenshot and ui_tree to look; tap, tap_element, swipe, type_text,
-        press_key, launch_app, shell to act) until you call end_session. Reports progress while it waits for a
-        free phone. Returns the session_id that every other session tool needs, and the phone it got. Call
-        end_session when you are done, so that the phone goes back to the fleet."""
+        you drive it one action at a time (observe to look; tap, type, scroll, back... to act) until you call
+        end_session. Reports progress while it waits for a free phone. Returns the session_id that every other
+        session tool needs, and the phone it got. If no phone can be had (none matches the requirements, or
+        none is free within wait_seconds) it says why and withdraws the request, unless keep_waiting is true.
+        Call end_session when you are done, so that the phone goes back to the fleet."""
         requirements: Json = {"attributes": dict(attributes or {})}
         if model is not None:
             requirements["attributes"]["model"] = model
@@ -131,13 +160,11 @@ def register(server: MCPServer, api: Api) -> None:
             started = time.monotonic()
             while task["status"] == TaskStatus.queued.value:
                 waited = time.monotonic() - started
-                if waited >= wait_seconds:
-                    return (
-                        f"Session {task['id']} is submitted but no phone was assigned within {wait_seconds:g} s "
-                        "(none is free, or none matches the requirements). It stays queued and starts when a phone "
-                        f"frees up: session_id={task['id']}. Actions sent meanwhile wait for the phone. "
-                        "task_status shows when it starts; cancel_task withdraws it."
-                    )
+                waiting = task.get("waiting") or {}
+                # No phone meets the requirements: waiting would only hold the request (unless asked to).
+                hopeless = waiting.get("reason") == "no_device_matches" and not keep_waiting
+                if hopeless or waited >= wait_seconds:
+                    return await unmet(task, requirements, waited, keep_waiting)
                 await ctx.report_progress(waited, wait_seconds, f"session {task['id']} queued: waiting for a phone")
                 await anyio.sleep(ASSIGN_POLL_SECONDS)
                 task = await api.task(task["id"])
@@ -147,20 +174,202 @@ def register(server: MCPServer, api: Api) -> None:
             raise ToolError(f"The session ended before it could be used.\n{describe.task_text(task)}")
         attempt = task["attempts"][-1]
         await ctx.report_progress(wait_seconds, wait_seconds, f"phone {attempt['device']} assigned")
-        return (
+        text = (
             f"Session started: session_id={task['id']}, on phone {attempt['device']} (host {attempt['host_id']}). "
-            f"It ends by itself after {idle_timeout_seconds:g} s without an action. Take a screenshot or read "
-            "the ui_tree to see the screen."
+            f"It ends by itself after {idle_timeout_seconds:g} s without an action. Call observe to see the screen."
         )
+        structured = {
+            "session_id": task["id"],
+            "status": task["status"],
+            "device": attempt["device"],
+            "host": attempt["host_id"],
+        }
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+    async def unmet(task: Json, requirements: Json, waited: float, keep_waiting: bool) -> CallToolResult:
+        """A session that got no phone: why, in the server's words; withdrawn unless asked to keep waiting."""
+        waiting = task.get("waiting") or {}
+        reason = waiting.get("reason")
+        why = (
+            f"{_WAITING.get(str(reason), 'the server gave no reason')} "
+            f"(waiting: {reason}, matching_devices: {waiting.get('matching_devices')}, "
+            f"requirements: {_requirements_text(requirements)})"
+        )
+        structured = {"session_id": task["id"], "status": task["status"], "waiting": waiting or None}
+        if keep_waiting:
+            text = (
+                f"No phone was assigned within {waited:.0f} s: {why}. The session stays queued, as asked, and "
+                f"starts when a phone frees up: session_id={task['id']}. Actions sent meanwhile wait for the phone; "
+                "task_status shows when it starts, cancel_task withdraws it."
+            )
+            return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+        try:
+            # Cancelled even if a phone was assigned since the last read: the caller was told there is none.
+            await api.cancel(task["id"], "amc mcp: no phone for the session")
+        except ApiFailure as failure:
+            raise tool_error(failure, f"withdraw the session {task['id']} that got no phone ({why})") from None
+        after = "at once" if reason == "no_device_matches" else f"after waiting {waited:.0f} s"
+        raise ToolError(
+            f"No session: {why}, {after}. The request ({task['id']}) was cancelled, so nothing is left queued. "
+            "list_devices shows the phones there are; call start_session again with other requirements, or with "
+            "keep_waiting: true to wait in the queue for a phone."
+        )
+
+    @server.tool(annotations=LOOKS)
+    async def observe(
+        session_id: SessionId,
+        scale: Annotated[
+            float, Field(ge=0.1, le=1, description="The image's size relative to the screen (0.1..1).")
+        ] = 0.5,
+        marks: Annotated[
+            bool, Field(description="Draw a numbered box on every listed element, labelled with its index.")
+        ] = False,
+        format: Annotated[Literal["png", "jpeg", "webp"], Field(description="The image's encoding.")] = "png",
+        quality: Annotated[
+            int | None, Field(ge=1, le=100, description="Quality of jpeg or webp, 1..100 (default 80).")
+        ] = None,
+        wait_seconds: Wait = DEFAULT_WAIT,
+    ) -> CallToolResult:
+        """Look at the phone's screen: one screenshot (scaled, with numbered boxes if marks is true) and the
+        list of the screen's elements, one line each with its index [n], class, text, resource-id, bounds (in
+        screen pixels) and flags such as clickable or scrollable. Both come from the same moment, after the
+        screen has settled, so act on an element by its index (tap index=n) right after observing; if the
+        screen changes meanwhile the action is refused and you observe again."""
+        args: Json = {"scale": scale, "format": format, "marks": marks}
+        if quality is not None:
+            args["quality"] = quality
+        action = await act(session_id, "screenshot", args, wait_seconds)
+        if action["status"] != StepStatus.completed:
+            return outcome(action)
+        observed = describe.output_object(action)
+        image = await artifact_of(session_id, action, "image")
+        parts: list[TextContent | ImageContent] = []
+        notes = []
+        if image is None:
+            notes.append("The screenshot completed but no image was stored for it.")
+        else:
+            content_type, data = image
+            mime = content_type.split(";")[0]
+            parts.append(ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime))
+        if observed is None or not isinstance(observed.get("elements"), list):
+            notes.append(
+                "No element list came with the screenshot (the Host Agent did not report one): act by x,y, "
+                "or read the ui_tree."
+            )
+            text = describe.action_text(action)
+        else:
+            text = describe.observation_text(action, observed)
+        return outcome(action, *parts, text="\n".join([text, *notes]))
+
+    @server.tool(annotations=LOOKS)
+    async def ui_tree(
+        session_id: SessionId,
+        diff: Annotated[
+            bool, Field(description="Also say what was added, removed or changed since the previous ui_tree.")
+        ] = False,
+        wait_seconds: Wait = DEFAULT_WAIT,
+    ) -> CallToolResult:
+        """Read the phone's screen as text only (no image; cheaper than observe): the same indexed element
+        list, one line per element with its index [n], class, text, resource-id, bounds and flags. With diff,
+        also what changed since the previous ui_tree of this session. Indexes refer to this reading."""
+        action = await act(session_id, "ui_tree", {"diff": diff}, wait_seconds)
+        observed = describe.output_object(action)
+        if action["status"] != StepStatus.completed or observed is None:
+            return outcome(action)
+        return outcome(action, text=describe.observation_text(action, observed))
 
     @server.tool()
     async def tap(
-        session_id: SessionId, x: Coordinate, y: Coordinate, wait_seconds: Wait = DEFAULT_WAIT
+        session_id: SessionId,
+        index: Index = None,
+        text: Text = None,
+        text_contains: TextContains = None,
+        resource_id: ResourceId = None,
+        description: Description = None,
+        class_name: ClassName = None,
+        nth: Nth = None,
+        x: targets.Coordinate = None,
+        y: targets.Coordinate = None,
+        wait_seconds: Wait = DEFAULT_WAIT,
     ) -> CallToolResult:
-        """Tap the screen of the session's phone at pixel (x, y). To tap a button or a row by its label,
-        tap_element is easier: it finds the element in the current screen for you. Returns the action's
-        outcome as the phone reported it: completed, failed, interrupted, refused or not_started, with a reason."""
-        return outcome(await act(session_id, "tap", {"x": x, "y": y}, wait_seconds))
+        """Tap an element of the phone's screen: by its index [n] from your last observe, or by a selector
+        (text, text_contains, resource_id, description or class, plus nth among several matches), or at the
+        point x,y as a fallback. The phone finds the element on the screen as it is when the tap runs. Returns
+        the outcome (completed, failed with the reason and what the screen showed, ...) and the element and
+        point it tapped."""
+        where = targets.element_or_point(
+            "tap", x=x, y=y, index=index, text=text, text_contains=text_contains, resource_id=resource_id,
+            description=description, class_name=class_name, nth=nth,
+        )  # fmt: skip
+        return outcome(await act(session_id, "tap", where, wait_seconds))
+
+    @server.tool()
+    async def double_tap(
+        session_id: SessionId,
+        index: Index = None,
+        text: Text = None,
+        text_contains: TextContains = None,
+        resource_id: ResourceId = None,
+        description: Description = None,
+        class_name: ClassName = None,
+        nth: Nth = None,
+        x: targets.Coordinate = None,
+        y: targets.Coordinate = None,
+        wait_seconds: Wait = DEFAULT_WAIT,
+    ) -> CallToolResult:
+        """Tap an element twice in quick succession (a double tap), chosen as for tap: index, a selector, or
+        x,y. Returns the outcome with the element and point."""
+        where = targets.element_or_point(
+            "double_tap", x=x, y=y, index=index, text=text, text_contains=text_contains, resource_id=resource_id,
+            description=description, class_name=class_name, nth=nth,
+        )  # fmt: skip
+        return outcome(await act(session_id, "double_tap", where, wait_seconds))
+
+    @server.tool()
+    async def long_press(
+        session_id: SessionId,
+        index: Index = None,
+        text: Text = None,
+        text_contains: TextContains = None,
+        resource_id: ResourceId = None,
+        description: Description = None,
+        class_name: ClassName = None,
+        nth: Nth = None,
+        x: targets.Coordinate = None,
+        y: targets.Coordinate = None,
+        duration_ms: Annotated[int, Field(ge=1, le=60000, description="How long to hold, in ms.")] = 1000,
+        wait_seconds: Wait = DEFAULT_WAIT,
+    ) -> CallToolResult:
+        """Press and hold an element (a long press, e.g. to open a context menu), chosen as for tap: index, a
+        selector, or x,y. Returns the outcome with the element and point."""
+        where = targets.element_or_point(
+            "long_press", x=x, y=y, index=index, text=text, text_contains=text_contains, resource_id=resource_id,
+            description=description, class_name=class_name, nth=nth,
+        )  # fmt: skip
+        return outcome(await act(session_id, "long_press", where | {"duration_ms": duration_ms}, wait_seconds))
+
+    @server.tool()
+    async def scroll(
+        session_id: SessionId,
+        direction: Direction,
+        index: Index = None,
+        text: Text = None,
+        text_contains: TextContains = None,
+        resource_id: ResourceId = None,
+        description: Description = None,
+        class_name: ClassName = None,
+        nth: Nth = None,
+        wait_seconds: Wait = DEFAULT_WAIT,
+    ) -> CallToolResult:
+        """Scroll the screen, or one scrollable element (by index or a selector, as for tap), by about one
+        screenful. direction says which way the content moves into view: down shows what is below, up what
+        is above. Observe afterwards to see the new elements."""
+        target = targets.selector(
+            "scroll", index=index, text=text, text_contains=text_contains, resource_id=resource_id,
+            description=description, class_name=class_name, nth=nth,
+        )  # fmt: skip
+        args: Json = {"direction": direction} | ({} if target is None else {"target": target})
+        return outcome(await act(session_id, "scroll", args, wait_seconds))
 
     @server.tool()
     async def swipe(
@@ -172,19 +381,87 @@ def register(server: MCPServer, api: Api) -> None:
         duration_ms: Annotated[int, Field(ge=0, le=600000, description="How long the swipe takes.")] = 300,
         wait_seconds: Wait = DEFAULT_WAIT,
     ) -> CallToolResult:
-        """Swipe on the phone's screen from (x1, y1) to (x2, y2), e.g. to scroll a list (swipe up to see what is
-        below). Returns the action's outcome."""
+        """Swipe on the phone's screen from (x1, y1) to (x2, y2), in screen pixels. To scroll a list, scroll is
+        simpler. Returns the action's outcome."""
         args = {"x1": x1, "y1": y1, "x2": x2, "y2": y2, "duration_ms": duration_ms}
         return outcome(await act(session_id, "swipe", args, wait_seconds))
 
-    @server.tool()
-    async def type_text(
+    @server.tool(name="type")
+    async def type_(
         session_id: SessionId,
-        text: Annotated[str, Field(description="The text to type, as if on the keyboard.")],
+        text: Annotated[str, Field(description="The text to type; may be empty only with clear.")],
+        clear: Annotated[bool, Field(description="Replace the field's content instead of adding to it.")] = False,
+        index: Index = None,
+        field_text: Annotated[
+            str | None,
+            Field(description="Type into the element whose text (or hint) is exactly this; it is tapped first."),
+        ] = None,
+        text_contains: TextContains = None,
+        resource_id: ResourceId = None,
+        description: Description = None,
+        class_name: ClassName = None,
+        nth: Nth = None,
         wait_seconds: Wait = DEFAULT_WAIT,
     ) -> CallToolResult:
-        """Type text into the focused field of the phone (tap the field first). Returns the action's outcome."""
-        return outcome(await act(session_id, "text", {"text": text}, wait_seconds))
+        """Type text into a field: the element given by index or a selector (resource_id, class, field_text
+        for the text or hint the field shows, ...) is tapped first; with none, the text goes to the focused field.
+        clear replaces what the field holds. Text other than ASCII needs the ADB keyboard on the phone; without
+        it the action fails and says so (nothing else is typed). Returns the outcome with the element."""
+        target = targets.selector(
+            "type", index=index, text=field_text, text_contains=text_contains, resource_id=resource_id,
+            description=description, class_name=class_name, nth=nth,
+        )  # fmt: skip
+        if not text and not clear:
+            raise ToolError("type got an empty text: give the text to type, or clear: true to empty the field.")
+        args: Json = {"text": text, "clear": clear} | ({} if target is None else {"target": target})
+        return outcome(await act(session_id, "type", args, wait_seconds))
+
+    @server.tool()
+    async def wait_for(
+        session_id: SessionId,
+        text: Text = None,
+        text_contains: TextContains = None,
+        resource_id: ResourceId = None,
+        description: Description = None,
+        class_name: ClassName = None,
+        nth: Nth = None,
+        gone: Annotated[bool, Field(description="Wait for the element to disappear instead.")] = False,
+        timeout_seconds: Annotated[
+            float, Field(gt=0, le=600, description="Fail if it has not happened within this many seconds.")
+        ] = 10,
+        wait_seconds: Annotated[
+            float | None,
+            Field(ge=0, le=900, description="How long this call waits for the outcome (default: the timeout + 30 s)."),
+        ] = None,
+    ) -> CallToolResult:
+        """Wait until an element is on the screen (or, with gone, no longer is), within timeout_seconds: e.g.
+        after a tap that loads a page. The element is given by a selector (text, text_contains, resource_id,
+        description or class; not an index, since it need not be on the last observation). Fails with the
+        reason and what the screen showed if it does not happen in time."""
+        target = targets.selector(
+            "wait_for", text=text, text_contains=text_contains, resource_id=resource_id, description=description,
+            class_name=class_name, nth=nth,
+        )  # fmt: skip
+        if target is None:
+            raise ToolError(
+                "wait_for needs the element to wait for: give one of text, text_contains, resource_id, "
+                "description or class."
+            )
+        args = {"target": target, "gone": gone, "timeout_seconds": timeout_seconds}
+        wait = timeout_seconds + WAIT_FOR_MARGIN_SECONDS if wait_seconds is None else wait_seconds
+        return outcome(await act(session_id, "wait_for", args, wait))
+
+    @server.tool()
+    async def back(session_id: SessionId, wait_seconds: Wait = DEFAULT_WAIT) -> CallToolResult:
+        """Press the phone's BACK button: go back one screen, or close a menu, a dialog or the keyboard.
+        Returns the action's outcome."""
+        return outcome(await act(session_id, "back", {}, wait_seconds))
+
+    @server.tool()
+    async def home(session_id: SessionId, wait_seconds: Wait = DEFAULT_WAIT) -> CallToolResult:
+        """Press the phone's HOME button: leave the app and show the home screen (the app keeps running in the
+        background; launch_app brings it back). Returns the action's outcome."""
+        return outcome(await act(session_id, "home", {}, wait_seconds))
 
     @server.tool()
     async def press_key(
@@ -193,14 +470,14 @@ def register(server: MCPServer, api: Api) -> None:
             str,
             Field(
                 min_length=1,
-                description="An Android key code name such as KEYCODE_BACK, KEYCODE_HOME, KEYCODE_ENTER, "
-                "or its number, e.g. '4'.",
+                description="An Android key code name such as KEYCODE_ENTER, KEYCODE_DEL, KEYCODE_APP_SWITCH, "
+                "or its number, e.g. '66'.",
             ),
         ],
         wait_seconds: Wait = DEFAULT_WAIT,
     ) -> CallToolResult:
-        """Press a key on the phone: BACK (KEYCODE_BACK) goes back one screen, HOME (KEYCODE_HOME) shows the
-        home screen. Returns the action's outcome."""
+        """Press any key on the phone by its Android key code (back and home have their own tools), e.g.
+        KEYCODE_ENTER to submit a field. Returns the action's outcome."""
         value: str | int = int(key) if key.isdigit() else key
         return outcome(await act(session_id, "keyevent", {"key": value}, wait_seconds))
 
@@ -234,105 +511,6 @@ def register(server: MCPServer, api: Api) -> None:
         if timeout_seconds is not None:
             args["timeout_seconds"] = timeout_seconds
         return outcome(await act(session_id, "shell", args, wait_seconds))
-
-    @server.tool(annotations=LOOKS)
-    async def screenshot(session_id: SessionId, wait_seconds: Wait = DEFAULT_WAIT) -> CallToolResult:
-        """Capture the phone's screen now and return it as a PNG image, with the action's outcome. Use it to see
-        what is on the screen before you decide the next action; ui_tree gives the same screen as text with
-        exact coordinates."""
-        action = await act(session_id, "screenshot", {}, wait_seconds)
-        if action["status"] != StepStatus.completed:
-            return outcome(action)
-        image = await artifact_of(session_id, action, "image")
-        if image is None:
-            return CallToolResult(
-                content=[
-                    TextContent(
-                        type="text",
-                        text=describe.action_text(action)
-                        + "\nThe screenshot completed but no image was stored for it.",
-                    )
-                ],
-                is_error=True,
-            )
-        content_type, data = image
-        picture = ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=content_type.split(";")[0])
-        return outcome(action, picture)
-
-    async def dump(session_id: str, wait_seconds: float) -> tuple[Json, list[uitree.Element] | None]:
-        action = await act(session_id, "ui_dump", {}, wait_seconds)
-        if action["status"] != StepStatus.completed:
-            return action, None
-        found = await artifact_of(session_id, action, "xml")
-        if found is None:
-            raise ToolError(describe.action_text(action) + "\nThe UI dump completed but no XML was stored for it.")
-        try:
-            return action, uitree.compact(found[1])
-        except uitree.UiTreeError as error:
-            raise ToolError(f"{describe.action_text(action)}\n{error}") from None
-
-    @server.tool(annotations=LOOKS)
-    async def ui_tree(session_id: SessionId, wait_seconds: Wait = DEFAULT_WAIT) -> CallToolResult:
-        """Read what is on the phone's screen now as text: one line per element that has a text, a description,
-        a resource-id or a click handler, with its class, its bounds [left,top][right,bottom] and the centre to
-        tap. Use it to find what to tap (tap_element taps an element by its text or resource-id)."""
-        action, elements = await dump(session_id, wait_seconds)
-        if elements is None:
-            return outcome(action)
-        text = f"Screen elements (from action {action['id']}, {len(elements)} elements):\n{uitree.render(elements)}"
-        return CallToolResult(content=[TextContent(type="text", text=text)])
-
-    @server.tool()
-    async def tap_element(
-        session_id: SessionId,
-        text: Annotated[
-            str | None, Field(description="The element's text or content description, exactly as ui_tree shows it.")
-        ] = None,
-        resource_id: Annotated[
-            str | None, Field(description="The element's resource-id, e.g. android:id/title.")
-        ] = None,
-        index: Annotated[
-            int | None,
-            Field(ge=0, description="When several elements match: which of them, counting from 0 in screen order."),
-        ] = None,
-        wait_seconds: Wait = DEFAULT_WAIT,
-    ) -> CallToolResult:
-        """Tap an element of the current screen by its text (or content description) and/or resource-id: reads
-        the screen afresh (a UI dump), finds the element and taps the centre of its bounds. If nothing matches,
-        or several elements match and no index is given, nothing is tapped and the result lists what is there."""
-        if text is None and resource_id is None:
-            raise ToolError("Give text or resource_id (or both) to say which element to tap.")
-        dumped, elements = await dump(session_id, wait_seconds)
-        if elements is None:
-            return outcome(dumped)
-        found = uitree.matching(elements, text=text, resource_id=resource_id)
-        wanted = " and ".join(
-            part
-            for part in (f"text {text!r}" if text else "", f"resource-id {resource_id!r}" if resource_id else "")
-            if part
-        )
-        if not found:
-            raise ToolError(
-                f"Nothing tapped: no element on the screen has {wanted}. The screen has:\n{uitree.render(elements)}"
-            )
-        if len(found) > 1 and index is None:
-            raise ToolError(
-                f"Nothing tapped: {len(found)} elements have {wanted}; pass index (0..{len(found) - 1}) to choose one:\n"
-                + uitree.render(found)
-            )
-        if index is not None and index >= len(found):
-            raise ToolError(
-                f"Nothing tapped: only {len(found)} element(s) have {wanted}; index {index} is out of range."
-            )
-        element = found[index or 0]
-        x, y = element.centre
-        action = await act(session_id, "tap", {"x": x, "y": y}, wait_seconds)
-        result = outcome(action)
-        found_in = f"found in a fresh UI dump, action {dumped['id']}"
-        result.content.insert(
-            0, TextContent(type="text", text=f"Tapped the centre ({x}, {y}) of {element.line()} ({found_in})")
-        )
-        return result
 
     @server.tool(annotations=LOOKS)
     async def action_status(
@@ -370,3 +548,10 @@ def register(server: MCPServer, api: Api) -> None:
         if not (task.get("session") or {}).get("end_requested_at"):
             return f"The session had already ended before this call; nothing was changed.\n{describe.task_text(task)}"
         return describe.task_text(task)
+
+
+def _requirements_text(requirements: Json) -> str:
+    said = [f"{key}={value}" for key, value in (requirements.get("attributes") or {}).items()]
+    if requirements.get("serial"):
+        said.insert(0, f"serial={requirements['serial']}")
+    return ", ".join(said) or "any phone"

@@ -24,10 +24,17 @@ Steps = Annotated[
     list[Json],
     Field(
         min_length=1,
-        description='Steps run in order, each {"id": "a unique name", "action": ..., "args": {...}}. Actions and '
-        "their args: shell {command, timeout_seconds?}; tap {x, y}; swipe {x1, y1, x2, y2, duration_ms?}; "
-        "text {text}; keyevent {key}; launch {package, activity?}; screenshot {}; wait {seconds}; ui_dump {}; "
-        "logcat {lines?}.",
+        description='Steps run in order, each {"id": "a unique name", "action": ..., "args": {...}}. A target '
+        'selects an element: {"text": s}, {"text_contains": s}, {"resource_id": s}, {"description": s} or '
+        '{"class": s}, each with an optional "nth" (0 = first match). Actions and their args: '
+        "shell {command, timeout_seconds?}; tap, double_tap {x, y | target}; long_press {x, y | target, "
+        "duration_ms?}; swipe {x1, y1, x2, y2, duration_ms? | direction, target?}; scroll {direction, target?}; "
+        "scroll_until_visible {target, direction?, max_swipes?}; back, home, enter {}; type {text, target?, "
+        "clear?}; text {text}; keyevent {key}; wait_for {target, gone?, timeout_seconds?}; assert_visible, "
+        "assert_not_visible {target}; wait_for_idle {quiet_ms?, timeout_seconds?}; launch {package, activity?}; "
+        "stop_app, clear_app_data {package}; open_url {url}; set_orientation {orientation}; list_apps "
+        "{third_party?}; screenshot {scale?, format?, quality?, marks?}; ui_tree {diff?}; ui_dump {}; "
+        "wait {seconds}; logcat {lines?}.",
     ),
 ]
 TEXT_CHARS = 20000  # how much of a text artifact one call returns

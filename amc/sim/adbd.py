@@ -153,10 +153,11 @@ class AdbdConnection:
         self._ids = itertools.count(1)
         self._online = False
         self.max_payload = DEVICE_MAXDATA
+        self.checksums = True  # until the host's CNXN says it skips them
 
     def send(self, command: int, arg0: int, arg1: int, data: bytes = b"") -> bool:
         with self._send_lock:
-            return send_all(self._sock, encode(command, arg0, arg1, data))
+            return send_all(self._sock, encode(command, arg0, arg1, data, checksum=self.checksums))
 
     def forget(self, local_id: int) -> None:
         with self._streams_lock:
@@ -215,6 +216,8 @@ class AdbdConnection:
                 self.max_payload = max(1, min(DEVICE_MAXDATA, packet.arg1 or DEVICE_MAXDATA))
             self._online = True
             self.send(A_CNXN, A_VERSION, DEVICE_MAXDATA, banner(self.device))
+            # After our CNXN (checksummed, whatever the host), the version both sides speak decides.
+            self.checksums = packet.command != A_CNXN or packet.arg0 < A_VERSION
         elif state == "unauthorized" and (packet.command == A_CNXN or packet.arg0 == AUTH_SIGNATURE):
             # A fresh token rejects the host's signature; the public key (type 3) then
             # waits for a user who never accepts.

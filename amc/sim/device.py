@@ -1,9 +1,10 @@
 """One simulated device: the state both front ends (smart socket and adbd) share.
 
-A `SimDevice` owns the device's mutable state (foreground app and back stack, typed text,
-files, connection state, fault flags), its process table, its command log and its logcat
-ring. Navigation (`open_activity`, `back`, `home`, `force_stop`) lives here because it
-changes several of those at once and writes the log lines a real system_server would. The front ends
+A `SimDevice` owns the device's mutable state (what the screen shows, in `ui`: see
+`ui_state`; files; connection state; fault flags), its process table, its command log and
+its logcat ring. Navigation (`open_activity`, `back`, `home`, `force_stop`, `clear_data`)
+lives here because it changes several of those at once and writes the log lines a real
+system_server would; `gestures` decides what input does, under `lock`. The front ends
 turn requests into `start_shell()` / sync calls and register a "drop" callback for each
 live stream, so that `disconnect()` can cut them all the way a pulled cable would.
 """
@@ -13,15 +14,17 @@ from __future__ import annotations
 import itertools
 import re
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypedDict
 
 from .log import CommandLog
 from .logcat import LogcatRing
 from .process import Hangup, Killed, OutputSink, SimProcess
-from .screens import Screen, current_screen
+from .screens import Screen, screen_of
 from .shell import Shell
-from .spec import LAUNCHER, SimDeviceSpec
+from .spec import ADB_KEYBOARD, STOCK_KEYBOARD, SimDeviceSpec
+from .ui_state import UiState
 
 STATES = ("device", "offline", "unauthorized", "absent")
 
@@ -63,10 +66,12 @@ class DeviceState(TypedDict):
     state: str
     silent: bool
     model: str
-    foreground: str | None
+    foreground: str
     back_stack: list[str]
     input_events: list[str]
     typed_text: str
+    rotation: int
+    input_method: str
     files: list[str]
     processes: list[ProcessState]
 
@@ -74,23 +79,28 @@ class DeviceState(TypedDict):
 class SimDevice:
     """Mutable state, processes and log of one simulated device."""
 
-    def __init__(self, spec: SimDeviceSpec, pids: Callable[[], int] | None = None):
+    def __init__(
+        self,
+        spec: SimDeviceSpec,
+        pids: Callable[[], int] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.spec = spec
         self.serial = spec.serial
         self.log = CommandLog(spec.serial)
         self.properties = build_properties(spec)
         self._lock = threading.RLock()
+        self.lock = self._lock  # held by `gestures` across a read-modify-write of `ui`
         self._state = spec.state
         self._silent = False
         self._next_pid = pids or itertools.count(4000).__next__
         self._processes: dict[int, SimProcess] = {}
         self._drops: dict[int, Callable[[], None]] = {}
         self._drop_ids = itertools.count(1)
-        # Screen-visible state, changed by the `input`, `am` and `monkey` programs.
-        self.foreground: str | None = None  # "package/activity"; None is the home screen
-        self.back_stack: list[str] = []  # what BACK returns to, newest last
+        # Screen-visible state, changed by the `input`, `am`, `pm`, `settings` and `monkey`
+        # programs (through `gestures`); `clock` is the screen's time (delayed elements).
+        self.ui = UiState(spec, clock)
         self.input_events: list[str] = []
-        self.typed_text = ""
         self.files: dict[str, bytes] = {}
         self.logcat = LogcatRing()
         self._app_pids: dict[str, int] = {}
@@ -144,10 +154,34 @@ class SimDevice:
 
     # --- screen and navigation ----------------------------------------------------
 
+    @property
+    def foreground(self) -> str:
+        """The foreground "package/activity" (the home screen's when the task stack is empty)."""
+        with self._lock:
+            return self.ui.foreground
+
+    @property
+    def back_stack(self) -> list[str]:
+        """What BACK returns to, newest last."""
+        with self._lock:
+            return [activity.component for activity in self.ui.task[:-1]]
+
+    @property
+    def typed_text(self) -> str:
+        """The focused field's text; with no field focused, what was typed into nothing."""
+        with self._lock:
+            return self.ui.typed_text
+
+    def app_fields(self, component: str) -> dict[str, str]:
+        """The text fields' contents of `component`'s app, by resource id (its app data)."""
+        with self._lock:
+            return self.ui.app_fields(component)
+
     def screen(self) -> Screen:
         """What the screen shows now (its UI tree; see `screens`)."""
         with self._lock:
-            return current_screen(self.spec, self.foreground, self.typed_text)
+            state = self.ui.view()
+        return screen_of(self.spec, state)
 
     def open_activity(self, component: str) -> None:
         """Bring `component` ("package/activity", known to the spec) to the front, as `am start` does."""
@@ -163,22 +197,22 @@ class SimDevice:
                     f"Start proc {pid}:{package}/{self._app_uid(package)} for activity {{{component}}}",
                     **system,
                 )
-            current = self.foreground or LAUNCHER
-            if current != component:
-                if current != LAUNCHER:  # an empty back stack already returns home
-                    self.back_stack.append(current)
-                self.foreground = component
+            self.ui.push(component)
             self.logcat.log("I", "ActivityTaskManager", f"Displayed {component}: +{LAUNCH_MILLISECONDS}ms", **system)
 
-    def back(self) -> None:
-        """The BACK key: return to the previous activity, or to the home screen."""
+    def show_recents(self) -> None:
+        """APP_SWITCH: the Recents screen over the task stack."""
         with self._lock:
-            self.foreground = self.back_stack.pop() if self.back_stack else LAUNCHER
+            self.ui.show_recents()
+
+    def back(self) -> None:
+        """The BACK key: close an open menu, else return to the previous activity or home."""
+        with self._lock:
+            self.ui.back()
 
     def home(self) -> None:
         with self._lock:
-            self.back_stack.clear()
-            self.foreground = LAUNCHER
+            self.ui.task.clear()
 
     def force_stop(self, package: str) -> None:
         """`am force-stop`: its activities leave the screen and the back stack, its process ends."""
@@ -192,9 +226,34 @@ class SimDevice:
                     pid=SYSTEM_SERVER_PID,
                     buffer="system",
                 )
-            self.back_stack = [c for c in self.back_stack if c.split("/")[0] != package]
-            if self.foreground and self.foreground.split("/")[0] == package:
-                self.foreground = self.back_stack.pop() if self.back_stack else LAUNCHER
+            self.ui.close_package(package)
+
+    def clear_data(self, package: str) -> None:
+        """`pm clear`: stop the app and forget its data (the text typed into its fields)."""
+        with self._lock:
+            self.force_stop(package)
+            self.ui.fields.pop(package, None)
+
+    def set_broadcast_ime(self, on: bool) -> None:
+        """Install the ADB keyboard and make it the input method (on), or go back to the stock one."""
+        with self._lock:
+            self.ui.settings["secure"]["default_input_method"] = ADB_KEYBOARD if on else STOCK_KEYBOARD
+
+    def resolve(self, package: str, activity: str | None) -> str | None:
+        """Return "package/activity" if the device has it (the launcher activity when None)."""
+        activities = self.spec.packages.get(package)
+        if not activities:
+            return None
+        if activity is None:
+            return f"{package}/{activities[0]}"
+
+        def full(name: str) -> str:
+            return package + name if name.startswith(".") else name
+
+        for known in activities:
+            if full(known) == full(activity):
+                return f"{package}/{known}"
+        return None
 
     def _app_uid(self, package: str) -> str:
         """An app's user id as the system writes it (u0a<N>): stable per package."""
@@ -279,6 +338,8 @@ class SimDevice:
                 "back_stack": list(self.back_stack),
                 "input_events": list(self.input_events),
                 "typed_text": self.typed_text,
+                "rotation": self.ui.rotation,
+                "input_method": self.ui.input_method,
                 "files": sorted(self.files),
                 "processes": [{"pid": p.pid, "cmdline": p.cmdline} for p in self._processes.values()],
             }

@@ -1,9 +1,10 @@
 """The adbd transport packet codec (specs/adb.md §3.1-3.3), without any IO.
 
 A packet is a 24-byte header of six little-endian u32 fields (command, arg0, arg1,
-data_length, data_check, magic) followed by `data_length` payload bytes. We always send
-the correct byte-sum checksum, which is harmless at every protocol version, and we never
-check the one we receive: adb 29 sends 0 after negotiation and on reconnects.
+data_length, data_check, magic) followed by `data_length` payload bytes. We send the
+correct byte-sum checksum unless the host speaks A_VERSION (skip-checksum), where 0 is what
+adbd sends (summing a raw screen frame byte by byte costs more than sending it), and we
+never check the one we receive: adb 29 sends 0 after negotiation and on reconnects.
 """
 
 from __future__ import annotations
@@ -50,11 +51,11 @@ class Packet:
         return NAMES.get(self.command, f"0x{self.command:08x}")
 
 
-def encode(command: int, arg0: int, arg1: int, data: bytes = b"") -> bytes:
-    """Return the wire bytes of one packet, header and payload together."""
-    checksum = sum(data) & 0xFFFFFFFF
+def encode(command: int, arg0: int, arg1: int, data: bytes = b"", *, checksum: bool = True) -> bytes:
+    """Return the wire bytes of one packet, header and payload together (`checksum` False: 0)."""
+    check = sum(data) & 0xFFFFFFFF if checksum else 0
     magic = command ^ 0xFFFFFFFF
-    return HEADER.pack(command, arg0, arg1, len(data), checksum, magic) + data
+    return HEADER.pack(command, arg0, arg1, len(data), check, magic) + data
 
 
 class PacketReader:

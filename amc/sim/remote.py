@@ -43,7 +43,7 @@ def fetch_state(port: int, serial: str, *, host: str = "127.0.0.1", timeout: flo
 
 
 def inject_fault(port: int, serial: str, *, host: str = "127.0.0.1", timeout: float = 5.0, **fault: Any) -> None:
-    """Apply a fault remotely: state="offline"|..., silent=bool, disconnect=bool."""
+    """Apply a fault remotely: state="offline"|..., silent=bool, disconnect=bool, broadcast_ime=bool."""
     reply = _request(f"host:amc-sim-fault:{serial}:{json.dumps(fault)}", port, host, timeout)
     if reply[4:] != b"ok":
         raise SimulatorError(f"unexpected reply {reply!r}")

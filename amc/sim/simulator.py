@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from .adbd import AdbdServer
 from .device import SimDevice
@@ -26,6 +27,8 @@ class Simulator:
         device_base_port: device i's adbd listens on base + i; None picks free ports.
             Ports 5555-5585 are refused because a real adb server adopts them on its own.
         adbd: whether to open the per-device adbd ports at all.
+        clock: the devices' screen clock (monotonic seconds): what delayed elements wait on,
+            and what tells a double tap from two taps. Tests pass one they can move.
 
     Use it as a context manager (or call start()/stop()). Once started, `server_port` is
     the port for `ppadb.client.Client(host, port)`, and `device_ports[serial]` the port
@@ -40,6 +43,7 @@ class Simulator:
         server_port: int = 0,
         device_base_port: int | None = None,
         adbd: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ):
         specs = default_specs(devices) if isinstance(devices, int) else list(devices)
         serials = [spec.serial for spec in specs]
@@ -51,7 +55,7 @@ class Simulator:
                 raise ValueError("adbd ports 5555-5585 would be adopted by any adb server; pick others")
         self.host = host
         pids = itertools.count(4000).__next__  # one pid space, so pids never repeat
-        self.devices: dict[str, SimDevice] = {spec.serial: SimDevice(spec, pids) for spec in specs}
+        self.devices: dict[str, SimDevice] = {spec.serial: SimDevice(spec, pids, clock) for spec in specs}
         self._server_port = server_port
         self._device_base_port = device_base_port
         self._adbd = adbd
@@ -125,6 +129,10 @@ class Simulator:
     def set_silent(self, serial: str, silent: bool = True) -> None:
         """A silent device accepts the transport and then never answers a service."""
         self.devices[serial].set_silent(silent)
+
+    def set_broadcast_ime(self, serial: str, on: bool = True) -> None:
+        """Make the ADB keyboard (a broadcast IME) the device's input method, or take it away."""
+        self.devices[serial].set_broadcast_ime(on)
 
     def disconnect(self, serial: str, state: str = "offline") -> None:
         """Cut the device's live streams now, leaving it in `state` (e.g. absent)."""

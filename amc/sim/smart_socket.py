@@ -9,7 +9,8 @@ Simulator-only host services (documented in the package docstring):
 
 - `host:amc-sim-log:<serial>`: OKAY, then the JSON command log until EOF;
 - `host:amc-sim-state:<serial>`: OKAY, then the JSON device snapshot until EOF;
-- `host:amc-sim-fault:<serial>:<json>`: apply `{"state": ..., "silent": ..., "disconnect": ...}`.
+- `host:amc-sim-fault:<serial>:<json>`: apply `{"state": ..., "silent": ..., "disconnect": ...,
+  "broadcast_ime": ...}` (the run-time control interface, faults and all).
 
 The JSON replies are not hex4-framed because a log can outgrow 65535 bytes.
 """
@@ -268,10 +269,12 @@ class SmartSocketServer:
 
 
 def apply_fault(device: SimDevice, fault: dict[str, Any]) -> None:
-    """Apply a fault description: {"state": str, "silent": bool, "disconnect": bool}."""
-    unknown = set(fault) - {"state", "silent", "disconnect"}
+    """Apply a control request: {"state": str, "silent": bool, "disconnect": bool, "broadcast_ime": bool}."""
+    unknown = set(fault) - {"state", "silent", "disconnect", "broadcast_ime"}
     if unknown:
         raise ValueError(f"unknown fault keys {sorted(unknown)}")
+    if "broadcast_ime" in fault:
+        device.set_broadcast_ime(bool(fault["broadcast_ime"]))
     if "silent" in fault:
         device.set_silent(bool(fault["silent"]))
     if fault.get("disconnect"):

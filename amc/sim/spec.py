@@ -1,4 +1,5 @@
-"""What a simulated device is: its identity, its apps and how it treats orphaned processes."""
+"""What a simulated device is: its identity, its apps, its input method and how it treats
+orphaned processes."""
 
 from __future__ import annotations
 
@@ -12,8 +13,24 @@ LAUNCHER = "com.android.launcher3/.Launcher"
 DEFAULT_PACKAGES: dict[str, tuple[str, ...]] = {
     "com.android.settings": (".Settings", ".Settings$NetworkDashboardActivity", ".Settings$DisplaySettingsActivity"),
     "com.android.chrome": ("com.google.android.apps.chrome.Main",),
-    "com.example.app": (".MainActivity", ".DetailActivity"),
+    "com.example.app": (
+        ".MainActivity",
+        ".DetailActivity",
+        ".WelcomeActivity",
+        ".ListActivity",
+        ".SlowActivity",
+        ".GestureActivity",
+    ),
 }
+
+# Packages that ship with the system image: `pm list packages -3` leaves them out. Anything
+# else a spec lists is third-party (installed by the user), as is the ADB keyboard.
+SYSTEM_PACKAGES = frozenset({"android", "com.android.launcher3", "com.android.settings", "com.android.chrome"})
+
+# The broadcast input method (the "ADB keyboard"): with it as the default input method,
+# `am broadcast -a ADB_INPUT_B64 --es msg BASE64` types any Unicode text.
+ADB_KEYBOARD = "com.android.adbkeyboard/.AdbIME"
+STOCK_KEYBOARD = "com.google.android.inputmethod.latin/com.android.inputmethod.latin.LatinIME"
 
 _CATALOGUE = (
     # model, manufacturer, product/device name, sdk, width, height
@@ -32,6 +49,8 @@ class SimDeviceSpec:
     legacy raw `shell:` (specs/adb.md §7): the process only dies with SIGPIPE on its next
     write, so a silent one (`sleep 600`) keeps running until it ends or is killed.
     `state` is the initial connection state: device, offline, unauthorized.
+    `broadcast_ime` installs the ADB keyboard and makes it the default input method (the
+    simulator's control interface can switch it later, see `smart_socket.apply_fault`).
     """
 
     serial: str
@@ -43,6 +62,7 @@ class SimDeviceSpec:
     height: int = 2400
     packages: dict[str, tuple[str, ...]] = attrs.field(factory=lambda: dict(DEFAULT_PACKAGES))
     keep_silent_orphans: bool = False
+    broadcast_ime: bool = False
     state: str = attrs.field(default="device")
 
     @state.validator

@@ -87,3 +87,22 @@ def test_retry_after_is_read_in_seconds_only():
     assert retry_after(None) is None
     assert retry_after("Wed, 21 Oct 2026 07:28:00 GMT") is None
     assert retry_after("-1") is None
+
+
+@pytest.mark.req("LEADER/s3")
+def test_a_change_of_leader_is_told_once_and_a_search_for_one_is_timed():
+    changes: list[tuple[str, str]] = []
+    clock = Clock()
+    endpoints = Endpoints([A, B], clock=clock, on_change=lambda old, new: changes.append((old, new)))
+    endpoints.answered(A)  # the first answer is no change
+    endpoints.answered(A)
+    assert endpoints.leader == A and changes == [] and endpoints.lost_since is None
+    endpoints.passed_over(A)
+    endpoints.no_leader(1.0)  # a round found none: the search began now
+    clock.now += 3
+    endpoints.no_leader(1.0)  # still the same search
+    assert endpoints.lost_since == 100.0
+    endpoints.answered(B)
+    assert changes == [(A, B)] and endpoints.leader == B and endpoints.lost_since is None
+    endpoints.answered(B)
+    assert changes == [(A, B)]

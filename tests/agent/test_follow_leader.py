@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -131,10 +132,11 @@ def write_tokens(path) -> None:
     path.write_text(json.dumps(entries))
 
 
-@pytest.mark.req("HA/s7", "CANCEL-INFLIGHT/s2")
+@pytest.mark.req("HA/s7", "CANCEL-INFLIGHT/s2", "LEADER/s3")
 def test_attempts_in_flight_follow_the_leader_to_another_server_and_a_cancel_sent_meanwhile_reaches_them(
-    make_sim, make_agent, standbys, serve, tmp_path
+    make_sim, make_agent, standbys, serve, tmp_path, caplog
 ):
+    caplog.set_level(logging.INFO, logger="amc.agent")
     tokens, data = tmp_path / "tokens.json", tmp_path / "data"
     write_tokens(tokens)
     port_a, port_b = free_port(), free_port()
@@ -208,3 +210,7 @@ def test_attempts_in_flight_follow_the_leader_to_another_server_and_a_cancel_sen
     assert (stopped.status, stopped.answer) == ("cancelled", 200)
     assert [s["status"] for s in stopped.body["steps"]] == ["interrupted", "not_started"]
     assert agent.agent.server is not None and agent.agent.server.endpoints.current == leader_b.url
+    # The operator reads a change of leader, once, and no claim failure as an outage (LEADER/s3)
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("amc.agent") and r.levelno >= logging.INFO]
+    assert said.count(f"leader changed from {leader_a.url} to {leader_b.url}") == 1, said
+    assert not [line for line in said if "claim failed" in line or "answered again" in line], said

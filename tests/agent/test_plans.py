@@ -12,6 +12,8 @@ from tests.agent.helpers import device_commands, device_log, eventually, outcome
 
 req = pytest.mark.req
 
+DUMP = re.compile(r"^uiautomator dump (\S+) && cat \1 && rm -f \1$")
+
 
 def test_a_plan_completes_and_the_device_received_its_commands_in_order(server, sim, make_agent):
     agent = make_agent(server.url, sim.server_port)
@@ -38,14 +40,17 @@ def test_a_plan_completes_and_the_device_received_its_commands_in_order(server, 
     times = [(from_rfc3339(s["started_at"]), from_rfc3339(s["ended_at"])) for s in result["steps"]]
     assert all(start <= end for start, end in times)
     assert all(times[i][1] <= times[i + 1][0] for i in range(len(times) - 1)), "steps overlap"
-    assert [command for command, _ in device_commands(sim, "amc-sim-01")] == [
+    assert [DUMP.sub("uiautomator dump", c) for c, _ in device_commands(sim, "amc-sim-01")] == [
         "getprop ro.product.model",
         "input tap 540 1200",
         "input swipe 1 2 3 4 100",
         "input text hi%sthere",
         "input keyevent KEYCODE_HOME",
         "monkey -p com.android.settings -c android.intent.category.LAUNCHER 1",
-        "/system/bin/screencap -p",
+        # The screenshot: a dump, the raw frame (exec:), a dump that agrees.
+        "uiautomator dump",
+        "screencap",
+        "uiautomator dump",
     ]
     (shot_id,) = result["steps"][-1]["artifacts"]
     assert server.api.download(task_id, shot_id).content.startswith(b"\x89PNG")

@@ -5,6 +5,7 @@ Skipped with a reason when `adb` is not on PATH; with AMC_REQUIRE_ADB=1 they fai
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -12,6 +13,8 @@ import pytest
 from tests.agent.helpers import device_commands, eventually, outcomes, shell, tap
 
 req = pytest.mark.req
+
+DUMP = re.compile(r"^uiautomator dump (\S+) && cat \1 && rm -f \1$")
 
 
 @pytest.fixture
@@ -40,10 +43,13 @@ def test_a_plan_runs_through_the_real_adb_server(real_adb, connected, server, ma
     assert task["result"]["steps"][1]["output"] == "real\n"
     (shot,) = task["result"]["steps"][2]["artifacts"]
     assert server.api.download(task_id, shot).content.startswith(b"\x89PNG\r\n\x1a\n")
-    assert [c for c, _ in device_commands(sim, "amc-sim-01")] == [
+    assert [DUMP.sub("uiautomator dump", c) for c, _ in device_commands(sim, "amc-sim-01")] == [
         "input tap 5 6",
         "echo real",
-        "/system/bin/screencap -p",
+        # The screenshot: a dump, the raw frame (exec:), a dump that agrees.
+        "uiautomator dump",
+        "screencap",
+        "uiautomator dump",
     ]
     assert {r.via for r in sim.log("amc-sim-01")} == {"adbd"}  # it really went through adb
 

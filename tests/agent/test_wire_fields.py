@@ -7,9 +7,9 @@ from __future__ import annotations
 import attrs
 
 from amc.adapters.http import wire as server_wire
-from amc.adapters.http.plan import plan_to_json
 from amc.agent import wire
 from amc.core import records as rec
+from amc.core.plans import plan_to_json
 
 STEP = rec.Step(id="s1", action="tap", args={"x": 1, "y": 2})
 

@@ -339,3 +339,21 @@ def while_browsing(tab, probe, what: str, timeout: float = 15.0) -> None:
     while not probe():
         assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
         tab.wait_for_timeout(50)
+
+
+@pytest.mark.req("BOUNDED/s1")
+def test_a_page_whose_stream_falls_silent_notices_and_asks_again(stack, page, sign_in):
+    """A stream that said its keep-alive interval (0.2 s here) and then nothing, not even a
+    keep-alive, is aborted after twice that and asked again; once the real stream answers,
+    the page is live."""
+    from tests.cli.test_bounded import SILENT_STREAM, Mute
+
+    silent = Mute(head=SILENT_STREAM)
+    try:
+        page.route("**/v1/events", lambda route: route.continue_(url=silent.url + "/v1/events"))
+        sign_in(page, stack.tokens["acme"])
+        while_browsing(page, lambda: silent.connections >= 3, "the silent stream asked again twice")
+        page.unroute("**/v1/events")
+        expect(page.locator("#live")).to_have_text("live")
+    finally:
+        silent.close()

@@ -12,6 +12,11 @@ HTML comment (which a rendered page does not show) that says how this test treat
   above. The conformance tokens are made so: the file they make must hold what `amc
   conformance --tokens` needs, and the suite itself runs against our own server in
   tests/conformance.
+- ``<!-- test: runs on postgresql: VARIABLE -->``: the block runs as above, with VARIABLE set
+  in its environment to the URL of a new database of a throwaway PostgreSQL cluster (skipped,
+  like the other PostgreSQL tests, where none can run); the block names its own default for
+  a reader who has not set it. Its output is held to what the block's comments promise
+  (`EXPECTED`).
 - ``<!-- test: parsed: REASON -->``: the block cannot run here, and REASON says why (it
   needs a PostgreSQL server or another control plane at an address of the reader's, real
   phones, a task id that a command printed, or it runs in the foreground until Ctrl-C).
@@ -38,13 +43,16 @@ import pytest
 
 from amc.cli import main as amc_cli
 from amc.conformance.target import Tokens
+from tests.support.postgres import pg_cluster, pg_url  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # where `amc` is installed, beside this interpreter
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PORTS = ("8000", "8001", "15037")  # the ports the blocks that run name; each gets a free one
 
-MARKER = re.compile(r"^<!-- test: (runs|runs: (?P<prefix>.+?)|parsed: (?P<reason>.+?)) -->$")
+MARKER = re.compile(
+    r"^<!-- test: (runs|runs on postgresql: (?P<variable>\w+)|runs: (?P<prefix>.+?)|parsed: (?P<reason>.+?)) -->$"
+)
 
 
 @dataclass(frozen=True)
@@ -52,8 +60,8 @@ class Block:
     page: str  # relative to the repository root
     line: int  # of the opening fence
     section: str  # the heading the block stands under
-    kind: str  # "runs", "runs lines" or "parsed"
-    detail: str  # the prefix of the lines that run, or why the block is only parsed
+    kind: str  # "runs", "runs lines", "runs on postgresql" or "parsed"
+    detail: str  # the prefix of the lines that run, the database's variable, or why the block is only parsed
     body: str
 
     @property
@@ -66,6 +74,8 @@ def marker_of(line: str) -> tuple[str, str]:
     marker = MARKER.match(line)
     if marker is None:
         return "unmarked", ""
+    if marker.group("variable"):
+        return "runs on postgresql", marker.group("variable")
     if marker.group("prefix"):
         return "runs lines", marker.group("prefix")
     if marker.group("reason"):
@@ -201,10 +211,13 @@ def free_port() -> int:
         return port
 
 
-def shell(script: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    """`script` in bash, with `amc` on the PATH and no AMC_* setting of the developer's;
-    background jobs are stopped when it ends, however it ends."""
+def shell(
+    script: str, cwd: Path, timeout: float, extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`script` in bash, with `amc` on the PATH, no AMC_* setting of the developer's and
+    `extra` set; background jobs are stopped when it ends, however it ends."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("AMC_")}
+    env.update(extra or {})
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     wrapped = "set -e\ntrap 'jobs -p | xargs -r kill 2>/dev/null || true; wait' EXIT\n" + script
     return subprocess.run(
@@ -241,12 +254,26 @@ def the_conformance_tokens_were_made(block: Block, done: subprocess.CompletedPro
     assert "--tokens conformance-tokens.json" in block.body.splitlines()[-1]
 
 
+def the_standby_took_over(block: Block, done: subprocess.CompletedProcess[str], where: Path) -> None:
+    """deploying.md's PostgreSQL script: migrated before serving, the first server led, the
+    second stood by and then led, the migrated task listed by the new leader (LEADER/s1)."""
+    output = done.stdout + done.stderr
+    assert "migrated .amc into " in done.stdout and "1 tasks" in done.stdout, output
+    assert "amc serve: now leading (epoch 1)" in done.stdout, output
+    assert "; standing by (another server leads); listening on " in done.stdout, output
+    assert "amc serve: now leading (epoch 2)" in done.stdout, output
+    assert done.stdout.index("now leading (epoch 2)") > done.stdout.index("standing by"), output
+    assert "queued" in done.stdout[done.stdout.index("now leading (epoch 2)") :], output
+
+
 # (page, section, the text the block holds) -> what else it must show when it runs
 EXPECTED: dict[tuple[str, str, str], Callable[[Block, subprocess.CompletedProcess[str], Path], None]] = {
     ("docs/operating.md", "Running it", "amc host run"): the_stack_ran,
     ("docs/operating.md", "Running it", "amc conformance"): the_conformance_tokens_were_made,
+    ("docs/deploying.md", "Starting servers on one database", "kill -9 $LEADER"): the_standby_took_over,
 }
 RUNNING = [block for block in ALL_BLOCKS if block.kind in ("runs", "runs lines")]
+ON_POSTGRESQL = [block for block in ALL_BLOCKS if block.kind == "runs on postgresql"]
 
 
 # -- the checks ----------------------------------------------------------------------------
@@ -275,9 +302,24 @@ def test_blocks_marked_to_run_work_word_for_word(block: Block, tmp_path: Path) -
             expected(block, done, tmp_path)
 
 
+@pytest.mark.req("LEADER/s1")
+@pytest.mark.parametrize("block", ON_POSTGRESQL, ids=lambda b: b.id)
+def test_blocks_marked_to_run_on_postgresql_work_word_for_word(block: Block, tmp_path: Path, request) -> None:
+    database = request.getfixturevalue("pg_url")  # skips where no cluster can run
+    done = shell(script_of(block), tmp_path, timeout=120, extra={block.detail: database})
+    assert done.returncode == 0, done.stdout + done.stderr
+    for (page, section, holds), expected in EXPECTED.items():
+        if block.page == page and block.section == section and holds in block.body:
+            expected(block, done, tmp_path)
+
+
 def test_the_blocks_this_test_holds_to_more_are_there_and_run() -> None:
     for page, section, holds in EXPECTED:
-        assert [b for b in find(page, section) if holds in b.body and b in RUNNING], (page, section, holds)
+        assert [b for b in find(page, section) if holds in b.body and b in RUNNING + ON_POSTGRESQL], (
+            page,
+            section,
+            holds,
+        )
     stack = next(b for b in find("docs/operating.md", "Running it") if "amc host run" in b.body)
     assert "amc tokens add --role host --host-id lab-1" in stack.body and "amc task submit" in stack.body
     assert "amc host list" in stack.body

@@ -58,7 +58,7 @@ class Watch:
         return self.result
 
 
-@pytest.mark.req("EVENTS/s8")
+@pytest.mark.req("EVENTS/s8", "BOUNDED/s4", "BOUNDED/s5")
 @pytest.mark.parametrize("heard", ["an event before the stop", "no event before the stop"])
 def test_watch_reconnects_after_the_server_restarts_and_rereads_on_the_reset(cli, tmp_path, heard):
     data = tmp_path / "data"
@@ -66,9 +66,9 @@ def test_watch_reconnects_after_the_server_restarts_and_rereads_on_the_reset(cli
     port = server.port
     try:
         task = submit(cli, server.url)
-        watch = Watch(cli, server.url, task["id"], "--interval", "0.05", "--timeout", "60")
+        watch = Watch(cli, server.url, task["id"], "--interval", "0.05", "--timeout", "60", "--give-up-after", "60")
         eventually(lambda: readers_of(server) == 1, what="the watch reading the stream")
-        time.sleep(0.3)  # its read on the stream's opening is done (a read while the server is away fails the watch)
+        time.sleep(0.3)  # its read on the stream's opening is done
         if heard == "an event before the stop":  # it reconnects with an id of the old run: the server resets it
             headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
             httpx.post(f"{server.url}/v1/tasks", json={"plan": PLAN}, headers=headers).raise_for_status()
@@ -93,6 +93,12 @@ def test_watch_reconnects_after_the_server_restarts_and_rereads_on_the_reset(cli
     finally:
         server.stop()
     assert result.exit_code == 0, result.output
+    # While no server answered it said so, and when one did again, that too (BOUNDED/s4);
+    # the task that ended meanwhile is reported ended (BOUNDED/s5)
+    assert "No server answers (cannot connect to the server at" in result.stderr
+    assert "trying again for up to 60 s" in result.stderr
+    assert f"{server.url} answers again (after " in result.stderr
+    assert "goes on" not in result.output
     lines = result.stdout.splitlines()
     order = ["submitted", "assigned attempt 1 to h1/dev-1", "dispatched", "ended done (reported)"]
     positions = [next(i for i, line in enumerate(lines) if text in line) for text in order]

@@ -33,7 +33,7 @@ def test_a_client_lists_the_tools_and_calls_one_over_streamable_http(stack):
                 return names, devices
 
         names, devices = anyio.run(run)
-        assert {"start_session", "tap_element", "screenshot", "submit_plan", "cancel_task"} <= names
+        assert {"start_session", "observe", "tap", "submit_plan", "cancel_task"} <= names
         assert not devices.is_error and "amc-sim-01" in devices.content[0].text
     finally:
         process.terminate()

@@ -16,7 +16,7 @@ import pytest
 
 from tests.mcp.stack import Stack
 
-SESSION_TOOLS = {"list_devices", "start_session", "tap", "tap_element", "ui_tree", "screenshot", "shell", "end_session"}
+SESSION_TOOLS = {"list_devices", "start_session", "observe", "tap", "type", "wait_for", "back", "shell", "end_session"}
 PLAN_TOOLS = {"submit_plan", "task_status", "cancel_task", "pause_task", "resume_task", "steer_task", "follow_up"}
 
 
@@ -28,6 +28,13 @@ def image_of(result) -> bytes:
     (image,) = [part for part in result.content if part.type == "image"]
     assert image.mime_type == "image/png"
     return base64.b64decode(image.data)
+
+
+def texts(observed) -> list[str]:
+    return [element["text"] for element in observed.structured_content["elements"]]
+
+
+req = pytest.mark.req
 
 
 def serves_sessions(stack: Stack) -> bool:
@@ -93,19 +100,18 @@ def test_an_agent_drives_a_phone_in_a_session_and_cancels_a_long_shell_action(st
                 await call(client, "launch_app", {"session_id": session, "package": "com.android.settings"})
             )
             assert ": completed" in launched
-            before = image_of(await call(client, "screenshot", {"session_id": session}))
-            tree = text_of(await call(client, "ui_tree", {"session_id": session}))
-            assert '"Network & internet" id=android:id/title' in tree and "centre=540,300" in tree
+            looked = await call(client, "observe", {"session_id": session})
+            before = image_of(looked)
+            assert '"Network & internet"' in text_of(looked) and "Network & internet" in texts(looked)
 
-            tapped = text_of(await call(client, "tap_element", {"session_id": session, "text": "Network & internet"}))
-            assert "Tapped the centre (540, 300)" in tapped and 'tap {"x": 540, "y": 300}' in tapped
-            assert ": completed" in tapped
-            after = image_of(await call(client, "screenshot", {"session_id": session}))
+            tapped = await call(client, "tap", {"session_id": session, "text": "Network & internet"})
+            assert 'tap {"target": {"text": "Network & internet"}}' in text_of(tapped)
+            assert tapped.structured_content["element"]["text"] == "Network & internet"
+            assert ": completed" in text_of(tapped)
+            after = image_of(await call(client, "observe", {"session_id": session}))
             assert after != before and after.startswith(b"\x89PNG")
-            ambiguous = await call(
-                client, "tap_element", {"session_id": session, "resource_id": "no:id/such"}, ok=False
-            )
-            assert "Nothing tapped" in text_of(ambiguous)
+            missed = await call(client, "tap", {"session_id": session, "resource_id": "no:id/such"}, ok=False)
+            assert 'no element matches resource id "no:id/such"; the screen showed: ' in text_of(missed)
 
             ended = text_of(await call(client, "end_session", {"session_id": session}))
             assert f"Session {session}: done." in ended and "reason: session_ended" in ended
@@ -137,15 +143,106 @@ def test_an_agent_drives_a_phone_in_a_session_and_cancels_a_long_shell_action(st
     headers = {"Authorization": f"Bearer {stack.token}"}
     events = httpx.get(f"{stack.url}/v1/tasks/{session}/history", headers=headers).json()["events"]
     ended = [e["data"] for e in events if e["type"] == "action_ended"]
-    assert [e["status"] for e in ended] == ["completed"] * 7  # launch, 2 screenshots, 2 dumps, tap, dump of the miss
+    # launch, observe, tap, observe, the tap that found nothing
+    assert [e["status"] for e in ended] == ["completed"] * 4 + ["failed"]
     assert events[-1]["type"] == "ended" and events[-1]["data"]["reason"] == "session_ended"
     artifacts = httpx.get(f"{stack.url}/v1/tasks/{session}/artifacts", headers=headers).json()["artifacts"]
     kinds = sorted(a["content_type"].split(";")[0] for a in artifacts)
-    assert kinds.count("image/png") == 2 and len([k for k in kinds if "xml" in k]) == 3
+    assert kinds.count("image/png") == 2
     assert all(a["id"] in listed for a in artifacts)
     second_events = httpx.get(f"{stack.url}/v1/tasks/{second}/history", headers=headers).json()["events"]
     assert [e["data"]["status"] for e in second_events if e["type"] == "action_ended"] == ["interrupted"]
     assert second_events[-1]["type"] == "ended" and second_events[-1]["data"]["status"] == "cancelled"
+
+
+@pytest.mark.slow
+@req("UI/s14")
+def test_an_agent_loop_observes_taps_an_element_by_its_index_and_sees_the_screen_change(stack):
+    """observe -> tap by index -> observe, as a model does it: the element list and the image come in one
+    result, the tap names the element it hit, and the second observation shows the new screen."""
+
+    async def run():
+        async with stack.mcp_client() as client:
+
+            async def call(tool: str, ok: bool = True, **arguments):
+                result = await client.call_tool(tool, {"session_id": session, **arguments})
+                assert result.is_error is not ok, f"{tool} {arguments}: {text_of(result)}"
+                return result
+
+            started = await client.call_tool("start_session", {})
+            session = started.structured_content["session_id"]
+            await call("launch_app", package="com.example.app")
+
+            first = await call("observe", marks=True)
+            elements = first.structured_content["elements"]
+            gestures = next(element for element in elements if element["text"] == "Gestures")
+            line = next(line for line in text_of(first).splitlines() if '"Gestures"' in line)
+            assert line.startswith(f'[{gestures["index"]}] TextView "Gestures" ')
+            assert first.structured_content["image"]["marks"] is True
+            assert first.structured_content["image"]["scale"] == 0.5
+            picture = image_of(first)
+
+            tapped = await call("tap", index=gestures["index"])
+            structured = tapped.structured_content
+            assert structured["action_id"].startswith("tap-") and structured["status"] == "completed"
+            assert structured["element"]["text"] == "Gestures" and structured["reason"] is None
+            left, top, right, bottom = gestures["bounds"]
+            x, y = structured["point"]
+            assert left <= x < right and top <= y < bottom
+
+            second = await call("observe")
+            assert "Double-tap me" in texts(second) and "Gestures" in texts(second)
+            assert "Log in" not in texts(second) and image_of(second) != picture
+
+            # An index from that observation, after the screen changed: refused, in one sentence.
+            double = next(
+                element for element in second.structured_content["elements"] if element["text"] == "Double-tap me"
+            )
+            await call("back")
+            stale = await call("tap", ok=False, index=double["index"])
+            assert stale.structured_content["status"] == "failed"
+            assert "the screen changed since the last observation" in stale.structured_content["reason"]
+
+            wrong = await call("tap", ok=False, index="three")
+            assert text_of(wrong).startswith("tap was called with bad arguments: index should be a valid integer")
+            assert "\n" not in text_of(wrong)
+            alone = await call("tap", ok=False, x=10)
+            assert text_of(alone) == "tap got x alone: a point needs both x and y."
+            await client.call_tool("end_session", {"session_id": session})
+
+    anyio.run(run)
+
+
+@pytest.mark.slow
+@req("UI/s14")
+def test_a_session_that_cannot_be_had_is_refused_with_the_servers_reason_and_left_nowhere(stack):
+    headers = {"Authorization": f"Bearer {stack.token}"}
+
+    def status_of(said: str) -> str:
+        task_id = re.search(r"The request \((t_\w+)\) was cancelled", said).group(1)
+        return httpx.get(f"{stack.url}/v1/tasks/{task_id}", headers=headers, timeout=10).json()["status"]
+
+    async def run():
+        async with stack.mcp_client() as client:
+            nowhere = await client.call_tool("start_session", {"model": "Pixel 99"})
+            assert nowhere.is_error
+            said = text_of(nowhere)
+            assert said.startswith("No session: no registered phone meets its requirements (waiting: no_device_matches")
+            assert "matching_devices: 0, requirements: model=Pixel 99), at once." in said
+            assert status_of(said) == "cancelled"
+
+            held = [await client.call_tool("start_session", {}) for _ in range(2)]
+            try:
+                busy = await client.call_tool("start_session", {"wait_seconds": 1})
+                assert busy.is_error
+                said = text_of(busy)
+                assert "(waiting: matching_devices_busy, matching_devices: 2, requirements: any phone)" in said
+                assert status_of(said) == "cancelled"
+            finally:
+                for started in held:
+                    await client.call_tool("end_session", {"session_id": started.structured_content["session_id"]})
+
+    anyio.run(run)
 
 
 @pytest.mark.slow
@@ -160,8 +257,11 @@ def test_the_readme_transcript_comes_from_the_example_agent_as_it_runs(stack):
     assert run.returncode == 0, run.stderr
     transcript = run.stdout
     for line in (
-        '→ tap_element({"session_id": ',
-        '← Tapped the centre (540, 300) of [2] TextView "Network & internet" id=android:id/title',
+        '→ observe({"session_id": ',
+        '← [1] EditText "Username" id=com.example.app:id/username bounds=[0,200][1080,400] clickable',
+        '← Action #3 type {"text": "ada", "clear": true, "target": {"index": 1}} (id type-',
+        '← Element: [2] Button "Log in" id=com.example.app:id/login bounds=[54,450][1026,550] clickable',
+        '← Element: [1] TextView "Signed in as ada" id=com.example.app:id/greeting',
         "← [image: image/png, ",
         "← Result: done, reason: session_ended",
     ):

@@ -18,6 +18,7 @@ from .helpers import BufferSink, run
 
 SETTINGS = "com.android.settings/.Settings"
 NETWORK = "com.android.settings/.Settings$NetworkDashboardActivity"
+EXAMPLE = "com.example.app/.MainActivity"
 DUMPED = "UI hierchary dumped to: "  # the real tool's spelling
 THREADTIME = re.compile(r"^\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} +\d+ +\d+ [VDIWEF] .+?: .*$")
 
@@ -68,7 +69,7 @@ def test_the_dump_follows_the_foreground_and_the_typed_text(device):
     assert "Settings" in texts(dump(device))  # the home screen lists the apps
     run(device, "am start -n com.example.app/.MainActivity")
     field = next(node for node in dump(device).iter("node") if node.get("class") == "android.widget.EditText")
-    assert (field.get("resource-id"), field.get("text")) == ("com.example.app:id/input", "Type here")
+    assert (field.get("resource-id"), field.get("text")) == ("com.example.app:id/username", "Username")
     run(device, "input text hello")
     field = next(node for node in dump(device).iter("node") if node.get("class") == "android.widget.EditText")
     assert field.get("text") == "hello"
@@ -115,16 +116,17 @@ def test_screenshots_are_a_function_of_the_screen_state(device):
     home = screenshot(device)
     assert png_size(home) == (1080, 2400)
     assert screenshot(other) == home  # same state, same bytes
-    run(device, f"am start -n {SETTINGS}")
-    settings = screenshot(device)
-    run(device, "input text abc")
+    run(device, f"am start -n {EXAMPLE}")
+    example = screenshot(device)
+    run(device, "input text abc")  # into the focused field, which draws it
     typed = screenshot(device)
-    run(other, f"am start -n {SETTINGS}")
+    run(other, f"am start -n {EXAMPLE}")
     run(other, "input text abd")
-    assert len({home, settings, typed, screenshot(other)}) == 4
-    run(other, "am force-stop com.android.settings")
-    run(other, f"am start -n {SETTINGS}")
-    assert screenshot(other) != typed
+    assert len({home, example, typed, screenshot(other)}) == 4
+    run(other, "am force-stop com.example.app")
+    run(other, "pm clear com.example.app")
+    run(other, f"am start -n {EXAMPLE}")
+    assert screenshot(other) == example
 
 
 def test_logcat_records_launches_and_input_in_threadtime(device):

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from amc.sim.device import SimDevice
-from amc.sim.programs.android import decode_input_text
+from amc.sim.programs.inputs import decode_input_text
 from amc.sim.spec import SimDeviceSpec
 from tests.support.waiting import eventually
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from amc.check.recorder import HistoryFile, RecordingTransport
 from tests.support.plans import PLAN
 
 TENANTS = ("acme", "beta", "gamma")
@@ -58,11 +59,15 @@ def epoch(rfc3339: str) -> float:
     return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
 
 
-def async_client(url: str) -> httpx.AsyncClient:
-    transport = httpx.AsyncHTTPTransport(
+def async_client(url: str, history: HistoryFile | None = None) -> httpx.AsyncClient:
+    """A client for the actors; with `history`, every operation it sends is recorded there
+    for the history checker (`amc.check`)."""
+    transport: httpx.AsyncBaseTransport = httpx.AsyncHTTPTransport(
         socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
         limits=httpx.Limits(max_connections=500, max_keepalive_connections=500),
     )
+    if history is not None:
+        transport = RecordingTransport(transport, history, "crashload")
     return httpx.AsyncClient(base_url=url, timeout=60, transport=transport)
 
 

@@ -25,6 +25,10 @@ import psycopg
 from amc.adapters import codec
 from amc.adapters.http import tokens_file
 from amc.adapters.postgres.verify import verify
+from amc.check.final import read_final_state
+from amc.check.operations import read as read_history
+from amc.check.recorder import HistoryFile, SyncRecordingTransport
+from amc.check.rules import Report, check, message_tasks
 from amc.core.events import LeaseExpired
 from tests.support.plans import PLAN
 from tests.support.postgres import Cluster
@@ -73,13 +77,24 @@ class Follower:
     A 503, a refused or reset connection or a timeout moves it to the next URL; it keeps
     trying (all URLs in turn) until `patience` seconds have passed. `switches` counts the moves."""
 
-    def __init__(self, urls: list[str], token: str, patience: float = 15.0, timeout: float = 10.0):
+    def __init__(
+        self,
+        urls: list[str],
+        token: str,
+        patience: float = 15.0,
+        timeout: float = 10.0,
+        history: tuple[HistoryFile, str] | None = None,
+    ):
+        """`history`: a file and a client name to record this client's operations under (`amc.check`)."""
         self.urls = urls
         self.token = token
         self.patience = patience
         self.current = 0
         self.switches = 0
-        self.http = httpx.Client(timeout=timeout)
+        transport: httpx.BaseTransport = httpx.HTTPTransport()
+        if history is not None:
+            transport = SyncRecordingTransport(transport, *history)
+        self.http = httpx.Client(timeout=timeout, transport=transport)
 
     def request(self, method: str, path: str, body: Any = None) -> httpx.Response:
         deadline = time.monotonic() + self.patience
@@ -245,6 +260,7 @@ class FailoverReport:
     checked: int  # acknowledged commands looked up in the database
     lost: list[str]  # what was acknowledged and is not there (or leases that lapsed)
     differences: list[str]  # `verify`: the replayed log against the records, the invariants
+    history: Report  # the history checker over every operation the hosts and clients saw
 
 
 def run_failover(
@@ -275,8 +291,9 @@ def run_failover(
     servers.append(launch())
     urls = [s.url for s in servers]  # shared by every follower; replaced in place after each kill
     ledger, stop, kill_times = Ledger(), threading.Event(), []
-    followers = [Follower(urls, tokens[h], patience=30) for h in host_ids]
-    followers += [Follower(urls, tokens["client"], patience=30) for _ in range(clients)]
+    history = HistoryFile(scratch / "history.jsonl")
+    followers = [Follower(urls, tokens[h], patience=30, history=(history, h)) for h in host_ids]
+    followers += [Follower(urls, tokens["client"], patience=30, history=(history, f"c{n}")) for n in range(clients)]
     threads = [
         threading.Thread(target=host_loop, args=(f, h, ledger, stop, kill_times), daemon=True)
         for f, h in zip(followers, host_ids)
@@ -320,9 +337,23 @@ def run_failover(
             thread.join(40)
         for follower in followers:
             follower.close()
-        for server in servers:
-            server.stop()
+        try:
+            checked_history = check_history(history, servers, tokens["admin"])
+        finally:
+            history.close()
+            for server in servers:
+                server.stop()
     checked, lost = check_ledger(url, ledger)
     return FailoverReport(
-        takeovers, first_renewals, dict(ledger.counts), ledger.kept_leases, checked, lost, verify(url)
+        takeovers, first_renewals, dict(ledger.counts), ledger.kept_leases, checked, lost, verify(url), checked_history
     )
+
+
+def check_history(history: HistoryFile, servers: list[Server], admin: str) -> Report:
+    """The history checker over what the followers recorded, against the leader's final state."""
+    deadline = time.monotonic() + 30
+    while (leader := leader_of(servers)) is None:
+        assert time.monotonic() < deadline, "nobody leads at the end"
+        time.sleep(0.1)
+    recorded = read_history([history.path])
+    return check(recorded, read_final_state(leader.url, admin, message_tasks(recorded.operations)))

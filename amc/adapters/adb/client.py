@@ -92,7 +92,58 @@ def run_stream(device: Device, payload: str, stopper: Stopper, *, max_bytes: int
     Past `max_bytes` the oldest bytes are dropped: the newest carry the completion marker.
     """
     output = StreamOutput()
+    handler = _reader(output, stopper, max_bytes)
+    call(stopper, lambda: device.shell(payload, handler=handler))
+    return output
 
+
+@attrs.frozen
+class ServiceOutput:
+    """What a binary service delivered: its bytes, whether it opened, whether it was cut."""
+
+    data: bytes
+    opened: bool
+    truncated: bool
+
+
+def run_service(device: Device, service: str, stopper: Stopper, *, max_bytes: int) -> ServiceOutput:
+    """Open a device service such as `exec:screencap` and read its binary output to EOF.
+
+    Unlike `run_stream`, the first `max_bytes` are kept and reading stops there (`truncated`):
+    a frame cut short is useless, so the caller fails rather than keep its tail. The chunks
+    are joined once at the end: a raw frame is megabytes, and every copy shows.
+    """
+    chunks: list[bytes] = []
+    state = {"opened": False, "truncated": False}
+
+    def open_and_read() -> None:
+        conn = device.create_connection()
+        try:
+            conn.send(service)
+            state["opened"] = True
+            conn.socket.settimeout(None)
+            size = 0
+            while True:
+                chunk = conn.read(1 << 20)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > max_bytes:
+                    state["truncated"] = True
+                    chunks.append(chunk[: len(chunk) - (size - max_bytes)])
+                    break
+                chunks.append(chunk)
+        except OSError:
+            if not stopper.tripped:
+                raise
+        finally:
+            conn.close()
+
+    call(stopper, open_and_read)
+    return ServiceOutput(b"".join(chunks), state["opened"], state["truncated"])
+
+
+def _reader(output: StreamOutput, stopper: Stopper, max_bytes: int) -> Callable[[Connection], None]:
     def handler(conn: Connection) -> None:
         output.opened = True
         try:
@@ -102,17 +153,16 @@ def run_stream(device: Device, payload: str, stopper: Stopper, *, max_bytes: int
                 if not chunk:
                     break
                 room = max_bytes - len(output.data)
-                if len(chunk) > room:
-                    output.truncated = True
-                    # Keep the newest bytes: completion markers come last.
-                    output.data = (output.data + chunk)[-max_bytes:]
-                else:
+                if len(chunk) <= room:
                     output.data += chunk
+                    continue
+                output.truncated = True
+                # Keep the newest bytes: completion markers come last.
+                output.data = (output.data + chunk)[-max_bytes:]
         except OSError:
             if not stopper.tripped:
                 raise
         finally:
             conn.close()
 
-    call(stopper, lambda: device.shell(payload, handler=handler))
-    return output
+    return handler

@@ -18,6 +18,7 @@ that the wrapper's shell forked keeps its own command line and may survive the p
 
 from __future__ import annotations
 
+import base64
 import re
 import secrets
 import shlex
@@ -34,6 +35,16 @@ LAUNCHER_CATEGORY = "android.intent.category.LAUNCHER"
 # every device, with no storage permission involved (specs/adb.md §6).
 UI_DUMP_DIR = "/data/local/tmp"
 MAX_LOGCAT_LINES = 10_000
+# The raw frame service: `screencap` without -p writes a header and the pixels, and `exec:`
+# (unlike `shell:`) never passes binary output through a pty.
+RAW_SCREENCAP = "exec:screencap"
+# The ADB keyboard (github.com/senzhk/ADBKeyBoard), the broadcast IME that types any text.
+ADB_KEYBOARD = "com.android.adbkeyboard/.AdbIME"
+INPUT_METHOD = "settings get secure default_input_method"
+KEYCODES = {"back": "KEYCODE_BACK", "home": "KEYCODE_HOME", "enter": "KEYCODE_ENTER"}
+ORIENTATIONS = {"portrait": 0, "landscape": 1}
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:\S+$")
+MAX_URL = 8192
 
 
 def new_token() -> str:
@@ -75,6 +86,17 @@ def swipe(x1: object, y1: object, x2: object, y2: object, duration_ms: object = 
     return f"input swipe {points} {_integer('duration_ms', duration_ms)}"
 
 
+def double_tap(x: int, y: int) -> str:
+    """Two taps in one shell command, so they land close enough in time to count as one gesture."""
+    single = tap(x, y)
+    return f"{single}; {single}"
+
+
+def long_press(x: int, y: int, duration_ms: int) -> str:
+    """A swipe that does not move is a press held for `duration_ms`."""
+    return swipe(x, y, x, y, duration_ms)
+
+
 def keyevent(key: object) -> str:
     """`key` is a keycode number or a name such as HOME or KEYCODE_HOME."""
     if isinstance(key, int) and not isinstance(key, bool):
@@ -108,6 +130,71 @@ def text(value: str) -> list[str]:
     return [f"input text {shlex.quote(chunk.replace(' ', '%s'))}" for chunk in chunks if chunk]
 
 
+def printable_ascii(value: str) -> bool:
+    """What `input text` can type exactly (see `text`)."""
+    return all(" " <= char <= "~" for char in value)
+
+
+def keyevents(*keys: str) -> str:
+    """Several key codes (names) in one `input keyevent` command."""
+    return "input keyevent " + " ".join(keys)
+
+
+def clear_by_keys(length: int) -> str:
+    """Delete a field's `length` characters: to its end, then that many backspaces."""
+    return keyevents("KEYCODE_MOVE_END", *["KEYCODE_DEL"] * length)
+
+
+def ime_text(value: str) -> str:
+    """Type `value` (any Unicode) through the ADB keyboard: UTF-8, base64 (shell-safe)."""
+    encoded = base64.b64encode(value.encode("utf-8")).decode("ascii")
+    return f"am broadcast -a ADB_INPUT_B64 --es msg {encoded}"
+
+
+def ime_clear() -> str:
+    """Clear the focused field through the ADB keyboard."""
+    return "am broadcast -a ADB_CLEAR_TEXT"
+
+
+def package_name(package: object) -> str:
+    if not isinstance(package, str) or not _PACKAGE.match(package):
+        raise StepFailed(f"not a package name: {package!r}")
+    return package
+
+
+def stop_app(package: object) -> str:
+    return f"am force-stop {package_name(package)}"
+
+
+def clear_app_data(package: object) -> str:
+    """Prints `Success` once the package's data is gone."""
+    return f"pm clear {package_name(package)}"
+
+
+def open_url(url: object) -> str:
+    """A VIEW intent for `url`, whichever app handles its scheme."""
+    if not isinstance(url, str) or len(url) > MAX_URL or not _URL.match(url):
+        raise StepFailed(f"url must be a URL with a scheme (e.g. https://...) of at most {MAX_URL} characters")
+    return f"am start -a android.intent.action.VIEW -d {shlex.quote(url)}"
+
+
+def set_orientation(orientation: object) -> str:
+    """Turn auto-rotation off, then fix the rotation (0 portrait, 1 landscape)."""
+    if orientation not in ORIENTATIONS:
+        raise StepFailed(f"orientation must be one of {', '.join(ORIENTATIONS)}, got {orientation!r}")
+    rotation = ORIENTATIONS[str(orientation)]
+    return f"settings put system accelerometer_rotation 0 && settings put system user_rotation {rotation}"
+
+
+def list_packages(third_party: bool) -> str:
+    """`package:NAME` lines; `-3` lists only third-party packages."""
+    return "pm list packages -3" if third_party else "pm list packages"
+
+
+def parse_packages(output: str) -> list[str]:
+    return sorted({line[len("package:") :].strip() for line in output.splitlines() if line.startswith("package:")})
+
+
 def launch(package: str, activity: str | None = None) -> str:
     """`am start -n` when the activity is known, else the launcher intent through monkey."""
     if not isinstance(package, str) or not _PACKAGE.match(package):
@@ -125,13 +212,9 @@ def ui_dump_path(token: str) -> str:
 
 
 def ui_dump(path: str) -> str:
-    """Write the screen's UI hierarchy to `path`; the tool confirms on stdout."""
-    return f"uiautomator dump {path}"
-
-
-def read_and_remove(path: str) -> str:
-    """Print a device file, then delete it (only once it was read)."""
-    return f"cat {path} && rm -f {path}"
+    """Write the screen's UI hierarchy to `path`, print it after the tool's confirmation, and
+    delete the file, in one round trip; each part runs only if the one before succeeded."""
+    return f"uiautomator dump {path} && cat {path} && rm -f {path}"
 
 
 def logcat(lines: object) -> str:

@@ -9,9 +9,11 @@ File format (JSON; every section and every key is optional):
     }
 
 - Patterns are shell-style globs (`fnmatch`, case-sensitive; `*` also matches spaces
-  and `/`). `actions` patterns match action names (the observations `ui_dump` and
-  `logcat` included: they run fixed device commands, so only `actions` governs them),
-  `packages` the `launch` package, `shell` the `command` of a `shell` action.
+  and `/`). `actions` patterns match action names, every action of the table (`tap`,
+  `type`, `wait_for`, `open_url`, `screenshot`...: they run fixed device commands, so only
+  `actions` governs them; e.g. `{"deny": ["clear_app_data", "open_url"]}`), `packages` the
+  package of `launch`, `stop_app` and `clear_app_data`, `shell` the `command` of a `shell`
+  action.
 - Deny wins: a subject matching any `deny` pattern is refused.
 - `allow` absent: everything not denied is allowed. `allow` present (even empty): the
   subject must match one of its patterns.
@@ -40,6 +42,8 @@ import attrs
 from .errors import ActionRefused
 
 _SECTIONS = ("actions", "shell", "packages")
+# The actions that name an app, which the `packages` rules govern.
+PACKAGE_ACTIONS = ("launch", "stop_app", "clear_app_data")
 _SEPARATOR_CHARS = set("();|&")
 
 
@@ -109,7 +113,7 @@ class ActionPolicy:
             return f"action {action!r} matches no allowed pattern"
         if action == "shell":
             return self._shell_refusal(str(args.get("command", "")))
-        if action == "launch":
+        if action in PACKAGE_ACTIONS:
             package = str(args.get("package", ""))
             pattern = self.packages.denied_by(package)
             if pattern is not None:

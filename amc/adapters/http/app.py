@@ -146,6 +146,7 @@ def create_app(
         blobs if blobs is not None else MemoryBlobStore(),
         inputs if inputs is not None else MemoryInputCatalogue(),
     )
+    metrics.bind_runtime(lambda: context.events.subscribers)
     scope = Scope(context)
 
     @asynccontextmanager

@@ -27,12 +27,12 @@ from cattrs.cols import is_sequence, list_structure_factory
 from cattrs.preconf.orjson import make_converter
 from starlette.datastructures import QueryParams
 
-from amc.adapters.http.plan import check_steps, parse_plan, parse_step
 from amc.adapters.http.settings import Limits, Settings
 from amc.core import steering
 from amc.core.errors import InvalidRequest
 from amc.core.lifecycle import TERMINAL_STATUSES, StepStatus, TaskStatus
 from amc.core.messages import ACKNOWLEDGEMENTS
+from amc.core.plans import check_steps, parse_plan, parse_step
 from amc.core.records import Plan, Step, StepOutcome
 from amc.core.times import from_rfc3339, seconds_to_ms
 

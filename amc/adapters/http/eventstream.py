@@ -45,6 +45,7 @@ from amc.service import Change
 log = logging.getLogger("amc.http.events")
 
 KEEPALIVE = b": keep-alive\n\n"
+KEEPALIVE_HEADER = "amc-keep-alive"  # the seconds between two keep-alives on a quiet stream
 REPLAY_CHUNK = 256  # events written to the socket in one piece while replaying
 
 
@@ -264,7 +265,10 @@ class EventStreamResponse(StreamingResponse):
     ends (finished, the reader gone, cancelled before the first byte)."""
 
     def __init__(self, subscription: Subscription):
-        headers = {"content-type": "text/event-stream", "cache-control": "no-store"}
+        # The keep-alive interval, said (BOUNDED/s1): a reader that hears nothing for twice
+        # this long drops the connection as dead.
+        keepalive = subscription.stream.settings.keepalive_seconds
+        headers = {"content-type": "text/event-stream", "cache-control": "no-store", KEEPALIVE_HEADER: f"{keepalive:g}"}
         super().__init__(subscription.frames(), headers=headers)
         self.subscription = subscription
 

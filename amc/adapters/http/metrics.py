@@ -7,7 +7,8 @@ scrape time rather than kept by the edge, so they are right after a restart too.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -29,6 +30,10 @@ class _StateCollector(Collector):
         self._service = service
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        leading = self._service.leading
+        yield GaugeMetricFamily("amc_leader", "1 while this server leads, 0 while it stands by.", value=int(leading))
+        if not leading:
+            return  # a standby holds no state; the leader's own metrics count the tasks
         counts = self._service.status_counts()
         tasks = GaugeMetricFamily("amc_tasks", "Tasks by status.", labels=["status"])
         for status in TaskStatus:
@@ -38,6 +43,22 @@ class _StateCollector(Collector):
         yield GaugeMetricFamily(
             "amc_active_leases", "Active leases.", value=sum(counts.get(status, 0) for status in ACTIVE_STATUSES)
         )
+
+
+class _RuntimeCollector(Collector):
+    """What a slow leak would grow: the event loop's tasks and the event stream's readers
+    (read at scrape time; the scrape runs on the server's loop)."""
+
+    def __init__(self, readers: Callable[[], int]):
+        self._readers = readers
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        try:
+            tasks = len(asyncio.all_tasks())
+        except RuntimeError:  # scraped off the loop (a test's direct call): nothing to count
+            tasks = 0
+        yield GaugeMetricFamily("amc_asyncio_tasks", "Tasks of the server's event loop.", value=tasks)
+        yield GaugeMetricFamily("amc_event_stream_readers", "Open GET /v1/events streams.", value=self._readers())
 
 
 class Metrics:
@@ -71,12 +92,19 @@ class Metrics:
         self._children: dict[tuple[type, str], Counter] = {}
         self._timers: dict[type, Histogram] = {}
         self._service_bound = False
+        self._runtime_bound = False
 
     def bind(self, service: Service) -> None:
         """Report the service's task and lease counts (once per registry)."""
         if not self._service_bound:
             self.registry.register(_StateCollector(service))
             self._service_bound = True
+
+    def bind_runtime(self, readers: Callable[[], int]) -> None:
+        """Report the event loop's tasks and the event stream's `readers()` (once per registry)."""
+        if not self._runtime_bound:
+            self.registry.register(_RuntimeCollector(readers))
+            self._runtime_bound = True
 
     def command(self, command_type: type, outcome: str, seconds: float) -> None:
         # Resolving labelled children is the costly part of an observation: cache them.

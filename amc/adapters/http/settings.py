@@ -17,7 +17,7 @@ class Limits:
     """Bounds on request bodies; a request beyond one is refused (413 or 400)."""
 
     max_body_bytes: int = 1 * MiB
-    # Plans have their own bounds (1000 steps, 100 stages): see `amc.adapters.http.plan`.
+    # Plans have their own bounds (1000 steps, 100 stages): see `amc.core.plans`.
     max_id_length: int = 128  # serials, tenants, host ids
     max_string_length: int = 65_536  # a shell command, a text to type, an output
     max_map_entries: int = 64  # labels, requirement attributes, device attributes

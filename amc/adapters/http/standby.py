@@ -7,6 +7,9 @@ High availability): `GET /v1/health` is 503 `{"status": "standby"}`, so a load b
 that checks it sends traffic to the leader only, and every other request is 503
 `not_leader` with `Retry-After`. The app puts the gate only in front of a service that
 `may_stand_by`: the others always lead.
+
+`GET /metrics` is let through: a scraper asks every server, and a standby's `amc_leader`
+reads 0 (LEADER/s2).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from amc.adapters.http.problems import not_leader_response
 from amc.service import Service
 
 HEALTH_PATH = "/v1/health"
+METRICS_PATH = "/metrics"
 
 
 class StandbyGate:
@@ -27,7 +31,7 @@ class StandbyGate:
         self.service = service
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.service.leading:
+        if scope["type"] != "http" or self.service.leading or _metrics(scope):
             await self.app(scope, receive, send)
             return
         if scope["path"] == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
@@ -35,3 +39,7 @@ class StandbyGate:
         else:
             response = not_leader_response("this server is a standby; send the request to the leader")
         await response(scope, receive, send)
+
+
+def _metrics(scope: Scope) -> bool:
+    return scope["path"] == METRICS_PATH and scope["method"] in ("GET", "HEAD")

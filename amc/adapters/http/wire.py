@@ -18,9 +18,9 @@ import orjson
 from starlette.responses import Response
 
 from amc.adapters.http.liveness import Progress
-from amc.adapters.http.plan import plan_to_json
 from amc.core.kernel import Assignment, LeaseGranted, PollAnswer
 from amc.core.lifecycle import ACTIVE_STATUSES
+from amc.core.plans import plan_to_json
 from amc.core.records import (
     Action,
     Artifact,

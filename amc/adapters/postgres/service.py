@@ -83,6 +83,7 @@ class PostgresService:
         poll_s: float,
         lease_s: float,
         name: str | None,
+        on_role: Callable[[int | None], None] | None = None,
     ):
         if clock_kind not in ("system", "manual"):
             raise ValueError(f"clock: expected 'system' or 'manual', not {clock_kind!r}")
@@ -97,6 +98,7 @@ class PostgresService:
         self._changes = ChangeFeed()  # one feed across terms: a listener hears whichever term leads
         self._closed = False
         self._elected = threading.Condition()
+        self._on_role = on_role
         self.name = name or server_name()
         self._pool: ConnectionPool = store.read_pool(url, application_name=f"amc {self.name} reads")
         self._leadership = Leadership(
@@ -114,15 +116,20 @@ class PostgresService:
         poll_s: float = DEFAULT_POLL_S,
         lease_s: float = DEFAULT_LEASE_S,
         name: str | None = None,
+        on_role: Callable[[int | None], None] | None = None,
     ) -> PostgresService:
         """Open (creating or upgrading its tables) the store in the database at `url`, and
-        start leading, or standing by when another server leads.
+        start leading, or standing by when another server leads. `on_role(epoch)` is told
+        each time this server starts leading (the term's epoch) and each time it stops
+        (None), on the leadership thread, so that an operator can be told (LEADER/s1).
 
         Raises `NotAStore` (unreachable, or not an amc store) or `SchemaMismatch`.
         """
         with store.connect(url) as conn:
             schema.open_schema(conn)
-        service = cls(url, clock, on_commit, max_batch=max_batch, poll_s=poll_s, lease_s=lease_s, name=name)
+        service = cls(
+            url, clock, on_commit, max_batch=max_batch, poll_s=poll_s, lease_s=lease_s, name=name, on_role=on_role
+        )
         try:
             service._leadership.step()  # lead at once when nobody does
             service._leadership.start()
@@ -182,6 +189,8 @@ class PostgresService:
         with self._elected:
             self._writer, self._epoch = writer, epoch
             self._elected.notify_all()
+        if self._on_role is not None:
+            self._on_role(epoch)
 
     def _term_clock(self, conn: psycopg.Connection) -> Clock:
         last_time = store.meta_int(conn, "last_time") or 0
@@ -195,6 +204,8 @@ class PostgresService:
         writer = self._writer
         if writer is not None:
             writer.lose(why)
+        if self._on_role is not None and not self._closed:
+            self._on_role(None)
 
     def _writer_lost(self, epoch: int) -> None:
         """The writer of `epoch` saw its term end (a transaction failed): give the lock up."""

@@ -8,9 +8,9 @@
     {"index": 3}                             element [3] of this attempt's last observation
     ... each may add "nth": k                the k-th match (0-based) in document order
 
-Exactly one key selects; `nth` only picks among its matches. This module reads the wire form
-and says what is wrong with it in one sentence; matching a selector against a screen is
-`amc.core.ui.selectors`.
+Exactly one key selects; `nth` only picks among its matches (so an index takes none). This
+module reads the wire form and says what is wrong with it in one sentence; matching a
+selector against a screen is `amc.core.ui.selectors`.
 """
 
 from __future__ import annotations
@@ -78,4 +78,6 @@ def parse_target(raw: Any) -> Selector:
     nth = raw.get("nth")
     if nth is not None and (not _is_int(nth) or not 0 <= nth <= MAX_INDEX):
         raise SelectorError(f"target.nth must be an integer in 0..{MAX_INDEX} (0 is the first match)")
+    if nth is not None and key == "index":
+        raise SelectorError("target.nth does not go with target.index, which names one element already")
     return Selector(key=key, value=value, nth=nth)

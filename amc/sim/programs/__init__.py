@@ -7,6 +7,6 @@ and stream closes reach every program the same way (see `process`).
 
 from __future__ import annotations
 
-from . import android, posix, processes
+from . import android, inputs, managers, posix, processes
 
-REGISTRY = {**posix.PROGRAMS, **processes.PROGRAMS, **android.PROGRAMS}
+REGISTRY = {**posix.PROGRAMS, **processes.PROGRAMS, **android.PROGRAMS, **inputs.PROGRAMS, **managers.PROGRAMS}

@@ -1,65 +1,14 @@
-"""The Android tools agents use: getprop, input, am, monkey, wm, dumpsys, screencap, pm,
-uiautomator (dump) and logcat.
+"""The Android tools that read the device: getprop, wm, dumpsys, screencap, uiautomator
+(dump) and logcat (`inputs` and `managers` hold the ones that change it).
 
-Outputs imitate the real tools closely enough for parsers (specs/adb.md §1.5 and §6); the
-parts of the behaviour that were never checked on a device (exit codes of `am` and
-`monkey` failures, `input`'s errors) are chosen to be plausible and easy to detect.
+Outputs imitate the real tools closely enough for parsers (specs/adb.md §1.5 and §6).
 """
 
 from __future__ import annotations
 
-import re
-
 from ..invocation import Invocation
 from ..logcat import FORMATS, LogEntry
-from ..screens import hierarchy_xml, screenshot_png
-from ..spec import LAUNCHER
-
-LAUNCHER_INTENT = "android.intent.category.LAUNCHER"
-
-# A small part of KeyEvent's table (ppadb keycode.py): enough for agents' keys.
-KEYCODES = {
-    "HOME": 3,
-    "BACK": 4,
-    "CALL": 5,
-    "ENDCALL": 6,
-    "DPAD_UP": 19,
-    "DPAD_DOWN": 20,
-    "DPAD_LEFT": 21,
-    "DPAD_RIGHT": 22,
-    "DPAD_CENTER": 23,
-    "VOLUME_UP": 24,
-    "VOLUME_DOWN": 25,
-    "POWER": 26,
-    "CAMERA": 27,
-    "TAB": 61,
-    "SPACE": 62,
-    "ENTER": 66,
-    "DEL": 67,
-    "MENU": 82,
-    "SEARCH": 84,
-    "MEDIA_PLAY_PAUSE": 85,
-    "ESCAPE": 111,
-    "FORWARD_DEL": 112,
-    "APP_SWITCH": 187,
-    "SLEEP": 223,
-    "WAKEUP": 224,
-    **{str(digit): 7 + digit for digit in range(10)},
-    **{chr(ord("A") + index): 29 + index for index in range(26)},
-}
-_INPUT_SOURCES = {
-    "touchscreen",
-    "touchpad",
-    "keyboard",
-    "mouse",
-    "trackball",
-    "stylus",
-    "dpad",
-    "gamepad",
-    "joystick",
-    "touchnavigation",
-}
-_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+from ..screens import hierarchy_xml, screenshot_png, screenshot_raw
 
 
 def getprop(inv: Invocation) -> int:
@@ -70,156 +19,6 @@ def getprop(inv: Invocation) -> int:
     else:
         default = inv.args[1] if len(inv.args) > 1 else ""
         inv.out(properties.get(inv.args[0], default) + "\n")
-    return 0
-
-
-def decode_input_text(text: str) -> str:
-    """What `input text` types: Input.java turns each `%s` into a space, scanning left to right."""
-    typed = []
-    i = 0
-    while i < len(text):
-        if text[i] == "%" and i + 1 < len(text) and text[i + 1] == "s":
-            typed.append(" ")
-            i += 2
-        else:
-            typed.append(text[i])
-            i += 1
-    return "".join(typed)
-
-
-def _usage(inv: Invocation, message: str) -> int:
-    inv.err(f"Error: {message}\n")
-    inv.err("Usage: input [<source>] <command> [<arg>...]\n")
-    return 1
-
-
-def input_(inv: Invocation) -> int:
-    args = list(inv.args)
-    if args and args[0] in _INPUT_SOURCES:
-        args.pop(0)
-    if not args:
-        return _usage(inv, "missing command")
-    command, rest = args[0], args[1:]
-    device = inv.device
-    if command in ("tap", "swipe"):
-        wanted = (2,) if command == "tap" else (4, 5)
-        if len(rest) not in wanted or not all(_NUMBER.match(value) for value in rest):
-            return _usage(inv, f"Invalid arguments for command: {command}")
-        _event(inv, " ".join([command, *rest]))
-        if command == "tap":
-            _tap(inv, round(float(rest[0])), round(float(rest[1])))
-    elif command == "text":
-        # Input.java takes exactly one argument: unquoted spaces are a caller's bug.
-        if len(rest) != 1:
-            return _usage(inv, "Invalid arguments for command: text")
-        typed = decode_input_text(rest[0])
-        if any(not (" " <= char <= "~") for char in typed):
-            inv.err("Error: the virtual keyboard cannot type non-ASCII or control characters\n")
-            return 1
-        _event(inv, f"text {typed}")
-        device.typed_text += typed
-    elif command == "keyevent":
-        keys = [key for key in rest if not key.startswith("--")]
-        if not keys:
-            return _usage(inv, "Invalid arguments for command: keyevent")
-        for key in keys:
-            name = key[len("KEYCODE_") :] if key.startswith("KEYCODE_") else key
-            if not key.isdigit() and name not in KEYCODES:
-                inv.err(f"Error: unknown keycode '{key}'\n")
-                return 1
-            code = int(key) if key.isdigit() else KEYCODES[name]
-            _event(inv, f"keyevent {code}" + (" longpress" if "--longpress" in rest else ""))
-            if code == KEYCODES["HOME"]:
-                device.home()
-            elif code == KEYCODES["BACK"]:
-                device.back()
-    elif command in ("press", "roll"):
-        _event(inv, " ".join([command, *rest]))
-    else:
-        return _usage(inv, f"Unknown command: {command}")
-    return 0
-
-
-def _event(inv: Invocation, event: str) -> None:
-    """Record an injected input event, in the device's event list and in its log."""
-    inv.device.input_events.append(event)
-    inv.device.logcat.log("I", "Input", f"injectInputEvent: {event}", pid=inv.process.pid)
-
-
-def _tap(inv: Invocation, x: int, y: int) -> None:
-    """A tap on a row that opens an activity opens it (see `screens`); elsewhere it changes nothing."""
-    target = inv.device.screen().tap_target(x, y)
-    if target is not None and target.opens is not None:
-        package, activity = target.opens.split("/", 1)
-        resolved = _resolve(inv, package, activity)
-        if resolved is not None:
-            inv.device.open_activity(resolved)
-
-
-def _resolve(inv: Invocation, package: str, activity: str | None) -> str | None:
-    """Return "package/activity" if the device has it (launcher activity when None)."""
-    activities = inv.device.spec.packages.get(package)
-    if not activities:
-        return None
-    if activity is None:
-        return f"{package}/{activities[0]}"
-
-    def full(name: str) -> str:
-        return package + name if name.startswith(".") else name
-
-    for known in activities:
-        if full(known) == full(activity):
-            return f"{package}/{known}"
-    return None
-
-
-def am(inv: Invocation) -> int:
-    args = list(inv.args)
-    if not args:
-        inv.err("usage: am [subcommand] [options]\n")
-        return 1
-    command, rest = args[0], args[1:]
-    device = inv.device
-    if command == "force-stop":
-        if len(rest) != 1:
-            inv.err("Error: force-stop needs exactly one package\n")
-            return 1
-        device.force_stop(rest[0])
-        return 0
-    if command != "start":
-        inv.err(f"Error: unknown command '{command}'\n")
-        return 1
-    component = None
-    options = iter(rest)
-    for option in options:
-        if option == "-n":
-            component = next(options, None)
-        elif option in ("-a", "-c", "-d", "-t", "--user"):
-            next(options, None)
-    if not component or "/" not in component:
-        inv.out("Error: am start needs -n PACKAGE/ACTIVITY in the simulator\n")
-        return 1
-    package, activity = component.split("/", 1)
-    inv.out(f"Starting: Intent {{ cmp={component} }}\n")
-    resolved = _resolve(inv, package, activity)
-    if resolved is None:
-        full = package + activity if activity.startswith(".") else activity
-        inv.out(f"Error type 3\nError: Activity class {{{package}/{full}}} does not exist.\n")
-        return 1
-    device.open_activity(resolved)
-    return 0
-
-
-def monkey(inv: Invocation) -> int:
-    args = list(inv.args)
-    package = args[args.index("-p") + 1] if "-p" in args[:-1] else None
-    resolved = _resolve(inv, package, None) if package else None
-    if resolved is None:
-        inv.out("** No activities found to run, monkey aborted.\n")
-        return 1
-    inv.device.open_activity(resolved)
-    inv.out("  bash arg: " + "\n  bash arg: ".join(args) + "\n")
-    inv.out("Events injected: 1\n## Network stats: elapsed time=12ms (0ms mobile, 0ms wifi, 12ms not connected)\n")
     return 0
 
 
@@ -236,7 +35,7 @@ def wm(inv: Invocation) -> int:
 
 
 def dumpsys(inv: Invocation) -> int:
-    foreground = inv.device.foreground or LAUNCHER
+    foreground = inv.device.foreground
     package = foreground.split("/")[0]
     service = inv.args[0] if inv.args else ""
     if inv.args[:2] == ["activity", "top"]:
@@ -259,38 +58,17 @@ def dumpsys(inv: Invocation) -> int:
 
 
 def screencap(inv: Invocation) -> int:
+    """`screencap [-p] [FILE]`: a PNG with -p or a FILE ending in .png, else the raw frame."""
     paths = [arg for arg in inv.args if not arg.startswith("-")]
-    png = screenshot_png(inv.device.spec, inv.device.screen())
+    as_png = "-p" in inv.args or (bool(paths) and paths[0].endswith(".png"))
+    device = inv.device
+    screen = device.screen()
+    frame = screenshot_png(device.spec, screen) if as_png else screenshot_raw(device.spec, screen)
     if paths:
-        inv.device.files[paths[0]] = png
+        device.files[paths[0]] = frame
     else:
-        inv.out(png)
+        inv.out(frame)
     return 0
-
-
-def pm(inv: Invocation) -> int:
-    args = [arg for arg in inv.args if arg]
-    packages = inv.device.spec.packages
-    if args[:2] == ["list", "packages"]:
-        for package in sorted(packages):
-            inv.out(f"package:{package}\n")
-        return 0
-    if args[:1] == ["path"] and len(args) == 2:
-        if args[1] not in packages:
-            return 1
-        inv.out(f"package:/data/app/~~sim/{args[1]}-1/base.apk\n")
-        return 0
-    if args[:1] == ["clear"] and len(args) == 2:
-        inv.out("Success\n" if args[1] in packages else "Failed\n")
-        return 0
-    if args[:1] == ["install"] and len(args) >= 2:
-        if args[-1] in inv.device.files:
-            inv.out("Performing Streamed Install\nSuccess\n")
-            return 0
-        inv.out(f"Error: Can't open file: {args[-1]}\n")
-        return 1
-    inv.err("usage: pm [list packages|path|clear|install] ...\n")
-    return 1
 
 
 UI_DUMP_DEFAULT = "/sdcard/window_dump.xml"
@@ -387,13 +165,9 @@ def logcat(inv: Invocation) -> int:
 
 PROGRAMS = {
     "getprop": getprop,
-    "input": input_,
-    "am": am,
-    "monkey": monkey,
     "wm": wm,
     "dumpsys": dumpsys,
     "screencap": screencap,
-    "pm": pm,
     "uiautomator": uiautomator,
     "logcat": logcat,
 }

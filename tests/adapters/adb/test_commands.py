@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import shlex
 import string
 
 import pytest
@@ -110,3 +112,78 @@ def test_supervised_command_and_exit_marker():
     assert commands.split_exit_marker(b"cut off mid-", "abc123") == (b"cut off mid-", None)
     assert commands.split_exit_marker(b"amc-exit-other:0\n", "abc123")[1] is None
     assert commands.kill_supervised("abc123") == "pkill -f 'amc-ste[p]-abc123'"
+
+
+# --- the on-screen actions (protocol v1.2) ----------------------------------------------
+
+
+def run_on_device(device: SimDevice, command: str) -> bytes:
+    sink = Sink()
+    assert device.start_shell(command, sink, via="test").done.wait(5)
+    return bytes(sink.data)
+
+
+@pytest.mark.req("UI/s6")
+def test_gesture_and_key_payloads():
+    assert commands.double_tap(10, 20) == "input tap 10 20; input tap 10 20"
+    assert commands.long_press(10, 20, 1000) == "input swipe 10 20 10 20 1000"
+    assert commands.keyevents(commands.KEYCODES["back"]) == "input keyevent KEYCODE_BACK"
+    assert commands.clear_by_keys(3) == "input keyevent KEYCODE_MOVE_END KEYCODE_DEL KEYCODE_DEL KEYCODE_DEL"
+    assert commands.clear_by_keys(0) == "input keyevent KEYCODE_MOVE_END"
+
+
+@pytest.mark.req("UI/s7")
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=60))
+def test_any_text_survives_the_ime_broadcast_as_base64(text):
+    payload = commands.ime_text(text)
+    prefix = "am broadcast -a ADB_INPUT_B64 --es msg "
+    assert payload.startswith(prefix)
+    encoded = payload[len(prefix) :]
+    assert shlex.split(encoded) == [encoded] or encoded == "", "one shell word, nothing to quote"
+    assert base64.b64decode(encoded).decode("utf-8") == text
+    assert commands.ime_clear() == "am broadcast -a ADB_CLEAR_TEXT"
+
+
+def test_printable_ascii_is_what_input_text_types():
+    assert commands.printable_ascii("Log in ~!") and commands.printable_ascii("")
+    assert not commands.printable_ascii("café") and not commands.printable_ascii("a\tb")
+
+
+@pytest.mark.req("UI/s10")
+def test_app_and_device_payloads():
+    assert commands.stop_app("com.example.app") == "am force-stop com.example.app"
+    assert commands.clear_app_data("com.example.app") == "pm clear com.example.app"
+    assert commands.open_url("market://details?id=a&b=c") == (
+        "am start -a android.intent.action.VIEW -d 'market://details?id=a&b=c'"
+    )
+    assert commands.set_orientation("landscape") == (
+        "settings put system accelerometer_rotation 0 && settings put system user_rotation 1"
+    )
+    assert commands.list_packages(third_party=True) == "pm list packages -3"
+    assert commands.parse_packages("package:b\npackage:a\nnoise\npackage:a\n") == ["a", "b"]
+    assert commands.ui_dump("/data/local/tmp/x.xml") == (
+        "uiautomator dump /data/local/tmp/x.xml && cat /data/local/tmp/x.xml && rm -f /data/local/tmp/x.xml"
+    )
+
+
+def test_a_url_reaches_the_device_as_one_argument():
+    device = SimDevice(SimDeviceSpec(serial="urls"))
+    url = "https://example.com/a?x=$HOME&y='1';reboot"
+    said = run_on_device(device, commands.open_url(url)).decode()
+    assert said == f"Starting: Intent {{ act=android.intent.action.VIEW dat={url} }}\n"
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: commands.stop_app("com.x; reboot"),
+        lambda: commands.clear_app_data(""),
+        lambda: commands.open_url("no scheme"),
+        lambda: commands.open_url("https://" + "a" * 8192),
+        lambda: commands.set_orientation("upside-down"),
+    ],
+)
+def test_bad_app_arguments_are_refused(build):
+    with pytest.raises(StepFailed):
+        build()

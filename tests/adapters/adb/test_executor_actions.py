@@ -10,7 +10,6 @@ from amc.adapters.adb.client import BoundedClient
 from amc.adapters.adb.discovery import list_serials
 from amc.adapters.adb.errors import DeviceUnavailable, StepFailed
 from amc.adapters.adb.executor import AdbExecutor
-from amc.sim.png import png_size
 
 from .helpers import SERIAL
 
@@ -85,18 +84,6 @@ def test_shell_failure_carries_status_and_output(executor):
 def test_shell_non_utf8_output_is_a_failure(executor):
     with pytest.raises(StepFailed, match="non-UTF-8"):
         executor.run("shell", {"command": "amc-sim-bytes 41 ff fe 42"})
-
-
-def test_screenshot_is_saved_as_a_png(executor, sim, tmp_path):
-    executor.run("launch", {"package": "com.example.app"})
-    result = executor.run("screenshot", {}, step_id="shot/1")
-    assert result.artifact.parent == tmp_path / "artifacts"
-    assert result.artifact.name.startswith("amc-sim-01-shot_1-") and result.artifact.suffix == ".png"
-    data = result.artifact.read_bytes()
-    assert png_size(data) == (1080, 2400)
-    again = executor.run("screenshot", {}, step_id="shot/1")
-    assert again.artifact != result.artifact, "an artifact is never overwritten"
-    assert shell_commands(sim)[-2:] == ["/system/bin/screencap -p"] * 2
 
 
 def test_launch_failures_are_detected_from_the_output(executor):

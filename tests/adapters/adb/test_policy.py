@@ -11,6 +11,8 @@ from amc.adapters.adb.policy import ActionPolicy, PolicyError, split_simple_comm
 
 from .helpers import SERIAL
 
+req = pytest.mark.req
+
 POLICY = {
     "actions": {"deny": ["swipe"]},
     "shell": {"allow": ["getprop*", "echo *", "sleep *"], "deny": ["*reboot*", "echo *secret*"]},
@@ -43,6 +45,13 @@ def policy(tmp_path):
         ("launch", {"package": "com.example.app"}, True),
         ("launch", {"package": "com.android.vending"}, False),
         ("launch", {"package": "org.other.app"}, False),
+        # The other actions that name an app obey the package rules too.
+        ("stop_app", {"package": "com.example.app"}, True),
+        ("stop_app", {"package": "com.android.vending"}, False),
+        ("clear_app_data", {"package": "org.other.app"}, False),
+        ("clear_app_data", {"package": "com.example.app"}, True),
+        ("open_url", {"url": "https://example.com/"}, True),
+        ("tap", {"target": {"text": "Log in"}}, True),
     ],
 )
 def test_policy_decisions(policy, action, args, allowed):
@@ -117,3 +126,18 @@ def test_the_observation_actions_obey_the_action_rules(make_executor, sim, rules
     sent = " ".join(sim.commands(SERIAL))
     assert ("uiautomator" in sent) == ("ui_dump" not in refused)
     assert ("logcat" in sent) == ("logcat" not in refused)
+
+
+@req("UI/s10")
+def test_every_action_of_the_table_can_be_denied_by_name(make_executor, sim):
+    executor = make_executor(policy=ActionPolicy.from_dict({"actions": {"deny": ["clear_app_data", "type", "ui_*"]}}))
+    for action, args in [
+        ("clear_app_data", {"package": "com.example.app"}),
+        ("type", {"text": "x"}),
+        ("ui_tree", {}),
+        ("ui_dump", {}),
+    ]:
+        with pytest.raises(ActionRefused, match=repr(action)):
+            executor.run(action, args)
+    assert sim.log(SERIAL) == [], "nothing reached the device"
+    executor.run("wait_for_idle", {"quiet_ms": 0})

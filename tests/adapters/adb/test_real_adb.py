@@ -5,12 +5,14 @@ Skipped with a reason when `adb` is not on PATH; with AMC_REQUIRE_ADB=1 they fai
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
 import xml.etree.ElementTree as ElementTree
 
 import pytest
+from PIL import Image
 
 from amc.adapters.adb.discovery import discover
 from amc.adapters.adb.errors import Interrupted, StepTimedOut
@@ -20,6 +22,7 @@ from amc.sim.png import png_size
 from .helpers import eventually
 
 SLACK = 0.5
+req = pytest.mark.req
 
 
 def test_happy_path(real_adb, sim, tmp_path):
@@ -31,7 +34,7 @@ def test_happy_path(real_adb, sim, tmp_path):
     assert executor.run("shell", {"command": "getprop ro.product.model"}).output == "Pixel 7\n"
     executor.run("tap", {"x": 540, "y": 1200})
     executor.run("text", {"text": 'it\'s "fine" & $HOME; (ok)'})
-    shot = executor.run("screenshot", {}, step_id="real")
+    shot = executor.run("screenshot", {"settle": False}, step_id="real")
     assert png_size(shot.artifact.read_bytes()) == (1080, 2400)
     device = sim.device("amc-sim-01")
     assert device.input_events[0] == "tap 540 1200"
@@ -41,11 +44,12 @@ def test_happy_path(real_adb, sim, tmp_path):
     commands = [r.command for r in records]
     assert commands[:2] == ["getprop", "wm size"]  # discovery
     assert commands[2].startswith("sh -c 'getprop ro.product.model' amc-step-")
-    assert commands[3:] == [
+    assert commands[3:5] == [
         "input tap 540 1200",
         "input text 'it'\"'\"'s%s\"fine\"%s&%s$HOME;%s(ok)'",
-        "/system/bin/screencap -p",
     ]
+    assert commands[6] == "screencap", "the raw frame, over exec:"
+    assert "uiautomator dump" in commands[5] and "uiautomator dump" in commands[7]
     # The adb CLI itself uses the legacy shell, as the device advertises no shell_v2.
     assert real_adb.run("-s", serial, "shell", "echo", "from cli").stdout == "from cli\n"
 
@@ -107,3 +111,25 @@ def test_observations_through_the_real_server(real_adb, sim, tmp_path):
     assert re.search(r" I ActivityManager: Start proc \d+:com\.android\.settings/", log)
     assert "injectInputEvent: tap" in log
     assert {r.via for r in sim.log("amc-sim-01") if r.service == "shell"} == {"adbd"}
+
+
+@req("UI/s5", "UI/s6", "UI/s7", "UI/s11", "UI/s12")
+def test_element_actions_and_observations_through_the_real_server(real_adb, sim, tmp_path):
+    """Raw frames and dumps cross the real server intact; a selector tap, typing and an index."""
+    serial = real_adb.connect(sim.device_ports["amc-sim-01"])
+    executor = AdbExecutor(real_adb.client(), serial, artifacts_dir=tmp_path)
+    executor.run("launch", {"package": "com.example.app"})
+    shot = executor.run("screenshot", {"scale": 0.5, "marks": True, "format": "jpeg"})
+    assert shot.content_type == "image/jpeg"
+    assert Image.open(shot.artifact).size == (540, 1200)
+    elements = json.loads(shot.output)["elements"]
+    field = next(element for element in elements if element["editable"])
+    typed = json.loads(executor.run("type", {"text": "ada", "target": {"index": field["index"]}}).output)
+    assert typed["element"]["index"] == field["index"]
+    assert sim.device("amc-sim-01").typed_text == "ada"
+    tapped = json.loads(executor.run("tap", {"target": {"text": "Log in"}}).output)
+    assert tapped["element"]["text"] == "Log in"
+    found = json.loads(executor.run("wait_for", {"target": {"text_contains": "signed in as"}}).output)
+    assert found["element"]["text"] == "Signed in as ada"
+    tree = json.loads(executor.run("ui_tree", {"diff": True}).output)
+    assert "Welcome" in [element["text"] for element in tree["elements"]]

@@ -8,12 +8,11 @@ import os
 import httpx
 import pytest
 
-from amc.adapters.http import plan as plan_table
 from amc.adapters.http.app import create_app
 from amc.adapters.http.auth import Principal, TokenTable
 from amc.adapters.http.server import ThreadedServer
 from amc.adapters.http.settings import Settings
-from amc.core import inputs
+from amc.core import actions, inputs
 from amc.core.times import from_rfc3339, to_rfc3339
 from amc.service import ManualClock, MemoryService, SystemClock
 from tests.support import http as http_support
@@ -206,5 +205,6 @@ def fixture_action(monkeypatch):
 
     The published contract (specs/openapi.yaml) does not know this action, so the answers of
     these tests are not checked against it."""
-    monkeypatch.setitem(plan_table.ACTIONS, "fixture", ({"file": inputs.input_argument}, {}))
+    fixture = actions.Action(forms=(actions.Form(required={"file": inputs.input_argument}),))
+    monkeypatch.setitem(actions.ACTIONS, "fixture", fixture)
     monkeypatch.setattr(http_support.CONTRACT, "check", lambda *args, **kwargs: None)

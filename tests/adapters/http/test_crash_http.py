@@ -30,6 +30,10 @@ import pytest
 
 from amc.adapters.lmdb.blobs import FileBlobStore
 from amc.adapters.lmdb.store import Store
+from amc.check.final import read_final_state
+from amc.check.operations import read as read_history
+from amc.check.recorder import HistoryFile
+from amc.check.rules import Report, check, message_tasks
 from tests.support import crashload
 from tests.support.served import Served
 from tests.support.waiting import free_port
@@ -85,6 +89,8 @@ class Campaign:
         self.hosts = [crashload.HostActor(i, self.ledger, random.Random(self.rng.random())) for i in range(actors)]
         self.checked = self.leases_renewed = self.collected = self.kills_survived = 0
         self.lost: list[str] = []
+        self.history = HistoryFile(tmp_path / "history.jsonl")
+        self.checked_history: Report | None = None
 
     def serve(self) -> Served:
         options = ("--lease-seconds", str(crashload.LEASE_SECONDS))
@@ -99,12 +105,13 @@ class Campaign:
             served = self.serve()
             await self.check(served)
             self.kills_survived += 1
+        self.checked_history = await asyncio.to_thread(self.check_history, served.url)
         served.stop()
         store_verify(self.data)
 
     async def load_then_kill(self, served: Served) -> None:
         stop = asyncio.Event()
-        async with crashload.async_client(served.url) as http:
+        async with crashload.async_client(served.url, self.history) as http:
             actors = [asyncio.create_task(crashload.run_actor(a, http, stop)) for a in [*self.clients, *self.hosts]]
             await asyncio.sleep(self.rng.uniform(*LOAD_SECONDS))
             served.process.send_signal(signal.SIGKILL)
@@ -115,11 +122,17 @@ class Campaign:
         crashload.forget_unknown_outcomes(self.hosts)
 
     async def check(self, served: Served) -> None:
-        async with crashload.async_client(served.url) as http:
+        async with crashload.async_client(served.url, self.history) as http:
             report = await crashload.check_ledger(http, self.ledger, self.hosts)
         self.checked += report.checked
         self.leases_renewed += report.leases_renewed
         self.lost += report.lost
+
+    def check_history(self, url: str) -> Report:
+        """The history checker over every operation the actors saw, against the final state."""
+        history = read_history([self.history.path])
+        final = read_final_state(url, crashload.admin_token(), message_tasks(history.operations))
+        return check(history, final)
 
     def figures(self) -> str:
         kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(self.ledger.by_kind.items()))
@@ -127,13 +140,15 @@ class Campaign:
             f"crash test over HTTP: {self.kills_survived} SIGKILLs survived with {len(self.clients)} clients and "
             f"{len(self.hosts)} hosts; {self.ledger.total} operations acknowledged ({kinds}); "
             f"{self.checked} acknowledgements checked after the restarts, {len(self.lost)} lost; "
-            f"{self.leases_renewed} leases renewed after a restart; {self.collected} orphaned artifact files collected"
+            f"{self.leases_renewed} leases renewed after a restart; {self.collected} orphaned artifact files collected; "
+            f"history checker: {self.checked_history.summary() if self.checked_history else 'not run'}"
         )
 
 
-@pytest.mark.req("RELIABILITY/s1", "RELIABILITY/s2", "RELIABILITY/s3", "ARTIFACT/s8")
+@pytest.mark.req("RELIABILITY/s1", "RELIABILITY/s2", "RELIABILITY/s3", "ARTIFACT/s8", "SAFETY/s1")
 @pytest.mark.slow
 def test_every_acknowledged_operation_survives_repeated_sigkills_under_load(tmp_path):
+    """...and the clients' recorded histories pass the history checker (SAFETY/s1)."""
     campaign = Campaign(tmp_path, KILLS, ACTORS, SEED)
     started = time.monotonic()
     asyncio.run(campaign.run())
@@ -141,6 +156,7 @@ def test_every_acknowledged_operation_survives_repeated_sigkills_under_load(tmp_
     assert not campaign.lost, f"lost after a kill (seed {SEED}): {campaign.lost[:20]}"
     assert not campaign.ledger.unexpected, f"answers no correct server gives: {campaign.ledger.unexpected[:20]}"
     assert campaign.kills_survived == KILLS
+    assert campaign.checked_history is not None and campaign.checked_history.ok, campaign.checked_history
     # The load did exercise every kind of write, and leases did cross kills.
     kinds = {"submit", "submit with key", "claim", "start", "renew", "result", "release", "cancel", "message"}
     assert kinds <= set(campaign.ledger.by_kind), campaign.ledger.by_kind

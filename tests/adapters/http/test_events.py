@@ -196,6 +196,7 @@ def test_a_quiet_stream_sends_keep_alive_comments(make_amc, readers):
     reader = readers(amc.url, ACME)
     reader.wait_for(lambda r: r.lines.count(": keep-alive") >= 2, timeout=5)
     assert reader.snapshot() == []  # comments are not events
+    assert reader.response.headers["amc-keep-alive"] == "0.1"  # the interval, said (BOUNDED/s1)
 
 
 # ---------------------------------------------------------------------------------------

@@ -48,3 +48,10 @@ def test_commits_reported_by_the_store_are_observed(amc):
 def test_metrics_never_show_tokens(amc):
     amc.stranger.tasks(expect=401)
     assert "tok-" not in amc.anon.request("GET", "/metrics").text
+
+
+def test_metrics_show_the_event_loops_tasks_and_the_event_streams_readers(amc):
+    """What the soak (bench/soak.py) watches for a slow leak."""
+    found = samples(amc)
+    assert found[("amc_asyncio_tasks", ())] >= 1  # at least the one serving this scrape
+    assert found[("amc_event_stream_readers", ())] == 0

@@ -74,3 +74,26 @@ def test_the_contract_checker_rejects_what_the_spec_does_not_say():
         CONTRACT.check("get", "/v1/health", 200, "application/json", b'{"status": "ok", "extra": 1}')
     with pytest.raises(AssertionError):
         CONTRACT.check("post", "/v1/hosts/h1/claim", 418, "application/json", b"{}")
+
+
+def test_the_step_schemas_name_every_action_of_the_table_and_take_its_good_forms():
+    """specs/openapi.yaml's `Step` union and amc.core.actions agree: the same action names, and
+    every good form of the v1.2 actions validates against the document (UI/s13)."""
+    import jsonschema
+
+    from amc.core import actions
+    from tests.model.test_actions import GOOD
+
+    schemas = spec()["components"]["schemas"]
+    named: set[str] = set()
+    for ref in schemas["Step"]["oneOf"]:
+        action = schemas[ref["$ref"].rsplit("/", 1)[1]]["properties"]["action"]
+        named |= {action["const"]} if "const" in action else set(action["enum"])
+    assert named == set(actions.ACTIONS)
+
+    step = {"$ref": "#/components/schemas/Step", "components": spec()["components"]}
+    validator = jsonschema.Draft202012Validator(step)
+    for action, args in GOOD:
+        validator.validate({"id": "s", "action": action, "args": args})
+    for action, args in [("tap", {"x": 1, "y": 2, "target": {"text": "a"}}), ("wait_for", {"target": {"index": 1}})]:
+        assert not validator.is_valid({"id": "s", "action": action, "args": args})

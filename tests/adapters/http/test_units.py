@@ -8,10 +8,10 @@ import stat
 import pytest
 
 from amc.adapters.http.auth import Principal, TokenFileError, TokenTable
-from amc.adapters.http.plan import parse_plan, plan_to_json
 from amc.adapters.http.tokens_file import write_initial as write_initial_tokens
 from amc.adapters.http.wire import rfc3339, seconds
 from amc.core.errors import InvalidRequest
+from amc.core.plans import parse_plan, plan_to_json
 from amc.core.records import Plan, Stage, Step
 from amc.core.times import to_rfc3339
 
@@ -80,10 +80,10 @@ def test_observation_argument_refusals(step, expected):
 def test_the_plan_vocabulary_is_what_the_executor_runs():
     from amc.adapters.adb import commands
     from amc.adapters.adb.executor import AdbExecutor
-    from amc.adapters.http import plan
+    from amc.core import actions
 
-    assert set(plan.ACTIONS) == set(AdbExecutor.ACTIONS)
-    assert plan.MAX_LOGCAT_LINES == commands.MAX_LOGCAT_LINES
+    assert set(actions.ACTIONS) == set(AdbExecutor.ACTIONS)
+    assert actions.MAX_LOGCAT_LINES == commands.MAX_LOGCAT_LINES
 
 
 def test_tokens_are_found_by_value_only():

@@ -8,8 +8,8 @@ import typing
 import attrs
 
 from amc.adapters.http import wire
-from amc.adapters.http.plan import plan_to_json
 from amc.core import records as rec
+from amc.core.plans import plan_to_json
 
 STEP = rec.Step(id="s1", action="tap", args={"x": 1, "y": 2})
 OUTCOME = rec.StepOutcome(

@@ -32,17 +32,21 @@ def pair(pg_url, tmp_path):
         second.stop()
 
 
-@pytest.mark.req("HA/s1")
+@pytest.mark.req("HA/s1", "LEADER/s2")
 def test_a_standby_answers_503_to_everything(pair):
     leader, standby, tokens = pair
     assert health(leader.url) == (200, {"status": "ok"})
     assert health(standby.url) == (503, {"status": "standby"})
     client = Follower([standby.url], tokens["client"], patience=0)
-    for method, path in (("GET", "/v1/tasks"), ("POST", "/v1/tasks"), ("GET", "/v1/nowhere"), ("GET", "/metrics")):
+    for method, path in (("GET", "/v1/tasks"), ("POST", "/v1/tasks"), ("GET", "/v1/nowhere"), ("POST", "/metrics")):
         response = client.http.request(method, standby.url + path, headers={"Authorization": "Bearer x"})
         assert response.status_code == 503, (method, path)
         assert response.headers["Retry-After"] == "1"
         assert response.json()["code"] == "not_leader"
+    # but amc's GET /metrics, which says only that this server does not lead (LEADER/s2)
+    metrics = client.http.get(standby.url + "/metrics")
+    assert metrics.status_code == 200 and "amc_leader 0.0" in metrics.text and "amc_tasks" not in metrics.text
+    assert "amc_leader 1.0" in client.http.get(leader.url + "/metrics").text
     client.close()
 
 
@@ -75,7 +79,7 @@ def test_takeover_after_sigkill_keeps_the_lease_and_the_pending_cancellation(pai
     assert verify(pg_url) == []
 
 
-@pytest.mark.req("HA/s4")
+@pytest.mark.req("HA/s4", "LEADER/s1")
 def test_a_leader_paused_past_the_handover_never_commits_again(pair, pg_url):
     first, second, tokens = pair
     to_first = Follower([first.url], tokens["client"], patience=0)
@@ -96,6 +100,9 @@ def test_a_leader_paused_past_the_handover_never_commits_again(pair, pg_url):
         )
         assert refused.status_code == 503 and refused.json()["code"] == "not_leader"
         eventually(lambda: health(first.url) == (503, {"status": "standby"}), timeout=5, what="a standby")
+        # and each told its operator (LEADER/s1)
+        eventually(lambda: any("amc serve: standing by (lost the lead" in line for line in first.output), timeout=5)
+        assert any("amc serve: now leading (epoch 2)" in line for line in second.output), second.output
     finally:
         to_first.close()
         to_second.close()
@@ -106,14 +113,16 @@ def test_a_leader_paused_past_the_handover_never_commits_again(pair, pg_url):
     assert verify(pg_url) == []
 
 
-@pytest.mark.req("HA", "HA/s2", "HA/s3")
+@pytest.mark.req("HA", "HA/s2", "HA/s3", "SAFETY/s1")
 def test_failover_under_load_loses_no_acknowledged_command(pg_cluster, tmp_path):
-    """`make failover` bounded: two kills of the leader under load from hosts and a client."""
+    """`make failover` bounded: two kills of the leader under load from hosts and a client; the
+    history the hosts and the client recorded passes the history checker."""
     report = run_failover(pg_cluster, tmp_path, kills=2, interval=2.5, hosts=2, clients=1)
     assert len(report.takeovers) == 2 and max(report.takeovers) < 5, report.takeovers
     assert report.counts.get("submit", 0) > 0 and report.counts.get("renew", 0) > 0, report.counts
     assert report.kept_leases > 0, "no attempt held across a kill renewed with its lease id"
     assert report.lost == [] and report.differences == []
+    assert report.history.ok and report.history.checked["acknowledged"] > 0, report.history.violations[:5]
 
 
 @pytest.mark.req("HA/s3")

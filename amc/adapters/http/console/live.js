@@ -5,11 +5,19 @@
 // host view, as GET /v1/hosts/{id}) and `event: reset` (re-read everything shown), each
 // with an `id`; a dropped stream reconnects with Last-Event-ID and the server catches up
 // or sends a reset. A server without the stream (404) is re-read on a timer instead.
+//
+// No read waits for ever (BOUNDED/s1): the server sends a keep-alive comment on a quiet
+// stream every 15 s (or the seconds its Amc-Keep-Alive header says), so a stream silent for
+// twice that long is dead (a leader that froze, a link that went away unheard) and is
+// aborted and opened again; a stream that ends or is cut is opened again at once (behind a
+// load balancer that follows the leader, the new one answers), then with a backoff.
 
 import { request, SignedOut } from "./api.js";
 
 const POLL_MS = 2000;
-const MAX_BACKOFF_MS = 10000;
+const MAX_BACKOFF_MS = 4000;
+const KEEPALIVE_SECONDS = 15;
+const SILENCE_FACTOR = 2;
 
 // Parses server-sent events from text chunks; `emit(type, data, id)` gets each event.
 export class SseParser {
@@ -59,6 +67,8 @@ export class Live {
     this.abort = null;
     this.timer = null;
     this.lastId = null;
+    this.opened = false; // the latest connection had a stream open
+    this.openedAt = 0;
   }
 
   start() {
@@ -73,19 +83,22 @@ export class Live {
   }
 
   async run() {
-    let backoff = 1000;
+    let backoff = 0; // the wait before the next connection: none right after a stream was open
     while (!this.stopped) {
+      this.opened = false;
       try {
         const absent = await this.stream();
         if (absent) return this.poll();
-        backoff = 1000; // the stream ended cleanly (a server restart, a proxy's timeout)
       } catch (error) {
         if (this.stopped || error instanceof SignedOut) return;
-        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
       }
       if (this.stopped) return;
       this.onMode("reconnecting…");
-      await new Promise((resolve) => (this.timer = setTimeout(resolve, backoff / 2)));
+      // At once after a stream that lived (a leader gone); a stream that ends as soon as it
+      // opens is no better than one that does not open.
+      const lived = this.opened && Date.now() - this.openedAt > 1000;
+      backoff = lived ? 0 : Math.min(Math.max(backoff * 2, 500), MAX_BACKOFF_MS);
+      await new Promise((resolve) => (this.timer = setTimeout(resolve, backoff)));
     }
   }
 
@@ -97,17 +110,29 @@ export class Live {
     const response = await request("/v1/events", { headers, signal: this.abort.signal });
     if (response.status === 404) return true;
     if (!response.ok || !response.body) throw new Error("events: " + response.status);
+    this.opened = true;
+    this.openedAt = Date.now();
     this.onMode("live");
+    const said = Number(response.headers.get("Amc-Keep-Alive"));
+    const silenceMs = SILENCE_FACTOR * 1000 * (said > 0 && said <= 3600 ? said : KEEPALIVE_SECONDS);
+    const abort = this.abort;
+    let watchdog = setTimeout(() => abort.abort(), silenceMs);
     if (this.lastId === null) this.listener.reset(); // anything missed before the stream opened
     const parser = new SseParser((type, data, id) => {
       this.lastId = id;
       this.dispatch(type, data);
     });
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return false;
-      parser.push(value);
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return false;
+        clearTimeout(watchdog); // heard something, a keep-alive at least
+        watchdog = setTimeout(() => abort.abort(), silenceMs);
+        parser.push(value);
+      }
+    } finally {
+      clearTimeout(watchdog);
     }
   }
 

@@ -20,7 +20,8 @@ class Admin(Resource):
         return json_response({"status": "ok"})
 
     async def metrics_text(self, request: Request) -> Response:
-        await self.scope.catch_up()
+        if self.context.service.leading:  # a standby's metrics (amc_leader 0) pass the standby gate
+            await self.scope.catch_up()
         return Response(self.context.metrics.exposition(), media_type=CONTENT_TYPE)
 
     async def advance_clock(self, request: Request) -> Response:

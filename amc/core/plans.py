@@ -1,98 +1,25 @@
 """Plan validation: raw JSON -> `amc.core.records.Plan`, or `InvalidRequest` naming the step.
 
-Pure and IO-free, so it can move into `amc.core` unchanged. The rules (specs/protocol.md, Plan):
-a plan is exactly one of ``{"steps": [...]}`` or ``{"stages": [{"id", "steps"}, ...]}``,
-never empty, no stage empty; a step is ``{"id", "action", "args"}`` with an id unique in
-the whole plan; each action takes exactly the arguments in `ACTIONS`, of the right type.
-Every refusal's detail names the offending step id (or stage id), since a plan of a few
-hundred steps is unreadable otherwise.
+The rules (specs/protocol.md, Plan): a plan is exactly one of ``{"steps": [...]}`` or
+``{"stages": [{"id", "steps"}, ...]}``, never empty, no stage empty; a step is
+``{"id", "action", "args"}`` with an id unique in the whole plan; each action takes the
+arguments of the action table, `amc.core.actions`. Every refusal's detail names the offending
+step id (or stage id), since a plan of a few hundred steps is unreadable otherwise. Session
+actions and the steps of steers and follow-ups are checked by the same `parse_step`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from amc.core import actions
 from amc.core.errors import InvalidRequest
 from amc.core.records import Plan, Stage, Step
 
 MAX_STEPS = 1000
 MAX_STAGES = 100
 MAX_ID_LENGTH = 128
-MAX_STRING = 65_536
-MAX_SECONDS = 86_400.0
-MAX_LOGCAT_LINES = 10_000  # the ADB executor's own bound too (amc.adapters.adb.commands)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-# An argument check returns None when the value is fine, else what it should have been.
-Check = Callable[[Any], str | None]
-
-
-def _string(value: Any) -> str | None:
-    if not isinstance(value, str) or not value or len(value) > MAX_STRING:
-        return f"a non-empty string of at most {MAX_STRING} characters"
-    return None
-
-
-def _any_string(value: Any) -> str | None:
-    if not isinstance(value, str) or len(value) > MAX_STRING:
-        return f"a string of at most {MAX_STRING} characters"
-    return None
-
-
-def _coordinate(value: Any) -> str | None:
-    return None if _is_int(value) and 0 <= value <= 100_000 else "an integer pixel coordinate in 0..100000"
-
-
-def _duration_ms(value: Any) -> str | None:
-    return None if _is_int(value) and 0 <= value <= 600_000 else "an integer number of milliseconds in 0..600000"
-
-
-def _seconds(value: Any) -> str | None:
-    return None if _is_number(value) and 0 <= value <= MAX_SECONDS else f"a number of seconds in 0..{MAX_SECONDS:g}"
-
-
-def _timeout(value: Any) -> str | None:
-    return None if _is_number(value) and 0 < value <= MAX_SECONDS else f"a number of seconds in (0, {MAX_SECONDS:g}]"
-
-
-def _key(value: Any) -> str | None:
-    # `input keyevent` takes a key code name (KEYCODE_HOME) or its number (3).
-    if (isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH) or (_is_int(value) and 0 <= value <= 10_000):
-        return None
-    return "a key code name (e.g. KEYCODE_HOME) or a key code number"
-
-
-def _lines(value: Any) -> str | None:
-    if _is_int(value) and 1 <= value <= MAX_LOGCAT_LINES:
-        return None
-    return f"an integer number of lines in 1..{MAX_LOGCAT_LINES}"
-
-
-# action -> (required arguments, optional arguments), each name -> its check.
-ACTIONS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
-    "shell": ({"command": _string}, {"timeout_seconds": _timeout}),
-    "tap": ({"x": _coordinate, "y": _coordinate}, {}),
-    "swipe": (
-        {"x1": _coordinate, "y1": _coordinate, "x2": _coordinate, "y2": _coordinate},
-        {"duration_ms": _duration_ms},
-    ),
-    "text": ({"text": _any_string}, {}),
-    "keyevent": ({"key": _key}, {}),
-    "launch": ({"package": _string}, {"activity": _string}),
-    "screenshot": ({}, {}),
-    "wait": ({"seconds": _seconds}, {}),
-    "ui_dump": ({}, {}),
-    "logcat": ({}, {"lines": _lines}),
-}
 
 
 def _fail(detail: str) -> InvalidRequest:
@@ -115,24 +42,12 @@ def parse_step(raw: Any, where: str) -> Step:
     extra = set(raw) - {"id", "action", "args"}
     if extra:
         raise _fail(f"{name}: unknown member(s) {', '.join(sorted(extra))}")
-    action = raw.get("action")
-    if not isinstance(action, str):
-        raise _fail(f"{name}: action must be a string, one of {', '.join(ACTIONS)}")
-    if action not in ACTIONS:
-        raise _fail(f"{name}: unknown action {action!r}; known actions: {', '.join(ACTIONS)}")
+    action: Any = raw.get("action")
     args = raw.get("args", {})
     if not isinstance(args, dict):
         raise _fail(f"{name}: args must be an object")
-    required, optional = ACTIONS[action]
-    unknown = sorted(set(args) - set(required) - set(optional))
-    if unknown:
-        raise _fail(f"{name}: unknown argument {unknown[0]!r} for action {action}")
-    for argument in required:
-        if argument not in args:
-            raise _fail(f"{name}: action {action} requires argument {argument!r}")
-    for argument, check in (required | optional).items():
-        if argument in args and (expected := check(args[argument])) is not None:
-            raise _fail(f"{name}: argument {argument!r} of {action} must be {expected}")
+    if (refused := actions.refusal(action, args)) is not None:
+        raise _fail(f"{name}: {refused}")
     return Step(id=step_id, action=action, args=dict(args))
 
 
