@@ -13,7 +13,7 @@ CRASH_CLIENTS ?= 30
 DISK_FULL_CYCLES ?= 10
 ABUSE_SECONDS ?= 30
 
-.PHONY: test lint demo soak bench bench-artifacts bench-console bench-sessions bench-mcp bench-observe console-pictures check mutation fuzz crash abuse failover watch-failover bench-postgres conformance-postgres bench-events clean
+.PHONY: test lint demo soak bench bench-inputs bench-artifacts bench-console bench-sessions bench-mcp bench-observe console-pictures check mutation fuzz crash abuse failover watch-failover bench-postgres conformance-postgres bench-events clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,7 +59,7 @@ fuzz: $(STAMP)
 crash: $(STAMP)
 	AMC_CRASH_KILLS=$(CRASH_KILLS) AMC_CRASH_CLIENTS=$(CRASH_CLIENTS) AMC_DISK_FULL_CYCLES=$(DISK_FULL_CYCLES) \
 		$(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout 1800 \
-		tests/adapters/http/test_crash_http.py tests/adapters/http/test_full_disk.py
+		tests/adapters/http/test_crash_http.py tests/adapters/http/test_crash_inputs.py tests/adapters/http/test_full_disk.py
 
 # Slow and abusive clients at length: phases of ABUSE_SECONDS (quiet, abused, quiet) against a
 # real amc serve; prints the latency ratio of docs/reliability.md. `make test` runs the
@@ -75,6 +75,11 @@ bench: $(STAMP)
 # About 1-2 minutes; figures in bench/RESULTS-artifacts.md.
 bench-artifacts: $(STAMP)
 	$(BIN)/python bench/artifacts_upload.py
+
+# Input uploads against raw durable writes, and the Host Agent's input cache; about a minute.
+# Figures in docs/benchmarks.md (Inputs).
+bench-inputs: $(STAMP)
+	$(BIN)/python bench/inputs.py
 
 # The web console's load times in headless Chromium: 1,000 devices on 100 hosts, 100,000
 # tasks (bench/RESULTS-console.md). About 2 minutes; needs /usr/bin/chromium.

@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "host": "amc.cli.host:host",
     "conformance": "amc.cli.conformance:conformance",
     "task": "amc.cli.task:task",
+    "input": "amc.cli.inputs:input_group",
     "up": "amc.cli.up:up",
     "demo": "amc.cli.demo.command:demo",
     "tokens": "amc.cli.tokens:tokens",

@@ -206,6 +206,34 @@ class ApiClient:
             raise Unreachable(f"the download of {artifact_id} was cut: {_no_answer(url, error)}") from None
         return written
 
+    def upload_input(self, path: Path) -> tuple[JsonObject, bool]:
+        """Upload the file at `path` as an input of the caller's tenant (specs/protocol.md
+        Part F), streamed from the file under its sha256: the input, and whether it is new
+        (201) rather than had already (200). Safe to repeat: the same bytes are the same input."""
+        import hashlib
+
+        import httpx
+
+        with open(path, "rb") as file:
+            digest = hashlib.file_digest(file, "sha256").hexdigest()
+        url = self.url
+        try:
+            with open(path, "rb") as file:
+                response = self._http.put(
+                    f"{url}/v1/inputs/{digest}",
+                    content=iter(lambda: file.read(DOWNLOAD_CHUNK_BYTES), b""),
+                    headers={"Content-Length": str(path.stat().st_size)},
+                    timeout=max(self.timeout, 600.0),
+                )
+        except (httpx.HTTPError, httpx.InvalidURL) as error:
+            raise Unreachable(f"the upload of {path} was cut: {_no_answer(url, error)}") from None
+        status, found = _answer(url, response)
+        return found, status == 201
+
+    def inputs(self) -> list[JsonObject]:
+        listed: list[JsonObject] = self._call("GET", "/v1/inputs")[1]["inputs"]
+        return listed
+
     def hosts(self) -> JsonObject:
         return self._call("GET", "/v1/hosts")[1]
 

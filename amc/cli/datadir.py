@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from amc.core.records import Task
-from amc.service import BlobProblem, BlobStore, TaskQuery
+from amc.service import BlobProblem, BlobStore, InputCatalogue, StoredInput, TaskQuery
 
 
 class Busy(Exception):
@@ -39,6 +39,9 @@ class DataDir(Protocol):
 
     def purge(self, task_id: str) -> None:
         """Drop the artifacts of an ended task (a durable `PurgeArtifacts`); needs `writable`."""
+
+    def inputs(self) -> InputCatalogue:
+        """The records of inputs (Part F): their bytes are blobs that gc must keep."""
 
     def now_ms(self) -> int:
         """The store's clock: what "ended 30 days ago" is measured against."""
@@ -69,9 +72,20 @@ def open_data(data: Path, *, writable: bool) -> DataDir:
         raise NoStore(str(error)) from None
 
 
-def referenced(tasks: list[Task]) -> set[str]:
-    """The sha256 of every artifact a record names: the bytes that must be kept."""
-    return {artifact.sha256 for task in tasks for artifact in task.artifacts}
+def referenced(tasks: list[Task], inputs: set[str] | None = None) -> set[str]:
+    """The sha256 of every artifact a record names, and of every input recorded (`inputs`):
+    the bytes that must be kept."""
+    return {artifact.sha256 for task in tasks for artifact in task.artifacts} | (inputs or set())
+
+
+def unused_inputs(catalogue: InputCatalogue, tasks: list[Task], cutoff_ms: int) -> list[StoredInput]:
+    """The inputs created before `cutoff_ms` that no unfinished task of their tenant names
+    (specs/protocol.md Part F, Retention): what `gc --older-than` removes."""
+    from amc.core.inputs import task_references
+    from amc.core.lifecycle import TERMINAL_STATUSES
+
+    named = {(t.tenant, sha256) for t in tasks if t.status not in TERMINAL_STATUSES for sha256 in task_references(t)}
+    return [i for i in catalogue.listing(None) if i.created_at < cutoff_ms and (i.tenant, i.sha256) not in named]
 
 
 def ended_before(tasks: list[Task], cutoff_ms: int) -> Iterator[Task]:
@@ -82,8 +96,9 @@ def ended_before(tasks: list[Task], cutoff_ms: int) -> Iterator[Task]:
 
 
 def verify_blobs(opened: DataDir, tasks: list[Task]) -> list[BlobProblem]:
-    """Every referenced artifact whose file is missing or does not hash to its sha256."""
-    wanted = sorted(referenced(tasks))
+    """Every referenced artifact, and every recorded input, whose file is missing or does not
+    hash to its sha256."""
+    wanted = sorted(referenced(tasks, opened.inputs().digests()))
     blobs = opened.blobs()
     if blobs is None:
         return [BlobProblem(sha256, "missing", "the data directory has no artifact store") for sha256 in wanted]
@@ -130,6 +145,11 @@ class _Lmdb:
         if not (self.path / ARTIFACTS_DIR).is_dir():
             return None
         return FileBlobStore.in_data_dir(self.path)
+
+    def inputs(self) -> InputCatalogue:
+        from amc.adapters.lmdb.inputs import FileInputCatalogue
+
+        return FileInputCatalogue.in_data_dir(self.path)
 
     def purge(self, task_id: str) -> None:
         from amc.core.commands import PurgeArtifacts

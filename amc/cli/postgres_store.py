@@ -11,6 +11,7 @@ import click
 
 if TYPE_CHECKING:
     from amc.adapters.lmdb.blobs import FileBlobReader
+    from amc.service import StoredInput
 
 
 def is_postgres(store: str | None) -> bool:
@@ -50,7 +51,7 @@ def verify(url: str) -> None:
 
 
 def gc(url: str, *, dry_run: bool, grace_s: float) -> None:
-    """Remove the artifact bytes no task names. Servers may run meanwhile: bytes younger than
+    """Remove the artifact bytes no task names and no input record holds. Servers may run meanwhile: bytes younger than
     `grace_s` stay, since their upload may be about to commit."""
     from amc.adapters.postgres.blobs import PostgresBlobStore
     from amc.adapters.postgres.store import redact
@@ -70,11 +71,14 @@ def _referenced_blobs(url: str) -> set[str]:
     from amc.adapters.postgres.store import connect
 
     with connect(url) as conn:
-        return {
+        artifacts = {
             artifact.sha256
             for (body,) in conn.execute("SELECT body FROM amc_tasks")
             for artifact in codec.decode_task(body).artifacts
         }
+        # Inputs' bytes are blobs too (specs/protocol.md Part F): gc keeps what a record names.
+        inputs = {sha256 for (sha256,) in conn.execute("SELECT DISTINCT sha256 FROM amc_inputs")}
+    return artifacts | inputs
 
 
 def info(url: str) -> None:
@@ -111,6 +115,7 @@ class _LmdbSource:
         from amc.adapters.lmdb.blobs import FileBlobStore
         from amc.adapters.lmdb.store import Store
 
+        self.data = data
         self.store = Store.open(data, readonly=True)
         self.blobs_store = FileBlobStore.in_data_dir(data)
         self._txn_context = self.store.read()
@@ -145,6 +150,11 @@ class _LmdbSource:
 
     def open_blob(self, sha256: str) -> FileBlobReader:
         return self.blobs_store.open(sha256)
+
+    def inputs(self) -> list[StoredInput]:
+        from amc.adapters.lmdb.inputs import FileInputCatalogue
+
+        return FileInputCatalogue.in_data_dir(self.data).listing(None)
 
     def close(self) -> None:
         self._txn_context.__exit__(None, None, None)
@@ -187,5 +197,5 @@ def migrate(source: Path, target: str) -> None:
         opened.close()
     click.echo(
         f"migrated {source} into {redact(target)}: {copied.events} events, {copied.tasks} tasks, "
-        f"{copied.hosts} hosts, {copied.blobs} artifact blobs ({copied.blob_bytes} bytes)"
+        f"{copied.hosts} hosts, {copied.blobs} blobs ({copied.blob_bytes} bytes), {copied.inputs} inputs"
     )

@@ -20,7 +20,7 @@ from amc.cli.options import data_option
 
 if TYPE_CHECKING:
     from amc.adapters.http.auth import TokenFile
-    from amc.service import BlobStore, Service
+    from amc.service import BlobStore, InputCatalogue, Service
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -97,6 +97,21 @@ def _open_blobs(data: Path, durable: bool, store: str) -> BlobStore:
     from amc.service import MemoryBlobStore
 
     return MemoryBlobStore()
+
+
+def _open_inputs(data: Path, durable: bool, store: str) -> InputCatalogue:
+    """Where the records of inputs go (Part F): beside the blobs, as `_open_blobs` chooses."""
+    if is_postgres_url(store):
+        from amc.adapters.postgres.inputs import PostgresInputCatalogue
+
+        return PostgresInputCatalogue(store)
+    if durable:
+        from amc.adapters.lmdb.inputs import FileInputCatalogue
+
+        return FileInputCatalogue.in_data_dir(data)
+    from amc.service import MemoryInputCatalogue
+
+    return MemoryInputCatalogue()
 
 
 class StoreChoice(click.ParamType[str, str]):
@@ -188,6 +203,20 @@ def _tokens(data: Path, tokens_file: Path | None) -> tuple[TokenFile, Path]:
     default=256 * 1024 * 1024,
     show_default=True,
     help="Most bytes a task's artifacts may hold together; an upload past it is refused with 413.",
+)
+@click.option(
+    "--max-input-bytes",
+    type=click.IntRange(min=0),
+    default=512 * 1024 * 1024,
+    show_default=True,
+    help="Largest input (an app, a file to push) an upload may store (bytes); larger is refused with 413.",
+)
+@click.option(
+    "--max-tenant-input-bytes",
+    type=click.IntRange(min=0),
+    default=4096 * 1024 * 1024,
+    show_default=True,
+    help="Most bytes a tenant's inputs may hold together; an upload past it is refused with 413.",
 )
 @click.option(
     "--host-timeout",
@@ -298,6 +327,8 @@ def serve(
     max_lease_seconds: float,
     max_artifact_bytes: int,
     max_task_artifact_bytes: int,
+    max_input_bytes: int,
+    max_tenant_input_bytes: int,
     host_timeout: float,
     header_timeout: float,
     body_timeout: float,
@@ -328,6 +359,8 @@ def serve(
             manual_clock=clock == "manual",
             max_artifact_bytes=max_artifact_bytes,
             max_task_artifact_bytes=max_task_artifact_bytes,
+            max_input_bytes=max_input_bytes,
+            max_tenant_input_bytes=max_tenant_input_bytes,
             host_timeout_seconds=host_timeout,
             max_waiting_claims=max_waiting_claims,
             max_waiting_claims_per_host=max_waiting_claims_per_host,
@@ -370,7 +403,8 @@ def serve(
     if not durable:
         click.echo("amc serve: serving from memory; nothing is durable", err=True)
     blobs = _open_blobs(data, durable, store)
-    app = create_app(service, settings, tokens=tokens, metrics=metrics, close_service=True, blobs=blobs)
+    inputs = _open_inputs(data, durable, store)
+    app = create_app(service, settings, tokens=tokens, metrics=metrics, close_service=True, blobs=blobs, inputs=inputs)
     shown = f"[{host}]" if ":" in host else host
     # Beside the tokens file, so the CLI that reads those tokens calls this server (any --port);
     # written before the "listening" line, so whoever waits for that line finds it.

@@ -96,6 +96,7 @@ def verify(data: Path, store_url: str | None) -> None:
     finally:
         opened.close()
     named = {a.sha256: f"{task.id}/{a.id} ({a.name})" for task in tasks for a in task.artifacts}
+    named.update({i.sha256: f"input {i.tenant}/{i.sha256}" for i in opened.inputs().listing(None)})
     artifacts = sum(len(task.artifacts) for task in tasks)
     summary = (
         f"{report.events} events, {report.tasks} tasks, {report.hosts} hosts, "
@@ -123,7 +124,8 @@ def verify(data: Path, store_url: str | None) -> None:
     callback=parse_duration,
     help="Also drop the artifacts of tasks that ended more than DURATION ago (30d, 12h, 90m, 45s, 2w): "
     "their records go (reading one is then 404; the task's history shows artifacts_purged) and their "
-    "files with them. Needs the server stopped.",
+    "files with them; and the inputs created more than DURATION ago that no unfinished task names. "
+    "Needs the server stopped.",
 )
 @click.option("--dry-run", is_flag=True, help="Change nothing: say how many files and bytes would be freed.")
 @_STORE
@@ -144,7 +146,7 @@ def gc(data: Path, older_than: float | None, dry_run: bool, store_url: str | Non
             )
         postgres_store.gc(store_url, dry_run=dry_run, grace_s=GRACE_S)
         return
-    from amc.cli.datadir import Busy, NoStore, ended_before, open_data, referenced
+    from amc.cli.datadir import Busy, NoStore, ended_before, open_data, referenced, unused_inputs
 
     try:
         try:
@@ -165,14 +167,21 @@ def gc(data: Path, older_than: float | None, dry_run: bool, store_url: str | Non
         # Holding the writer lock, no upload can be in flight: nothing is too young to go.
         grace = GRACE_S if opened.busy else 0.0
         tasks = opened.tasks()
-        old = [] if older_than is None else list(ended_before(tasks, opened.now_ms() - int(older_than * 1000)))
+        cutoff = None if older_than is None else opened.now_ms() - int(older_than * 1000)
+        old = [] if cutoff is None else list(ended_before(tasks, cutoff))
+        catalogue = opened.inputs()
+        unused = [] if cutoff is None else unused_inputs(catalogue, tasks, cutoff)
         if dry_run:
             purged = {task.id for task in old}
-            keep = referenced([task for task in tasks if task.id not in purged])
+            gone = {(i.tenant, i.sha256) for i in unused}
+            kept_inputs = {i.sha256 for i in catalogue.listing(None) if (i.tenant, i.sha256) not in gone}
+            keep = referenced([task for task in tasks if task.id not in purged], kept_inputs)
         else:
             for task in old:  # each purge is durable before any file goes
                 opened.purge(task.id)
-            keep = referenced(opened.tasks())
+            for unused_input in unused:  # likewise each input's record
+                catalogue.remove(unused_input.tenant, unused_input.sha256)
+            keep = referenced(opened.tasks(), catalogue.digests())
         blobs = opened.blobs()
         report = None if blobs is None else blobs.gc(keep, dry_run=dry_run, grace_s=grace)
     finally:
@@ -185,6 +194,7 @@ def gc(data: Path, older_than: float | None, dry_run: bool, store_url: str | Non
     if older_than is not None:
         count = sum(len(task.artifacts) for task in old)
         line += f"; {'would purge' if dry_run else 'purged'} {count} artifacts of {len(old)} ended tasks"
+        line += f" and {len(unused)} inputs no unfinished task names"
     click.echo(line + ".")
     if grace:
         click.echo(f"A server holds {opened.path}: files younger than {GRACE_S / 60:g} minutes were kept.", err=True)

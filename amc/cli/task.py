@@ -90,6 +90,34 @@ def read_submission(source: str, app: Application) -> dict[str, Any]:
     )
 
 
+def upload_files(plan: Any, base: Path, app: Application) -> Any:
+    """`plan` with every argument value ``"@path/to/file"`` (relative to `base`, the plan
+    file's directory) replaced by the reference to that file, uploaded first as an input
+    (specs/protocol.md Part F). A value that should start with "@" is written "@@"."""
+    from amc.cli.inputs import upload
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: walk(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [walk(item) for item in value]
+        if isinstance(value, str) and value.startswith("@@"):
+            return value[1:]
+        if isinstance(value, str) and value.startswith("@") and len(value) > 1:
+            path = Path(value[1:]).expanduser()
+            found = upload(app, path if path.is_absolute() else base / path)
+            return {"input": found["ref"]}
+        return value
+
+    if not isinstance(plan, dict):
+        return plan
+    steps = [*plan.get("steps", []), *(s for stage in plan.get("stages", []) for s in stage.get("steps", []))]
+    for step in steps:
+        if isinstance(step, dict) and isinstance(step.get("args"), dict):
+            step["args"] = walk(step["args"])
+    return plan
+
+
 @task.command()
 @click.argument("file", metavar="FILE|-")
 @click.option("--priority", type=click.IntRange(-1000, 1000), help="Higher runs first (default 0).")
@@ -127,9 +155,13 @@ def submit(
 
     FILE holds a plan, {"steps": [{"id": "open", "action": "launch", "args":
     {"package": "com.android.settings"}}]}, or a whole submission, {"plan": ...,
-    "priority": 5, ...}; the options override the submission's members.
+    "priority": 5, ...}; the options override the submission's members. An argument value
+    "@path/to/app.apk" (relative to FILE's directory) is uploaded first as an input and
+    replaced by its reference, {"input": "sha256:..."}; write "@@" for a leading "@".
     """
     body = read_submission(file, app)
+    base = Path.cwd() if file == "-" else Path(file).resolve().parent
+    body["plan"] = upload_files(body.get("plan"), base, app)
     overrides = {
         "priority": priority,
         "max_attempts": max_attempts,

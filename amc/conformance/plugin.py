@@ -51,6 +51,7 @@ NOT_APPLICABLE = "a duty of the Host Agent, not a rule a server can be checked f
 # the server only records what it is told. SESSION/s11: amc's Host Agent in a session;
 # UI/s2-UI/s12: running the on-screen actions (the server's part, their arguments, is UI/s1
 # and UI/s13).
+AGENT_REQUIREMENTS = ("AGENT-", "INPUT-CACHE")  # the Host Agent's duties, with all their scenarios
 AGENT_ONLY = frozenset({"BOUNDARY/s1", "BOUNDARY/s3", "SESSION/s11", *(f"UI/s{n}" for n in range(2, 13))})
 # Requirements of a client of the protocol (amc mcp), which a server cannot be checked for either.
 CLIENT_ONLY = frozenset({"UI/s14"})
@@ -193,7 +194,7 @@ class ConformanceReport:
                 }
                 for nodeid in nodeids
             ]
-            if parent(ident).startswith("AGENT-") or ident in AGENT_ONLY:
+            if parent(ident).startswith(AGENT_REQUIREMENTS) or ident in AGENT_ONLY:
                 row.update(status="not applicable", why=NOT_APPLICABLE)
             elif ident in CLIENT_ONLY:
                 row.update(status="not applicable", why=NOT_A_SERVERS)

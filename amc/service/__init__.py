@@ -4,7 +4,8 @@
   and the errors that cross the port;
 - `clock`: the clocks a service stamps commands with;
 - `memory`: `MemoryService`, the kernel in memory, nothing durable;
-- `blobs`: the `BlobStore` of artifact bytes, streaming into and out of it, `MemoryBlobStore`.
+- `blobs`: the `BlobStore` of artifact and input bytes, streaming into and out of it, `MemoryBlobStore`;
+- `inputs`: the `InputCatalogue` of which tenant has which input (Part F), `MemoryInputCatalogue`.
 
 Every public name is here too: ``from amc.service import Service, MemoryService``.
 """
@@ -14,6 +15,7 @@ from amc.service.blobs import (
     READ_CHUNK_BYTES,
     SHA256,
     BlobError,
+    BlobMismatch,
     BlobNotFound,
     BlobProblem,
     BlobReader,
@@ -29,6 +31,7 @@ from amc.service.blobs import (
     store_chunks,
 )
 from amc.service.clock import Clock, ManualClock, SystemClock
+from amc.service.inputs import InputCatalogue, MemoryInputCatalogue, StoredInput, TenantInputsFull
 from amc.service.memory import HistoryLog, MemoryService
 from amc.service.port import (
     Change,
@@ -48,6 +51,7 @@ __all__ = [
     "READ_CHUNK_BYTES",
     "SHA256",
     "BlobError",
+    "BlobMismatch",
     "BlobNotFound",
     "BlobProblem",
     "BlobReader",
@@ -61,8 +65,10 @@ __all__ = [
     "GcReport",
     "HistoryEntry",
     "HistoryLog",
+    "InputCatalogue",
     "ManualClock",
     "MemoryBlobStore",
+    "MemoryInputCatalogue",
     "MemoryService",
     "NoManualClock",
     "NotLeader",
@@ -70,8 +76,10 @@ __all__ = [
     "Service",
     "StorageUnavailable",
     "StoredBlob",
+    "StoredInput",
     "SystemClock",
     "TaskQuery",
+    "TenantInputsFull",
     "Upload",
     "checked_sha256",
     "read_chunks",

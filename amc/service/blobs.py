@@ -70,6 +70,15 @@ class BlobTooLarge(BlobError):
         self.limit = limit
 
 
+class BlobMismatch(BlobError):
+    """The bytes uploaded do not hash to the sha256 the caller named; nothing was kept."""
+
+    def __init__(self, expected: str, actual: str):
+        super().__init__(f"the bytes hash to {actual}, not {expected}")
+        self.expected = expected
+        self.actual = actual
+
+
 class BlobNotFound(BlobError, LookupError):
     """No blob with this sha256 is stored."""
 
@@ -93,6 +102,9 @@ class BlobWriter(Protocol):
         """Append `chunk` and hash it. When the total would pass the limit, abort (nothing of
         this upload stays behind) and raise `BlobTooLarge`; the chunk is not written.
         Raises `ValueError` once the writer has finished or aborted."""
+
+    def digest(self) -> str:
+        """The sha256 of the bytes written so far (64 lowercase hex digits)."""
 
     def finish(self) -> StoredBlob:
         """Make the bytes durable under their sha256 and return it with the size. When this
@@ -118,6 +130,9 @@ class BlobReader(Protocol):
 
     def read(self, n: int) -> bytes:
         """Up to `n` bytes; b"" at the end."""
+
+    def seek(self, offset: int) -> None:
+        """Read on from `offset` (0 <= offset <= size): a download that resumes."""
 
     def close(self) -> None: ...
 
@@ -178,12 +193,15 @@ COALESCE_BYTES = 256 * 1024
 READ_CHUNK_BYTES = 256 * 1024
 
 
-async def store_chunks(blobs: BlobStore, chunks: AsyncIterable[bytes], limit: int | None) -> StoredBlob:
+async def store_chunks(
+    blobs: BlobStore, chunks: AsyncIterable[bytes], limit: int | None, expected: str | None = None
+) -> StoredBlob:
     """Stream `chunks` (e.g. Starlette's `request.stream()`) into `blobs`; durable on return.
 
     The file work runs in the event loop's default executor (`asyncio.to_thread`), never on
     the loop. Raises `BlobTooLarge` as soon as the bytes received pass `limit`, without
-    reading the rest of the body; nothing of the upload is kept on any error.
+    reading the rest of the body, and `BlobMismatch` when `expected` is given and the bytes
+    hash to another sha256; nothing of the upload is kept on any error.
     """
     writer = await asyncio.to_thread(blobs.begin, limit)
     try:
@@ -198,6 +216,8 @@ async def store_chunks(blobs: BlobStore, chunks: AsyncIterable[bytes], limit: in
                 await asyncio.to_thread(_write_all, writer, pending)
                 pending, pending_bytes = [], 0
         await asyncio.to_thread(_write_all, writer, pending)
+        if expected is not None and (actual := writer.digest()) != expected:
+            raise BlobMismatch(expected, actual)
         return await asyncio.to_thread(writer.finish)
     except BaseException:
         await asyncio.shield(asyncio.to_thread(writer.abort))
@@ -328,11 +348,16 @@ class _MemoryBlobWriter(Upload):
         super().__init__(limit)
         self._store = store
         self._chunks: list[bytes] = []
+        self._hash = hashlib.sha256()
 
     def write(self, chunk: bytes) -> None:
         self._admit(chunk)
         self._chunks.append(bytes(chunk))
+        self._hash.update(chunk)
         self._count(chunk)
+
+    def digest(self) -> str:
+        return self._hash.hexdigest()
 
     def finish(self) -> StoredBlob:
         self._require_open()
@@ -353,6 +378,9 @@ class _MemoryBlobReader:
         chunk = self._data[self._at : self._at + n]
         self._at += len(chunk)
         return chunk
+
+    def seek(self, offset: int) -> None:
+        self._at = offset
 
     def close(self) -> None:
         self._data = b""

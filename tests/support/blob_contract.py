@@ -22,7 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from amc.service import BlobNotFound, BlobStore, BlobTooLarge, StoredBlob, read_chunks, store_chunks
+from amc.service import (
+    BlobMismatch,
+    BlobNotFound,
+    BlobStore,
+    BlobTooLarge,
+    StoredBlob,
+    read_chunks,
+    store_chunks,
+)
 
 MIB = 1024 * 1024
 
@@ -113,6 +121,37 @@ class BlobStoreContract:
         blob = asyncio.run(store_chunks(blobs, body(), limit=len(data)))
         assert blob == StoredBlob(hashlib.sha256(data).hexdigest(), len(data))
         assert asyncio.run(download(blob.sha256)) == data
+
+    @pytest.mark.req("UPLOAD/s3")
+    def test_bytes_that_do_not_hash_to_the_expected_sha256_keep_nothing(self, blobs):
+        data = os.urandom(300_000)
+
+        async def body():
+            yield data
+
+        with blobs.begin() as writer:
+            writer.write(data[:1000])
+            assert writer.digest() == hashlib.sha256(data[:1000]).hexdigest()  # so far, not consumed
+            writer.write(data[1000:])
+            assert writer.digest() == hashlib.sha256(data).hexdigest()
+        with pytest.raises(BlobMismatch) as mismatch:
+            asyncio.run(store_chunks(blobs, body(), None, expected="0" * 64))
+        assert mismatch.value.actual == hashlib.sha256(data).hexdigest()
+        assert list(blobs.digests()) == []
+        stored = asyncio.run(store_chunks(blobs, body(), None, expected=hashlib.sha256(data).hexdigest()))
+        assert stored.size == len(data)
+
+    @pytest.mark.req("INPUT-CACHE/s2")
+    @pytest.mark.parametrize("offset", [0, 1, 65_536, 262_144, 262_145, 699_999, 700_000])
+    def test_a_reader_reads_on_from_any_offset(self, blobs, offset):
+        data = os.urandom(700_000)
+        blob = put(blobs, data)
+        with blobs.open(blob.sha256) as reader:
+            reader.seek(offset)
+            got = b""
+            while chunk := reader.read(100_003):
+                got += chunk
+        assert got == data[offset:]
 
     def test_a_writer_given_up_keeps_nothing_and_a_finished_one_ignores_abort(self, blobs):
         with blobs.begin() as writer:

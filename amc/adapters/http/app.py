@@ -36,12 +36,13 @@ from amc.adapters.http.routes.attempts import Attempts
 from amc.adapters.http.routes.console import Console
 from amc.adapters.http.routes.events import Events
 from amc.adapters.http.routes.hosts import Hosts
+from amc.adapters.http.routes.inputs import Inputs
 from amc.adapters.http.routes.sessions import Sessions
 from amc.adapters.http.routes.tasks import Tasks
 from amc.adapters.http.scope import Scope
 from amc.adapters.http.settings import Settings
 from amc.adapters.http.standby import StandbyGate
-from amc.service import BlobStore, MemoryBlobStore, Service
+from amc.service import BlobStore, InputCatalogue, MemoryBlobStore, MemoryInputCatalogue, Service
 
 
 class AttemptNumber(Convertor[int]):
@@ -66,7 +67,7 @@ def routes(context: Context, scope: Scope) -> list[BaseRoute]:
     """Every route of the API, then the console's."""
     tasks, hosts, attempts = Tasks(context, scope), Hosts(context, scope), Attempts(context, scope)
     sessions, artifacts = Sessions(context, scope), Artifacts(context, scope)
-    events, admin = Events(context, scope), Admin(context, scope)
+    events, admin, inputs = Events(context, scope), Admin(context, scope), Inputs(context, scope)
     # Starlette tries routes in order; the Host Agents' hot path (renew, start, claim)
     # comes first, so a renewal is matched after one regex rather than nine.
     return [
@@ -97,6 +98,10 @@ def routes(context: Context, scope: Scope) -> list[BaseRoute]:
         Route("/v1/hosts/{host_id}", hosts.get_host, methods=["GET"]),
         Route("/v1/hosts/{host_id}", hosts.put_host, methods=["PUT"]),
         Route("/v1/events", events.stream_events, methods=["GET"]),
+        Route("/v1/inputs", inputs.post_input, methods=["POST"]),
+        Route("/v1/inputs", inputs.list_inputs, methods=["GET"]),
+        Route("/v1/inputs/{sha256}", inputs.put_input, methods=["PUT"]),
+        Route("/v1/inputs/{sha256}", inputs.download, methods=["GET"]),
         Route("/v1/health", admin.health, methods=["GET"]),
         Route("/metrics", admin.metrics_text, methods=["GET"]),
         # Always routed: a non-admin is refused (403) before anyone learns the clock's kind.
@@ -114,6 +119,7 @@ def create_app(
     metrics: Metrics | None = None,
     close_service: bool = False,
     blobs: BlobStore | None = None,
+    inputs: InputCatalogue | None = None,
 ) -> Starlette:
     """The ASGI app serving `service`.
 
@@ -123,7 +129,8 @@ def create_app(
         tokens: the bearer tokens that may call it.
         metrics: where to count (give the one whose `on_commit` the store reports to).
         close_service: close the service when the app shuts down (`amc serve` does).
-        blobs: where artifacts' bytes go (default: a `MemoryBlobStore`, beside a memory service).
+        blobs: where artifacts' and inputs' bytes go (default: a `MemoryBlobStore`, beside a memory service).
+        inputs: which tenant has which input (default: a `MemoryInputCatalogue`).
     Returns:
         A Starlette app; ``app.state.context`` is its `Context`, ``app.state.redact`` blanks its
         tokens out of a text.
@@ -131,7 +138,14 @@ def create_app(
     settings = settings or Settings()
     metrics = metrics or Metrics()
     metrics.bind(service)
-    context = Context(service, settings, tokens, metrics, blobs if blobs is not None else MemoryBlobStore())
+    context = Context(
+        service,
+        settings,
+        tokens,
+        metrics,
+        blobs if blobs is not None else MemoryBlobStore(),
+        inputs if inputs is not None else MemoryInputCatalogue(),
+    )
     metrics.bind_runtime(lambda: context.events.subscribers)
     scope = Scope(context)
 

@@ -1,7 +1,7 @@
 """What the endpoints of one server share, and the one way a command goes through it.
 
 A `Context` is built once per app and handed to every resource's endpoints (`routes`). It
-holds the server's parts (the service, its settings, tokens, metrics and blob store) and
+holds the server's parts (the service, its settings, tokens, metrics, blob store and input records) and
 what the server keeps from moment to moment beside the store: host liveness, attempt
 progress, the long-poll signals, the expiry timer and the event stream. `run` is the path
 of every command: execute it, count it, and tell the waiters and the timer what changed.
@@ -22,18 +22,27 @@ from amc.adapters.http.views import Views
 from amc.core.commands import Command
 from amc.core.decisions import Decision
 from amc.core.events import ActionEnded, TaskAssigned
-from amc.service import BlobStore, Service
+from amc.service import BlobStore, InputCatalogue, Service
 
 
 class Context:
     """The shared parts of one server, bound to its service, settings, tokens, metrics and blobs."""
 
-    def __init__(self, service: Service, settings: Settings, tokens: Authenticator, metrics: Metrics, blobs: BlobStore):
+    def __init__(
+        self,
+        service: Service,
+        settings: Settings,
+        tokens: Authenticator,
+        metrics: Metrics,
+        blobs: BlobStore,
+        inputs: InputCatalogue,
+    ):
         self.service = service
         self.settings = settings
         self.tokens = tokens
         self.metrics = metrics
-        self.blobs = blobs
+        self.blobs = blobs  # artifacts' and inputs' bytes
+        self.inputs = inputs  # which tenant has which input (Part F)
         self.signal = WorkSignal()  # waiting claims
         self.claim_waits = ClaimWaits(settings.max_waiting_claims, settings.max_waiting_claims_per_host)
         self.task_signals = TaskSignals()  # Part D: polls and waits on one task

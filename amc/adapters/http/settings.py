@@ -60,6 +60,10 @@ class Settings:
     # their bounds are the operator's choice rather than the 1 MiB of a JSON body.
     max_artifact_bytes: int = 16 * MiB
     max_task_artifact_bytes: int = 256 * MiB
+    # Part F: inputs are streamed to the blob store too. One input (an app) may be large; a
+    # tenant's together are bounded so that one tenant cannot fill the disk.
+    max_input_bytes: int = 512 * MiB
+    max_tenant_input_bytes: int = 4096 * MiB
     # Long-polling claims that may wait at once, in all and per host; a claim beyond either
     # is answered at once, as if it had asked for no wait. A Host Agent waits one claim per
     # device, and an inventory holds at most 256 devices (`Limits.max_devices`).
@@ -72,6 +76,8 @@ class Settings:
             raise ValueError("lease seconds must satisfy 0 < min-lease-seconds <= lease-seconds <= max-lease-seconds")
         if not 0 <= self.max_artifact_bytes <= self.max_task_artifact_bytes:
             raise ValueError("artifact limits must satisfy 0 <= max-artifact-bytes <= max-task-artifact-bytes")
+        if not 0 <= self.max_input_bytes <= self.max_tenant_input_bytes:
+            raise ValueError("input limits must satisfy 0 <= max-input-bytes <= max-tenant-input-bytes")
         if min(self.max_waiting_claims, self.max_waiting_claims_per_host) < 0:
             raise ValueError("max-waiting-claims and max-waiting-claims-per-host must be at least 0")
         if not self.host_timeout_seconds > 0:

@@ -214,6 +214,9 @@ class FileBlobWriter(Upload):
         self._hash.update(chunk)
         self._count(chunk)
 
+    def digest(self) -> str:
+        return self._hash.hexdigest()
+
     def finish(self) -> StoredBlob:
         self._require_open()
         blob = StoredBlob(self._hash.hexdigest(), self._size)
@@ -246,6 +249,9 @@ class FileBlobReader:
 
     def read(self, n: int) -> bytes:
         return self._file.read(n)
+
+    def seek(self, offset: int) -> None:
+        self._file.seek(offset)
 
     def close(self) -> None:
         self._file.close()

@@ -335,8 +335,16 @@ def read_host(txn: lmdb.Transaction[bytes], store: Store, host_id: str) -> Host 
 
 # What may be in a data directory before its store exists: the store's own lock files, and
 # what `amc serve` and `amc tokens` keep beside the store (the tokens file, its lock, and the
-# record of where the server listens, and the artifact files), which an operator may well create first.
-_OURS = {layout.WRITER_LOCK_FILE, layout.LMDB_LOCK_FILE, "tokens.json", "tokens.json.lock", "server.json", "artifacts"}
+# record of where the server listens, the artifact files and the input records), which an operator may well create first.
+_OURS = {
+    layout.WRITER_LOCK_FILE,
+    layout.LMDB_LOCK_FILE,
+    "tokens.json",
+    "tokens.json.lock",
+    "server.json",
+    "artifacts",
+    "inputs",
+}
 
 
 def _check_directory(path: Path, readonly: bool) -> bool:

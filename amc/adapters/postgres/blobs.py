@@ -154,6 +154,9 @@ class _Upload(Upload):
             self._flush(bytes(self._pending[:CHUNK_BYTES]))
             del self._pending[:CHUNK_BYTES]
 
+    def digest(self) -> str:
+        return self._hasher.hexdigest()
+
     def _flush(self, data: bytes) -> None:
         assert self._conn is not None
         self._conn.execute(
@@ -208,6 +211,7 @@ class _Reader:
         self._next = 0
         self._buffer = b""
         self._at = 0
+        self._skip = 0  # where to start in the next chunk fetched (after a `seek`)
         self._done = size == 0
 
     def read(self, n: int) -> bytes:
@@ -220,11 +224,17 @@ class _Reader:
             if row is None:
                 self._done = True
                 return b""
-            self._buffer, self._at = bytes(row[0]), 0
+            self._buffer, self._at, self._skip = bytes(row[0]), self._skip, 0
             self._next += 1
         chunk = self._buffer[self._at : self._at + n]
         self._at += len(chunk)
         return chunk
+
+    def seek(self, offset: int) -> None:
+        # Every chunk but the last holds CHUNK_BYTES: the offset names its chunk directly.
+        self._next, self._skip = divmod(offset, CHUNK_BYTES)
+        self._buffer, self._at = b"", 0
+        self._done = offset >= self.size
 
     def close(self) -> None:
         if self._conn is not None:

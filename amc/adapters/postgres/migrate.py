@@ -1,7 +1,7 @@
 """Copying a store into an empty PostgreSQL database (`amc store migrate`).
 
 The source hands over what it keeps as it keeps it: the log's encoded events by sequence
-number, the encoded task and host records, the clock's metadata and the artifact blobs.
+number, the encoded task and host records, the clock's metadata, the artifact and input blobs, and the input records.
 The values are the bytes of the one codec both stores use (`amc.adapters.codec`), so they
 are copied unchanged; the columns beside them (a task's id, tenant, status, lease expiry,
 an event's history link) are derived here, exactly as the writer derives them.
@@ -26,7 +26,7 @@ from amc.adapters.postgres.leadership import LEADER_LOCK
 from amc.adapters.postgres.writer import task_row
 from amc.core.events import HostRegistered
 from amc.core.history import HISTORY_TYPES
-from amc.service import BlobReader
+from amc.service import BlobReader, StoredInput
 
 
 class Source(Protocol):
@@ -44,6 +44,9 @@ class Source(Protocol):
 
     def open_blob(self, sha256: str) -> BlobReader: ...
 
+    def inputs(self) -> Iterable[StoredInput]:
+        """The records of inputs (their bytes are among `blobs`)."""
+
 
 @attrs.define
 class Copied:
@@ -52,6 +55,7 @@ class Copied:
     hosts: int = 0
     blobs: int = 0
     blob_bytes: int = 0
+    inputs: int = 0
 
 
 def copy_in(url: str, source: Source, progress: Callable[[str], None] = lambda line: None) -> Copied:
@@ -113,7 +117,14 @@ def copy_in(url: str, source: Source, progress: Callable[[str], None] = lambda l
                             break
                     copied.blobs += 1
                     copied.blob_bytes += reader.size
-            progress(f"{copied.blobs} artifact blobs")
+            progress(f"{copied.blobs} artifact and input blobs")
+            for found in source.inputs():
+                conn.execute(
+                    "INSERT INTO amc_inputs (tenant, sha256, size, created_at) VALUES (%s, %s, %s, %s)",
+                    (found.tenant, found.sha256, found.size, found.created_at),
+                )
+                copied.inputs += 1
+            progress(f"{copied.inputs} input records")
         conn.execute("SELECT pg_advisory_unlock(%s)", (LEADER_LOCK,))
     return copied
 

@@ -12,6 +12,8 @@ Tables (all under the `amc_` prefix, so a store can share a database with others
     amc_hosts       id -> host                the current host records
     amc_blobs       sha256 -> size            artifact bytes (blobs.py), in
     amc_blob_chunks blob, n -> bytes          chunks of 256 KiB
+    amc_inputs      tenant, sha256 -> size    which tenant has which input (inputs.py); the
+                                              bytes are blobs like artifacts' (schema 2)
 
 Values (`body`) are the bytes of `amc.adapters.codec`, exactly as the LMDB store keeps them,
 so `amc store migrate` copies them byte for byte and one codec decodes both stores. They
@@ -41,7 +43,7 @@ from amc.adapters import codec
 from amc.adapters.errors import NotAStore, SchemaMismatch
 
 FORMAT = "amc-store"
-SCHEMA_VERSION = 1  # the table layout below
+SCHEMA_VERSION = 2  # the table layout below
 RECORD_SCHEMA = codec.RECORD_SCHEMA  # the records' JSON: the codec's version
 # Only one server creates or upgrades the tables; the others wait for it on this lock.
 SETUP_LOCK = 0x616D_6300_0001  # "amc\0" 1: a transaction-level advisory lock
@@ -87,6 +89,15 @@ UPGRADES: dict[int, tuple[str, ...]] = {
             PRIMARY KEY (blob, n))""",
         # Chunks are random bytes: compressing them costs CPU and saves nothing.
         "ALTER TABLE amc_blob_chunks ALTER COLUMN data SET STORAGE EXTERNAL",
+    ),
+    1: (
+        """CREATE TABLE amc_inputs (
+            tenant text COLLATE "C" NOT NULL,
+            sha256 text NOT NULL,
+            size bigint NOT NULL,
+            created_at bigint NOT NULL,
+            PRIMARY KEY (tenant, sha256))""",
+        "CREATE INDEX amc_inputs_sha256 ON amc_inputs (sha256)",
     ),
 }
 

@@ -12,8 +12,10 @@ from amc.adapters.http.app import create_app
 from amc.adapters.http.auth import Principal, TokenTable
 from amc.adapters.http.server import ThreadedServer
 from amc.adapters.http.settings import Settings
+from amc.core import actions, inputs
 from amc.core.times import from_rfc3339, to_rfc3339
 from amc.service import ManualClock, MemoryService, SystemClock
+from tests.support import http as http_support
 from tests.support.http import Caller, http_client
 
 T0 = from_rfc3339("2026-11-29T23:00:00.000Z")
@@ -195,3 +197,14 @@ def make_amc(switch, tmp_path):
     yield make
     for server in made:
         server.close()
+
+
+@pytest.fixture
+def fixture_action(monkeypatch):
+    """An action `fixture` whose argument `file` takes an input (as `install`'s `input` will).
+
+    The published contract (specs/openapi.yaml) does not know this action, so the answers of
+    these tests are not checked against it."""
+    fixture = actions.Action(forms=(actions.Form(required={"file": inputs.input_argument}),))
+    monkeypatch.setitem(actions.ACTIONS, "fixture", fixture)
+    monkeypatch.setattr(http_support.CONTRACT, "check", lambda *args, **kwargs: None)

@@ -178,3 +178,24 @@ def test_an_artifact_stored_through_the_leader_is_read_from_the_next_one(pair, p
     finally:
         client.close()
         host.close()
+
+
+@pytest.mark.req("HA/s3", "UPLOAD/s1")
+def test_an_input_uploaded_through_the_leader_is_read_and_listed_by_the_next_one(pair, pg_url):
+    first, second, tokens = pair
+    client = Follower([first.url, second.url], tokens["client"])
+    data = os.urandom(600_000)  # three chunks
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        stored = client.http.put(
+            first.url + f"/v1/inputs/{digest}", content=data, headers={"Authorization": f"Bearer {tokens['client']}"}
+        )
+        assert stored.status_code == 201, stored.text
+        first.signal(signal.SIGKILL)
+        read = client.request("GET", f"/v1/inputs/{digest}")
+        assert client.urls[client.current] == second.url
+        assert read.status_code == 200 and read.content == data
+        listed = client.request("GET", "/v1/inputs").json()["inputs"]
+        assert [(i["sha256"], i["size"]) for i in listed] == [(digest, len(data))]
+    finally:
+        client.close()

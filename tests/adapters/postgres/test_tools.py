@@ -10,8 +10,10 @@ from click.testing import CliRunner
 
 from amc.adapters.lmdb import LmdbService
 from amc.adapters.lmdb.blobs import FileBlobStore
+from amc.adapters.lmdb.inputs import FileInputCatalogue
 from amc.adapters.postgres import PostgresService
 from amc.adapters.postgres.blobs import PostgresBlobStore
+from amc.adapters.postgres.inputs import PostgresInputCatalogue
 from amc.adapters.postgres.schema import RECORD_SCHEMA
 from amc.cli.store import store
 from amc.core.commands import SubmitTask
@@ -41,10 +43,17 @@ def fill_lmdb(data_dir) -> list[bytes]:
 def test_a_migrated_store_serves_the_same_reads_and_verifies(tmp_path, pg_url):
     data_dir = tmp_path / "lmdb"
     payloads = fill_lmdb(data_dir)
+    input_sha256 = hashlib.sha256(payloads[0]).hexdigest()  # an input whose bytes an artifact shares
+    FileInputCatalogue.in_data_dir(data_dir).record("acme", input_sha256, len(payloads[0]), 5, 1 << 30)
     runner = CliRunner()
     result = runner.invoke(store, ["migrate", "--from", str(data_dir), "--to", pg_url])
     assert result.exit_code == 0, result.output
-    assert "4 artifact blobs" in result.output
+    assert "4 blobs" in result.output and "1 inputs" in result.output
+    migrated = PostgresInputCatalogue(pg_url)
+    try:
+        assert migrated.listing(None) == FileInputCatalogue.in_data_dir(data_dir).listing(None)
+    finally:
+        migrated.close()
 
     with LmdbService.open(data_dir, clock="manual") as lmdb, PostgresService.open(pg_url, clock="manual") as pg:
         assert writer_state(pg) == lmdb._writer.state
@@ -77,7 +86,7 @@ def test_a_migrated_store_serves_the_same_reads_and_verifies(tmp_path, pg_url):
     )
     info = runner.invoke(store, ["info", "--store", pg_url])
     assert info.exit_code == 0, info.output
-    assert f"schema version: 1 (records {RECORD_SCHEMA})" in info.output and "artifacts:      4 blobs" in info.output
+    assert f"schema version: 2 (records {RECORD_SCHEMA})" in info.output and "artifacts:      4 blobs" in info.output
 
     again = runner.invoke(store, ["migrate", "--from", str(data_dir), "--to", pg_url])
     assert again.exit_code == 2 and "already holds an amc store" in again.output

@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from amc.adapters.http import access, bodies, wire
 from amc.adapters.http.routes import Resource
+from amc.adapters.http.routes.inputs import check_references, step_references
 from amc.adapters.http.scope import action_of, session_of
 from amc.adapters.http.wire import json_response
 from amc.core.commands import EndSession, PollAction, PostAction, ReportAction
@@ -24,10 +25,12 @@ class Sessions(Resource):
 
     async def post_action(self, request: Request) -> Response:
         principal, raw = await self.scope.begin(request, access.CLIENT_OR_ADMIN)
-        task_id = self.scope.named_task(principal, request).id
+        task = self.scope.named_task(principal, request)
+        task_id = task.id
         limits = self.context.settings.limits
         wait = bodies.decode_wait(request.query_params, limits)
         step = bodies.decode_action(raw, limits)
+        await check_references(self.context.inputs, task.tenant, step_references([step]))
         command = PostAction(now=0, task_id=task_id, tenant=principal.scope, step=step)
         reply = await self.scope.decide(command, ActionAccepted)
         action = await self._action_when_ended(task_id, reply.action_id, wait)

@@ -11,6 +11,7 @@ from starlette.responses import Response
 from amc.adapters.http import access, bodies, wire
 from amc.adapters.http.problems import invalid
 from amc.adapters.http.routes import Resource
+from amc.adapters.http.routes.inputs import check_references, data_references, step_references
 from amc.adapters.http.scope import message_of
 from amc.adapters.http.views import WaitingKey
 from amc.adapters.http.wire import json_response
@@ -38,6 +39,7 @@ class Tasks(Resource):
         idle_ms = bodies.session_idle_ms(body)
         tenant = principal.tenant if principal.role == "client" else (body.tenant or "default")
         assert tenant is not None  # a client token always names its tenant
+        await check_references(self.context.inputs, tenant, step_references(plan.all_steps()))
         command = SubmitTask(
             now=0,
             task_id=new_task_id(),
@@ -99,9 +101,12 @@ class Tasks(Resource):
 
     async def post_message(self, request: Request) -> Response:
         principal, raw = await self.scope.begin(request, access.CLIENT_OR_ADMIN)
-        task_id = self.scope.named_task(principal, request).id
+        task = self.scope.named_task(principal, request)
+        task_id = task.id
         message_id = new_message_id()
         body = bodies.decode_message(raw, self.context.settings.limits, message_id)
+        if body.data:  # a steer's steps may name inputs, as a plan's do
+            await check_references(self.context.inputs, task.tenant, data_references(body.data))
         command = PostMessage(
             now=0,
             task_id=task_id,
