@@ -52,3 +52,29 @@ def test_a_plan_with_an_uploaded_apk_installs_launches_pushes_pulls_and_uninstal
     device = sim.device("amc-sim-01")
     assert "com.example.demo" not in device.installed
     assert agent.agent.inputs is not None and len(agent.agent.inputs.entries()) == 2
+
+
+@req("APPS/s4")
+def test_an_input_the_host_cannot_fetch_fails_its_step_and_nothing_is_sent_to_the_device(
+    server, sim, make_agent, tmp_path
+):
+    """The Host Agent fetches a step's inputs before its action runs; when that fails (here the
+    server refuses the cache's token), the step fails naming the input, and the device saw nothing."""
+    from amc.agent.inputs import InputCache
+    from tests.agent.helpers import eventually
+
+    agent = make_agent(server.url, sim.server_port, input_cache=tmp_path / "inputs")
+    eventually(lambda: agent.agent.inputs is not None and server.api.serials("h1") == ["amc-sim-01"], 10)
+    agent.agent.inputs = InputCache(tmp_path / "other", server.url, "not-a-token", attempts=1)
+    apk = upload(server, build_apk("com.example.demo"))
+    before = len(sim.log("amc-sim-01"))
+    plan = {"steps": [{"id": "install", "action": "install", "args": {"input": apk}}]}
+
+    task = server.api.wait_status(server.api.submit(plan)["id"], timeout=60)
+
+    assert task["status"] == "failed", task
+    (step,) = task["result"]["steps"]
+    assert step["status"] == "failed"
+    assert step["reason"].startswith(f"input {apk['input'].removeprefix('sha256:')}: ")
+    assert step["reason"].endswith("; nothing was sent to the device")
+    assert len(sim.log("amc-sim-01")) == before
