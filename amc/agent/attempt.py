@@ -26,15 +26,19 @@ import concurrent.futures
 import logging
 import random
 import time
+from pathlib import Path
 from typing import Literal
 
 import attrs
 
 from amc.adapters.adb.executor import AdbExecutor
+from amc.core import inputs
 from amc.core.execution import Execution, StopReason
+from amc.core.records import Step
 
 from .client import ControlPlane, Rejected, Uncertain
 from .clock import ServerClock
+from .inputs import InputCache, InputUnavailable
 from .wire import ClaimedAttempt, parse_grant
 
 log = logging.getLogger("amc.agent.attempt")
@@ -55,6 +59,7 @@ class Attempt:
         executor: the device's executor (its artifacts directory is this attempt's).
         pool: threads for the blocking device calls.
         backoff: first and longest pause between retries of a request that got no answer, in seconds.
+        inputs: the host's input cache (None: a step that names an input fails, saying so).
     """
 
     assignment: ClaimedAttempt
@@ -63,6 +68,7 @@ class Attempt:
     executor: AdbExecutor
     pool: concurrent.futures.Executor
     backoff: tuple[float, float] = (0.1, 5.0)
+    inputs: InputCache | None = None
     execution: Execution = attrs.field(init=False)
     label: str = attrs.field(init=False)  # names the attempt in logs
     # Set once there is a stop to act on:
@@ -79,6 +85,17 @@ class Attempt:
     def _label(self) -> str:
         a = self.assignment
         return f"{a.task_id}/{a.attempt}@{a.device}"
+
+    async def local_inputs(self, step: Step) -> dict[str, Path]:
+        """The local file of every input `step` names, by sha256, through the input cache;
+        raises InputUnavailable (the step then fails before its action runs)."""
+        found: dict[str, Path] = {}
+        for _, sha256 in inputs.references(step.args):
+            if self.inputs is None:
+                raise InputUnavailable(f"input sha256:{sha256}: this Host Agent has no input cache")
+            if sha256 not in found:
+                found[sha256] = await self.inputs.path_for(inputs.PREFIX + sha256)
+        return found
 
     @property
     def lease_lost(self) -> bool:

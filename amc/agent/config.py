@@ -33,6 +33,9 @@ class AgentConfig:
         record_history: a file to append every claim, start, renewal, result and release
             to, with its times and answer, for the history checker (`amc.check`); None
             records nothing (and wraps nothing).
+        input_cache: where the input cache keeps its files; None: `amc-inputs` in the
+            system's temporary directory.
+        input_cache_bytes: the input cache's bound.
     """
 
     server: str
@@ -49,3 +52,5 @@ class AgentConfig:
     drain_seconds: float = 60.0
     forced_release_seconds: float = 5.0
     record_history: Path | None = None
+    input_cache: Path | None = None
+    input_cache_bytes: int = 4 * 1024**3

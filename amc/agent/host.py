@@ -55,6 +55,7 @@ from .attempt import Attempt
 from .client import ControlPlane
 from .clock import ServerClock
 from .config import AgentConfig
+from .inputs import InputCache
 from .registry import Registry
 from .slot import DeviceSlot
 from .wire import ClaimedAttempt
@@ -98,6 +99,7 @@ class HostAgent:
         self.records: collections.deque[AttemptRecord] = collections.deque(maxlen=RECORDS_KEPT)
         self.slots: dict[str, DeviceSlot] = {}
         self.server: ControlPlane | None = None
+        self.inputs: InputCache | None = None
         self.pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = asyncio.Event()  # binds to the loop that first waits on it
@@ -186,6 +188,8 @@ class HostAgent:
             timeout=config.request_timeout,
             transport=None if history is None else recording_transport(history, config.host_id),
         )
+        cache_dir = config.input_cache or Path(tempfile.gettempdir()) / "amc-inputs"
+        self.inputs = InputCache(cache_dir, config.server, config.token, max_bytes=config.input_cache_bytes)
         registry = Registry(self.adb, self.server, self.blocking)
         log.info(
             "host %s: serving %s with the adb server at %s:%d",
@@ -211,6 +215,7 @@ class HostAgent:
                 slot.task.cancel()
             await asyncio.gather(*(slot.task for slot in self.slots.values()), return_exceptions=True)
             await self.server.aclose()
+            await self.inputs.aclose()
             if history is not None:
                 history.close()
             self.pool.shutdown(wait=False, cancel_futures=True)
@@ -253,4 +258,5 @@ class HostAgent:
             executor=AdbExecutor(self.adb, assignment.device, artifacts_dir=files, policy=self.policy),
             pool=self.pool,
             backoff=self.config.report_backoff,
+            inputs=self.inputs,
         )

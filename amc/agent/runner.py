@@ -45,6 +45,7 @@ from amc.core.records import Plan, Step
 
 from .attempt import Attempt
 from .evidence import Evidence
+from .inputs import InputUnavailable
 
 log = logging.getLogger("amc.agent.runner")
 
@@ -114,7 +115,12 @@ class TaskRunner:
         attempt = self.attempt
         executor = attempt.executor
         loop = asyncio.get_running_loop()
-        call = functools.partial(executor.run, step.action, step.args, step_id=step.id)
+        try:
+            files = await attempt.local_inputs(step)
+        except InputUnavailable as error:
+            attempt.execution.step_failed(attempt.clock.now(), f"{error}; nothing was sent to the device")
+            return
+        call = functools.partial(executor.run, step.action, step.args, step_id=step.id, inputs=files)
         future = loop.run_in_executor(attempt.pool, call)
         try:
             await self._supervise(future)

@@ -32,6 +32,7 @@ from amc.core.times import to_rfc3339
 
 from .attempt import LEASE_REFUSALS
 from .client import Rejected, Uncertain
+from .inputs import InputUnavailable
 from .renewer import Renewer
 from .runner import INTERRUPT_RETRY_SECONDS
 from .wire import INLINE_OUTPUT_CHARS
@@ -138,7 +139,14 @@ class SessionRun(AttemptRun):
         clock, executor, label = attempt.clock, attempt.executor, attempt.label
         loop = asyncio.get_running_loop()
         started_at = clock.now()
-        call = functools.partial(executor.run, step.action, step.args, step_id=step.id)
+        try:
+            files = await attempt.local_inputs(step)
+        except InputUnavailable as error:
+            body = self._outcome_body("failed", reason=f"{error}; nothing was sent to the device")
+            self.outcomes[step.id] = body
+            await self._report_action(step.id, body)
+            return
+        call = functools.partial(executor.run, step.action, step.args, step_id=step.id, inputs=files)
         future = loop.run_in_executor(attempt.pool, call)
         watcher = asyncio.ensure_future(self._watch(step.id, future))
         try:

@@ -102,6 +102,22 @@ host.add_command(list_hosts)
     "(JSON lines) for `amc check-history`. Off by default.",
 )
 @click.option(
+    "--input-cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    envvar="AMC_INPUT_CACHE",
+    show_envvar=True,
+    help="Where inputs (APKs, files to push) are cached, once per host "
+    "(default: amc-inputs in the system's temporary directory).",
+)
+@click.option(
+    "--input-cache-bytes",
+    type=click.IntRange(min=1),
+    default=4 * 1024**3,
+    show_default=True,
+    help="The input cache's bound: past it, the inputs used longest ago are evicted.",
+)
+@click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
 def run(
@@ -117,6 +133,8 @@ def run(
     scan_seconds: float,
     drain_timeout: float,
     record_history: Path | None,
+    input_cache: Path | None,
+    input_cache_bytes: int,
     log_level: str,
 ) -> None:
     """Register the attached devices, claim and run tasks on them until SIGTERM or Ctrl-C.
@@ -160,6 +178,8 @@ def run(
         scan_seconds=scan_seconds,
         drain_seconds=drain_timeout,
         record_history=record_history,
+        input_cache=input_cache,
+        input_cache_bytes=input_cache_bytes,
     )
     agent = HostAgent(config, policy=policy)
 

@@ -45,6 +45,16 @@ class ClientTransport(ApiClient):
         except ApiError as error:
             raise ApiFailure(error.message) from None
 
+    def upload_input(self, path: Path) -> tuple[Json, bool]:
+        from amc.mcp.api import ApiFailure
+
+        try:
+            return super().upload_input(path)
+        except Refused as refusal:
+            raise ApiFailure(refusal.message, status=refusal.status, code=refusal.code) from None
+        except ApiError as error:
+            raise ApiFailure(error.message) from None
+
     def read_bytes(self, path: str) -> tuple[str, bytes]:
         """An artifact's bytes, from the server that answered last (the tools read an artifact right
         after the JSON request that named it, so that server is the leader)."""

@@ -26,6 +26,7 @@ from typing import Any
 
 import attrs
 
+from amc.core.inputs import input_argument
 from amc.core.ui.target import KEYS, SelectorError, parse_target
 
 MAX_KEY_NAME = 128
@@ -125,6 +126,26 @@ def _url(value: Any) -> str | None:
         return None
     return f"a URL with a scheme (e.g. https://example.com/), without spaces, of at most {MAX_URL} characters"
 
+
+# -- apps and files (install, uninstall, push, pull) ----------------------------------------
+MAX_DEVICE_PATH = 4_096
+
+
+def _device_path(value: Any) -> str | None:
+    # A file on the device, absolute: push and pull go through the sync service, never a shell,
+    # so any character but a control character may be in it.
+    if (
+        isinstance(value, str)
+        and value.startswith("/")
+        and not value.endswith("/")
+        and len(value) <= MAX_DEVICE_PATH
+        and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in value)
+    ):
+        return None
+    return f"an absolute file path on the device (e.g. /sdcard/Download/x.txt) of at most {MAX_DEVICE_PATH} characters"
+
+
+# -------------------------------------------------------------------------------------------
 
 _coordinate = _integer(0, 100_000, "pixel coordinate")
 _duration_ms = _integer(0, 600_000, "number of milliseconds")
@@ -306,6 +327,11 @@ ACTIONS: dict[str, Action] = {
     "ui_tree": _one(optional={"diff": _boolean, "settle": _boolean}),
     "ui_dump": _one(optional={"settle": _boolean}),
     "logcat": _one(optional={"lines": _lines}),
+    # -- apps and files (specs/protocol.md Part F, "Actions that take inputs") --
+    "install": _one({"input": input_argument}, {"replace": _boolean, "grant_permissions": _boolean}),
+    "uninstall": _one({"package": _package}),
+    "push": _one({"input": input_argument, "path": _device_path}),
+    "pull": _one({"path": _device_path}),
 }
 
 

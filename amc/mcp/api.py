@@ -10,6 +10,7 @@ one tool waiting for an action's outcome never holds up another.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -59,6 +60,11 @@ class Transport(Protocol):
 
     def read_bytes(self, path: str) -> tuple[str, bytes]:
         """A body that is not JSON (an artifact): its content type and bytes."""
+        ...
+
+    def upload_input(self, path: Path) -> tuple[Json, bool]:
+        """Upload a local file as an input of the caller's tenant (Part F): the input, and
+        whether it was new."""
         ...
 
 
@@ -140,6 +146,12 @@ class Api:
     async def actions(self, task_id: str) -> list[Json]:
         actions: list[Json] = (await self._json("GET", f"/v1/tasks/{_segment(task_id)}/actions"))[1]["actions"]
         return actions
+
+    # -- Part F -----------------------------------------------------------------------
+
+    async def upload_input(self, path: Path) -> Json:
+        """The input a local file is, uploaded (a repeat of known bytes is no new upload)."""
+        return (await anyio.to_thread.run_sync(self._transport.upload_input, path))[0]
 
     async def end(self, task_id: str) -> Json:
         # Ending an ended session answers it as it stands and records nothing: repeatable.

@@ -14,6 +14,7 @@ import base64
 import secrets
 import time
 import uuid
+from pathlib import Path
 from typing import Annotated, Literal
 
 import anyio
@@ -494,6 +495,51 @@ def register(server: MCPServer, api: Api) -> None:
         action's outcome."""
         args = {"package": package} if activity is None else {"package": package, "activity": activity}
         return outcome(await act(session_id, "launch", args, wait_seconds))
+
+    @server.tool()
+    async def install_app(
+        session_id: SessionId,
+        input: Annotated[
+            str | None,
+            Field(
+                pattern="^sha256:[0-9a-f]{64}$",
+                description="An uploaded APK, as `amc input upload` printed it: sha256:<64 hex digits>.",
+            ),
+        ] = None,
+        path: Annotated[
+            str | None,
+            Field(min_length=1, description="An APK file on the machine running amc mcp, uploaded first."),
+        ] = None,
+        replace: Annotated[bool, Field(description="Replace an installed version (pm install -r).")] = True,
+        grant_permissions: Annotated[
+            bool, Field(description="Grant the app's runtime permissions (pm install -g).")
+        ] = False,
+        wait_seconds: Wait = DEFAULT_WAIT,
+    ) -> CallToolResult:
+        """Install an app (one APK) on the phone: give either input (an uploaded APK's reference) or path (a local
+        APK file, uploaded first). The outcome's output names the package and version code read from the APK
+        (use the package with launch_app); installing the version already there does nothing and says so."""
+        if (input is None) == (path is None):
+            raise ToolError("install_app takes exactly one of input (sha256:...) or path (a local APK file)")
+        ref = input
+        if path is not None:
+            try:
+                ref = (await api.upload_input(Path(path).expanduser()))["ref"]
+            except OSError as error:
+                raise ToolError(f"cannot read {path}: {error.strerror or error}") from None
+            except ApiFailure as failure:
+                raise tool_error(failure, f"upload {path}") from None
+        args: Json = {"input": {"input": ref}, "replace": replace, "grant_permissions": grant_permissions}
+        return outcome(await act(session_id, "install", args, wait_seconds))
+
+    @server.tool()
+    async def list_apps(
+        session_id: SessionId,
+        third_party: Annotated[bool, Field(description="Only the apps not shipped with the system.")] = False,
+        wait_seconds: Wait = DEFAULT_WAIT,
+    ) -> CallToolResult:
+        """List the packages installed on the phone (each flagged third-party or not), as the outcome's output."""
+        return outcome(await act(session_id, "list_apps", {"third_party": third_party}, wait_seconds))
 
     @server.tool()
     async def shell(

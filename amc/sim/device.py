@@ -30,6 +30,8 @@ STATES = ("device", "offline", "unauthorized", "absent")
 
 SYSTEM_SERVER_PID = 1100  # as `ps` lists it
 LAUNCH_MILLISECONDS = 250  # the "Displayed ... +Nms" figure: fixed, so runs are reproducible
+# The activities of an app installed with `pm install` (the simulator reads no more of an APK).
+INSTALLED_ACTIVITIES = (".MainActivity",)
 
 _RELEASE_BY_SDK = {34: "14", 33: "13", 32: "12L", 31: "12", 30: "11", 29: "10", 28: "9"}
 
@@ -102,6 +104,8 @@ class SimDevice:
         self.ui = UiState(spec, clock)
         self.input_events: list[str] = []
         self.files: dict[str, bytes] = {}
+        # Apps installed with `pm install`: package -> version code (each has one activity).
+        self.installed: dict[str, int] = {}
         self.logcat = LogcatRing()
         self._app_pids: dict[str, int] = {}
         self.logcat.log("I", "ActivityManager", "System now ready", pid=SYSTEM_SERVER_PID, buffer="system")
@@ -241,7 +245,7 @@ class SimDevice:
 
     def resolve(self, package: str, activity: str | None) -> str | None:
         """Return "package/activity" if the device has it (the launcher activity when None)."""
-        activities = self.spec.packages.get(package)
+        activities = self.spec.packages.get(package) or (INSTALLED_ACTIVITIES if package in self.installed else ())
         if not activities:
             return None
         if activity is None:

@@ -43,10 +43,9 @@ def test_upload_prints_the_reference_and_submit_uploads_at_paths_first(served, t
     fixture.parent.mkdir()
     fixture.write_bytes(b"a fixture to push")
     plan = tmp_path / "plans" / "plan.json"
-    # No action takes an input yet: the server refuses `shell` with one (a wrong type), after
-    # the CLI uploaded the file the plan names, which is what is checked here.
-    plan.write_text(json.dumps({"steps": [{"id": "s", "action": "shell", "args": {"command": "@fixture.txt"}}]}))
-    refused = amc(served, "task", "submit", str(plan))
-    assert refused.exit_code != 0 and "command" in refused.output
+    push = {"input": "@fixture.txt", "path": "/sdcard/fixture.txt"}
+    plan.write_text(json.dumps({"steps": [{"id": "s", "action": "push", "args": push}]}))
+    submitted = amc(served, "task", "submit", str(plan))
+    assert submitted.exit_code == 0, submitted.output
     listed = json.loads(amc(served, "input", "list", "--json").stdout)["inputs"]
     assert hashlib.sha256(b"a fixture to push").hexdigest() in {i["sha256"] for i in listed}

@@ -72,7 +72,7 @@ def test_every_tool_is_listed_with_a_description_and_an_input_schema():
         "list_devices", "start_session", "observe", "ui_tree", "tap", "double_tap", "long_press", "scroll", "swipe",
         "type", "wait_for", "back", "home", "press_key", "launch_app", "shell", "action_status", "end_session",
         "submit_plan", "task_status", "cancel_task", "pause_task", "resume_task", "steer_task", "follow_up",
-        "list_artifacts", "get_artifact",
+        "list_artifacts", "get_artifact", "install_app", "list_apps",
     }  # fmt: skip
     for tool in tools.values():
         assert len(tool.description or "") > 80, tool.name
@@ -275,6 +275,13 @@ def test_tap_sends_the_element_or_the_point_for_the_host_agent_to_resolve(argume
         ),
         ("back", {}, "back", {}),
         ("home", {}, "home", {}),
+        ("list_apps", {}, "list_apps", {"third_party": False}),
+        (
+            "install_app",
+            {"input": "sha256:" + "a" * 64, "grant_permissions": True},
+            "install",
+            {"input": {"input": "sha256:" + "a" * 64}, "replace": True, "grant_permissions": True},
+        ),
     ],
 )  # fmt: skip
 def test_each_action_tool_sends_its_action_with_the_contracts_arguments(tool, arguments, action, args):
@@ -458,3 +465,38 @@ def test_an_observation_read_back_with_action_status_lists_its_elements_as_lines
     result = call(transport, "action_status", {"session_id": "t_1", "action_id": "screenshot-1"})
     assert 'Elements (3):\n[0] TextView "Example" bounds=[40,600][1040,720]\n[1] EditText' in text_of(result)
     assert result.structured_content["elements"] == OBSERVED["elements"]
+
+
+class Uploading(Scripted):
+    """A Scripted transport that also takes uploads, answering the sha256 of the bytes."""
+
+    uploaded: list[bytes]
+
+    def upload_input(self, path):
+        import hashlib
+
+        data = path.read_bytes()
+        self.uploaded = [*getattr(self, "uploaded", []), data]
+        return {"ref": f"sha256:{hashlib.sha256(data).hexdigest()}"}, True
+
+
+def test_install_app_uploads_a_local_apk_first_and_installs_its_reference(tmp_path):
+    import hashlib
+
+    apk = tmp_path / "app.apk"
+    apk.write_bytes(b"an APK's bytes")
+    transport = Uploading({("POST", "/v1/tasks/t_1/actions"): ended("completed")})
+    result = call(transport, "install_app", {"session_id": "t_1", "path": str(apk)})
+    assert not result.is_error, text_of(result)
+    assert transport.uploaded == [b"an APK's bytes"]
+    (step,) = posted(transport)
+    digest = hashlib.sha256(b"an APK's bytes").hexdigest()
+    assert step["args"]["input"] == {"input": f"sha256:{digest}"}
+
+
+@pytest.mark.parametrize("arguments", [{}, {"input": "sha256:" + "a" * 64, "path": "/tmp/x.apk"}])
+def test_install_app_takes_exactly_one_of_input_or_path_and_sends_nothing_otherwise(arguments):
+    transport = Uploading({})
+    result = call(transport, "install_app", {"session_id": "t_1", **arguments})
+    assert result.is_error and "exactly one of input" in text_of(result)
+    assert transport.requests == []

@@ -18,11 +18,13 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
 import attrs
 
+from amc.core.inputs import referenced_sha256
 from amc.core.ui.tree import Screen
 
 from . import commands as build
@@ -85,6 +87,9 @@ class Call:
     memory: Memory
     artifacts_dir: Path
     step_id: str | None
+    # The local files of the inputs the action's arguments name, by sha256 (the Host Agent
+    # fetched them through its input cache before the action ran).
+    inputs: Mapping[str, Path] = attrs.field(factory=dict)
     sent: list[str] = attrs.field(factory=list)
     timeout: float | None = None  # the deadline set last, for the reason of a StepTimedOut
 
@@ -141,6 +146,16 @@ class Call:
             raise StepFailed(f"{what} sent more than {max_bytes} bytes")
         return output.data
 
+    def input_file(self, args: dict[str, Any], name: str) -> Path:
+        """The local file of the input argument `name` names."""
+        sha256 = referenced_sha256(args.get(name))
+        if sha256 is None:
+            raise StepFailed(f'argument {name!r} must be an input reference {{"input": "sha256:..."}}')
+        path = self.inputs.get(sha256)
+        if path is None:
+            raise StepFailed(f"input sha256:{sha256} was not fetched to this host before the action ran")
+        return path
+
     def pause(self, seconds: float) -> None:
         """Sleep up to `seconds`; raise as the stopper says if it trips meanwhile."""
         if seconds > 0 and self.stopper.wait(seconds):
@@ -154,15 +169,20 @@ class Call:
 
     def write_artifact(self, data: bytes, name: str, suffix: str) -> Path:
         """Write `data` to a new file under `artifacts_dir`, never overwriting one."""
+        path = self.new_artifact(name, suffix)
+        path.write_bytes(data)
+        return path
+
+    def new_artifact(self, name: str, suffix: str) -> Path:
+        """A new empty file under `artifacts_dir` (never one that exists), to be written."""
         self.artifacts_dir.mkdir(parents=True, exist_ok=True)
         stem = "-".join(_safe(part) for part in (self.serial, name))
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         for attempt in range(1000):
             path = self.artifacts_dir / f"{stem}-{stamp}{f'-{attempt}' if attempt else ''}{suffix}"
             try:
-                with open(path, "xb") as file:
-                    file.write(data)
-                return path
+                with open(path, "xb"):
+                    return path
             except FileExistsError:
                 continue
         raise StepFailed(f"cannot find a free artifact name for {stem}")

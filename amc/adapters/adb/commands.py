@@ -223,3 +223,41 @@ def logcat(lines: object) -> str:
     if not 1 <= count <= MAX_LOGCAT_LINES:
         raise StepFailed(f"lines must be in 1..{MAX_LOGCAT_LINES}, got {lines!r}")
     return f"logcat -d -v threadtime -t {count}"
+
+
+# -- apps and files: install, uninstall (specs/protocol.md Part F) ---------------------------
+
+PACKAGE_NAME = _PACKAGE
+INSTALL_DIR = "/data/local/tmp"
+
+
+def installed_versions(package: str) -> str:
+    """`package:NAME versionCode:N` lines of the packages whose name contains `package`."""
+    return f"pm list packages --show-versioncode {package_name(package)}"
+
+
+def parse_version(output: str, package: str) -> int | None:
+    """The version code of exactly `package` in `installed_versions`' output, if installed."""
+    for line in output.splitlines():
+        name, _, rest = line.removeprefix("package:").strip().partition(" ")
+        if line.startswith("package:") and name == package:
+            code = rest.strip().removeprefix("versionCode:")
+            return int(code) if code.isdigit() else None
+    return None
+
+
+def install_path(token: str) -> str:
+    """Where an APK waits on the device while `pm install` reads it (unique per action)."""
+    return f"{INSTALL_DIR}/amc-install-{token}.apk"
+
+
+def install(path: str, *, replace: bool, grant_permissions: bool) -> str:
+    """Install the APK at `path` and remove the file whatever happened; prints `Success` or
+    `Failure [REASON]`."""
+    flags = "".join(flag for flag, on in (("-r ", replace), ("-g ", grant_permissions)) if on)
+    return f"pm install {flags}{shlex.quote(path)}; rm -f {shlex.quote(path)}"
+
+
+def uninstall(package: object) -> str:
+    """Prints `Success`, or `Failure [...]` when the package is not installed."""
+    return f"pm uninstall {package_name(package)}"

@@ -16,7 +16,9 @@ One executor serves one attempt: it remembers the attempt's last observation (`M
 - `waits`: wait_for, wait_for_idle, assert_visible, assert_not_visible;
 - `apps`: launch, keyevent, stop_app, clear_app_data, open_url, set_orientation, list_apps;
 - `observe`: screenshot, ui_tree, ui_dump (with `screen` for dumps and targets, `frames` for
-  images).
+  images);
+- `packages`: install, uninstall (with `apk`, which reads an APK's manifest);
+- `files`: push, pull (the sync service).
 
 The observations produce a file each, under `artifacts_dir`: `screenshot` an image (PNG, JPEG
 or WebP, encoded on the host), `ui_dump` the `uiautomator dump` XML, `logcat` the device
@@ -43,7 +45,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import apps, gestures, keyboard, observe, shell, waits
+from . import apps, files, gestures, keyboard, observe, packages, shell, waits
 from ._ppadb import Device
 from .calls import ActionResult, Call, Limits, Memory
 from .client import BoundedClient
@@ -83,6 +85,11 @@ HANDLERS: dict[str, Handler] = {
     "ui_tree": observe.ui_tree,
     "ui_dump": observe.ui_dump,
     "logcat": shell.logcat,
+    # apps and files (specs/protocol.md Part F): the inputs are local files by the time they run
+    "install": packages.install,
+    "uninstall": packages.uninstall,
+    "push": files.push,
+    "pull": files.pull,
 }
 
 __all__ = ["ActionResult", "AdbExecutor", "HANDLERS"]
@@ -132,10 +139,18 @@ class AdbExecutor:
         self._lock = threading.Lock()
         self._current: Stopper | None = None
 
-    def run(self, action: str, args: Mapping[str, Any] | None = None, *, step_id: str | None = None) -> ActionResult:
+    def run(
+        self,
+        action: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        step_id: str | None = None,
+        inputs: Mapping[str, Path] | None = None,
+    ) -> ActionResult:
         """Run one action and return its result; raises ActionRefused, StepFailed or Interrupted.
 
-        `step_id` only names artifacts (e.g. the screenshot file).
+        `step_id` only names artifacts (e.g. the screenshot file). `inputs`: the local files of
+        the inputs the arguments name, by sha256 (`install`, `push`).
         """
         arguments = dict(args or {})
         handler = HANDLERS.get(action)
@@ -155,6 +170,7 @@ class AdbExecutor:
             memory=self.memory,
             artifacts_dir=self.artifacts_dir,
             step_id=step_id,
+            inputs=dict(inputs or {}),
         )
         try:
             with stopper.active():

@@ -7,8 +7,9 @@
   TEXT` and `-a ADB_CLEAR_TEXT` type into (or clear) the focused field, but only while the
   ADB keyboard is the default input method; otherwise the broadcast completes with no
   receiver, as on a phone without it.
-- `pm list packages [-3]` (third-party only: not in `spec.SYSTEM_PACKAGES`), `pm clear`
-  (stops the app and forgets its typed text), `pm path`, `pm install`.
+- `pm list packages [-3] [--show-versioncode] [FILTER]` (third-party only: not in
+  `spec.SYSTEM_PACKAGES`), `pm clear` (stops the app and forgets its typed text), `pm path`,
+  `pm install [-r] [-g] FILE` (reads the APK's manifest: `apk`) and `pm uninstall PKG`.
 - `settings get|put|delete|list system|secure|global`: the device's settings table.
   `user_rotation` (with `accelerometer_rotation` 0) turns the screen, and
   `default_input_method` chooses the keyboard.
@@ -22,7 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from .. import gestures
+from .. import apk, gestures
 from ..invocation import Invocation
 from ..pages import URL_BAR
 from ..spec import ADB_KEYBOARD, SYSTEM_PACKAGES
@@ -131,7 +132,7 @@ def monkey(inv: Invocation) -> int:
 
 def installed(inv: Invocation) -> list[str]:
     """Every package on the device: the spec's, the system's, and the ADB keyboard when it is the IME."""
-    packages = set(inv.device.spec.packages) | SYSTEM_PACKAGES
+    packages = set(inv.device.spec.packages) | SYSTEM_PACKAGES | set(inv.device.installed)
     if inv.device.ui.input_method == ADB_KEYBOARD:
         packages.add(ADB_KEYBOARD_PACKAGE)
     return sorted(packages)
@@ -141,10 +142,13 @@ def pm(inv: Invocation) -> int:
     args = [arg for arg in inv.args if arg]
     packages = installed(inv)
     if args[:2] == ["list", "packages"]:
-        third_party = "-3" in args[2:]
+        options = [arg for arg in args[2:] if arg.startswith("-")]
+        third_party, versions = "-3" in options, "--show-versioncode" in options
+        contains = next((arg for arg in args[2:] if not arg.startswith("-")), "")
         for package in packages:
-            if not (third_party and package in SYSTEM_PACKAGES):
-                inv.out(f"package:{package}\n")
+            if not (third_party and package in SYSTEM_PACKAGES) and contains in package:
+                code = f" versionCode:{inv.device.installed.get(package, 1)}" if versions else ""
+                inv.out(f"package:{package}{code}\n")
         return 0
     if args[:1] == ["path"] and len(args) == 2:
         if args[1] not in packages:
@@ -159,13 +163,43 @@ def pm(inv: Invocation) -> int:
         inv.out("Success\n")
         return 0
     if args[:1] == ["install"] and len(args) >= 2:
-        if args[-1] in inv.device.files:
-            inv.out("Performing Streamed Install\nSuccess\n")
-            return 0
-        inv.out(f"Error: Can't open file: {args[-1]}\n")
-        return 1
-    inv.err("usage: pm [list packages [-3]|path|clear|install] ...\n")
+        return _install(inv, args[1:-1], args[-1])
+    if args[:1] == ["uninstall"] and len(args) == 2:
+        with inv.device.lock:
+            removed = inv.device.installed.pop(args[1], None)
+        if removed is None:
+            inv.out("Failure [DELETE_FAILED_INTERNAL_ERROR]\n")
+            return 1
+        inv.device.force_stop(args[1])
+        inv.out("Success\n")
+        return 0
+    inv.err("usage: pm [list packages [-3]|path|clear|install|uninstall] ...\n")
     return 1
+
+
+def _install(inv: Invocation, flags: list[str], path: str) -> int:
+    """`pm install [-r] [-g] FILE`: an APK whose manifest parses, once (or again with `-r`)."""
+    data = inv.device.files.get(path)
+    if data is None:
+        inv.out(f"Error: Can't open file: {path}\n")
+        return 1
+    inv.out("Performing Streamed Install\n")
+    try:
+        package, version_code = apk.read(data)
+    except apk.BadApk as error:
+        inv.out(f"Failure [{error}]\n")
+        return 1
+    device = inv.device
+    with device.lock:
+        there = package in device.installed or package in device.spec.packages
+        if there and "-r" not in flags:
+            inv.out(
+                f"Failure [INSTALL_FAILED_ALREADY_EXISTS: Attempt to re-install {package} without first uninstalling.]\n"
+            )
+            return 1
+        device.installed[package] = version_code
+    inv.out("Success\n")
+    return 0
 
 
 def settings(inv: Invocation) -> int:

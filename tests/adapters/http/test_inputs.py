@@ -1,7 +1,8 @@
 """Part F over HTTP: inputs uploaded, read, listed, named in plans (specs/requirements/inputs.md).
 
-No action takes an input yet, so the tests that name one install a test action whose
-argument is declared with `amc.core.inputs.input_argument`, exactly as `install` will.
+The tests that name an input install a test action whose argument is declared with
+`amc.core.inputs.input_argument`, exactly as `install` and `push` declare theirs, so the edge's
+checks are seen apart from any one action.
 """
 
 from __future__ import annotations

@@ -83,6 +83,7 @@ def test_the_step_schemas_name_every_action_of_the_table_and_take_its_good_forms
 
     from amc.core import actions
     from tests.model.test_actions import GOOD
+    from tests.model.test_app_actions import GOOD as APP_GOOD
 
     schemas = spec()["components"]["schemas"]
     named: set[str] = set()
@@ -93,7 +94,7 @@ def test_the_step_schemas_name_every_action_of_the_table_and_take_its_good_forms
 
     step = {"$ref": "#/components/schemas/Step", "components": spec()["components"]}
     validator = jsonschema.Draft202012Validator(step)
-    for action, args in GOOD:
+    for action, args in GOOD + APP_GOOD:
         validator.validate({"id": "s", "action": action, "args": args})
     for action, args in [("tap", {"x": 1, "y": 2, "target": {"text": "a"}}), ("wait_for", {"target": {"index": 1}})]:
         assert not validator.is_valid({"id": "s", "action": action, "args": args})
