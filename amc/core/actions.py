@@ -39,6 +39,7 @@ MAX_PACKAGE = 256
 DIRECTIONS = ("up", "down", "left", "right")
 ORIENTATIONS = ("portrait", "landscape")
 IMAGE_FORMATS = ("png", "jpeg", "webp")
+RECORD_MODES = ("start", "stop")  # issue 26, screen recording
 
 # A value check returns None when the value is fine, else what it must be ("an integer in 0..9").
 Check = Callable[[Any], str | None]
@@ -306,6 +307,8 @@ ACTIONS: dict[str, Action] = {
     "ui_tree": _one(optional={"diff": _boolean, "settle": _boolean}),
     "ui_dump": _one(optional={"settle": _boolean}),
     "logcat": _one(optional={"lines": _lines}),
+    # -- screen recording (issue 26; specs/protocol.md, "Screen recording") --
+    "record": _one({"mode": _one_of(RECORD_MODES)}),
 }
 
 
