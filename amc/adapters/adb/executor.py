@@ -16,7 +16,9 @@ One executor serves one attempt: it remembers the attempt's last observation (`M
 - `waits`: wait_for, wait_for_idle, assert_visible, assert_not_visible;
 - `apps`: launch, keyevent, stop_app, clear_app_data, open_url, set_orientation, list_apps;
 - `observe`: screenshot, ui_tree, ui_dump (with `screen` for dumps and targets, `frames` for
-  images).
+  images);
+- `recording`: record (a screenrecord chain in a thread of its own, beside the steps; the
+  attempt's end stops it with `finish_recording`).
 
 The observations produce a file each, under `artifacts_dir`: `screenshot` an image (PNG, JPEG
 or WebP, encoded on the host), `ui_dump` the `uiautomator dump` XML, `logcat` the device
@@ -43,7 +45,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import apps, gestures, keyboard, observe, shell, waits
+from . import apps, gestures, keyboard, observe, recording, shell, waits
 from ._ppadb import Device
 from .calls import ActionResult, Call, Limits, Memory
 from .client import BoundedClient
@@ -83,6 +85,8 @@ HANDLERS: dict[str, Handler] = {
     "ui_tree": observe.ui_tree,
     "ui_dump": observe.ui_dump,
     "logcat": shell.logcat,
+    # -- screen recording (issue 26) --
+    "record": recording.record,
 }
 
 __all__ = ["ActionResult", "AdbExecutor", "HANDLERS"]
@@ -165,6 +169,26 @@ class AdbExecutor:
         finally:
             with self._lock:
                 self._current = None
+
+    def start_recording(self) -> None:
+        """Start the attempt's screen recording outside any step (a plan's ``"record": true``);
+        StepFailed if one runs."""
+        recording.start(self._device, self.memory)
+
+    def finish_recording(self) -> tuple[Path, ...]:
+        """The attempt's end: stop a recording still running and fetch its segments (none if
+        nothing records). Raises StepFailed (or DeviceUnavailable) if they cannot be fetched."""
+        if self.memory.recording is None:
+            return ()
+        stopper = Stopper()
+        with stopper.active():
+            stopper.set_deadline(self.limits.command_timeout)
+            stopped = recording.stop(
+                self._device, self.memory, self.artifacts_dir, stopper, self.limits.command_timeout
+            )
+        if stopper.tripped:
+            raise StepFailed(f"fetching the recording exceeded its {self.limits.command_timeout} s deadline")
+        return stopped.files
 
     def interrupt(self) -> bool:
         """Stop the running action now (from any thread). True if one was running.
