@@ -74,6 +74,7 @@ class SessionRun(AttemptRun):
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            attempt.executor.abandon_recording()  # torn down before its end: no chain outlives it
             self.evidence.close()
         record.renewals = renewer.renewals if renewer is not None else 0
         record.uploads = self.evidence.uploads

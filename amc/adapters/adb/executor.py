@@ -190,6 +190,13 @@ class AdbExecutor:
             raise StepFailed(f"fetching the recording exceeded its {self.limits.command_timeout} s deadline")
         return stopped.files
 
+    def abandon_recording(self) -> None:
+        """The attempt is torn down without its end (a forced shutdown): stop the recording's
+        chain at once, fetching nothing. Nothing happens when nothing records."""
+        if self.memory.recording is not None:
+            self.memory.recording.abandon()
+            self.memory.recording = None
+
     def interrupt(self) -> bool:
         """Stop the running action now (from any thread). True if one was running.
 

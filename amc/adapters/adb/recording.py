@@ -88,6 +88,15 @@ class Recording:
                 stream.trip("recording stopped")
             self._thread.join(timeout)
 
+    def abandon(self) -> None:
+        """Stop the chain without waiting or fetching (an attempt torn down): its stream is
+        cut, which ends screenrecord on the device, and no further segment starts."""
+        self._stopping.set()
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            stream.trip("recording abandoned")
+
     def _chain(self) -> None:
         number = 0
         while not self._stopping.is_set():

@@ -70,3 +70,13 @@ def test_an_interrupted_step_leaves_the_recording_to_the_attempts_end(executor):
     assert errors
     files = executor.finish_recording()
     assert len(files) == 1 and decode(files[0].read_bytes())[0] > 0
+
+
+def test_an_abandoned_recording_leaves_nothing_running(executor, sim):
+    executor.run("record", {"mode": "start"})
+    device = sim.device(SERIAL)
+    eventually(lambda: device.find_processes("screenrecord", full=True))
+    chain = executor.memory.recording
+    executor.abandon_recording()
+    eventually(lambda: not chain.running and not device.find_processes("screenrecord", full=True))
+    assert executor.memory.recording is None
