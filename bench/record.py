@@ -64,7 +64,7 @@ def main() -> None:
         client = BoundedClient("127.0.0.1", sim.server_port, io_timeout=10.0)
         executor = AdbExecutor(client, SERIAL, artifacts_dir=Path(tmp))
         executor.run("launch", {"package": "com.example.app"})
-        for name, (action, step_args) in STEPS.items():  # warm-up: caches, connections
+        for action, step_args in STEPS.values():  # warm-up: caches, connections
             timed(executor, action, step_args)
         for _ in range(args.rounds):
             for name, (action, step_args) in STEPS.items():

@@ -27,5 +27,5 @@ def test_a_plans_record_member_is_a_boolean_kept_only_when_true():
     staged = parse_plan({"stages": [{"id": "s", "steps": [STEP]}], "record": True})
     assert staged.record
     assert plan_to_json(parse_plan({"steps": [STEP], "record": False})) == {"steps": [STEP]}
-    with pytest.raises(InvalidRequest, match="plan.record: must be true or false"):
+    with pytest.raises(InvalidRequest, match=r"plan\.record: must be true or false"):
         parse_plan({"steps": [STEP], "record": "yes"})
