@@ -184,6 +184,8 @@ def record(call: Call, args: dict[str, Any]) -> ActionResult:
         return call.result("record", output=as_json({"recording": "started"}))
     if mode != "stop":
         raise StepFailed(f"mode must be start or stop, got {mode!r}")
+    # Stopping waits for the file's finish (at most twice the command timeout), then pulls.
+    call.set_deadline(3 * call.limits.command_timeout)
     stopped = stop(call.device, call.memory, call.artifacts_dir, call.stopper, call.limits.command_timeout)
     if call.stopper.tripped:
         call.stopped("stopping the recording", b"")
