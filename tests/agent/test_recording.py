@@ -84,3 +84,25 @@ def test_a_cancel_mid_recording_still_stores_the_mp4(server, sim, make_agent):
     assert (artifact["step"], artifact["name"]) == ("long", "long-record-end.mp4")
     assert outcome(task, "long")["artifacts"] == [artifact["id"]]
     assert frames > 0
+
+
+@req("RECORD/s3")
+def test_a_failed_step_ends_the_attempt_and_the_recording_is_stored_with_it(server, sim, make_agent):
+    make_agent(server.url, sim.server_port)
+    plan = {
+        "steps": [
+            {"id": "rec", "action": "record", "args": {"mode": "start"}},
+            HOME,
+            {"id": "check", "action": "assert_visible", "args": {"target": {"text": "Nowhere to be seen"}}},
+            {"id": "cut", "action": "record", "args": {"mode": "stop"}},
+        ]
+    }
+    task_id = server.api.submit(plan)["id"]
+    task = server.api.wait_status(task_id)
+
+    assert task["status"] == "failed", task
+    assert outcome(task, "check")["status"] == "failed"
+    [(artifact, (frames, _))] = mp4s(server, task_id)
+    assert (artifact["step"], artifact["name"]) == ("check", "check-record-end.mp4")
+    assert artifact["id"] in outcome(task, "check")["artifacts"]
+    assert frames > 0
