@@ -13,7 +13,7 @@ CRASH_CLIENTS ?= 30
 DISK_FULL_CYCLES ?= 10
 ABUSE_SECONDS ?= 30
 
-.PHONY: test lint demo soak bench bench-inputs bench-artifacts bench-console bench-sessions bench-mcp bench-observe console-pictures check mutation fuzz crash abuse failover watch-failover bench-postgres conformance-postgres bench-events clean
+.PHONY: test lint demo soak bench bench-inputs bench-record bench-artifacts bench-console bench-sessions bench-mcp bench-observe console-pictures check mutation fuzz crash abuse failover watch-failover bench-postgres conformance-postgres bench-events clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -80,6 +80,11 @@ bench-artifacts: $(STAMP)
 # Figures in docs/benchmarks.md (Inputs).
 bench-inputs: $(STAMP)
 	$(BIN)/python bench/inputs.py
+
+# Step durations with and without a screen recording; under a minute. Figures in
+# docs/benchmarks.md (Screen recording).
+bench-record: $(STAMP)
+	$(BIN)/python bench/record.py
 
 # The web console's load times in headless Chromium: 1,000 devices on 100 hosts, 100,000
 # tasks (bench/RESULTS-console.md). About 2 minutes; needs /usr/bin/chromium.

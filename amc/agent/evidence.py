@@ -95,15 +95,26 @@ class Evidence:
         self.uploads: list[Upload] = []
 
     async def store(
-        self, step: Step, file: Path | None = None, content_type: str | None = None, output: str | None = None
+        self,
+        step: Step,
+        file: Path | None = None,
+        content_type: str | None = None,
+        output: str | None = None,
+        *,
+        more: tuple[Path, ...] = (),
+        what: str | None = None,
     ) -> Stored:
-        """Upload what `step` produced: its observation's `file`, and its `output` if too long
-        to report inline."""
+        """Upload what `step` produced: its observation's `file` (and `more` files of the same
+        type: a recording's later segments, named ``-2``, ``-3``...), and its `output` if too
+        long to report inline. `what` names the files (default: the step's action)."""
         items: list[tuple[str, Path, str]] = []  # (what, file, content type)
         ids: list[str] = []
         missing: list[str] = []
-        if file is not None:
-            items.append((step.action, file, content_type or "application/octet-stream"))
+        kind = what or step.action
+        for number, path in enumerate(() if file is None else (file, *more), 1):
+            items.append(
+                (kind if number == 1 else f"{kind}-{number}", path, content_type or "application/octet-stream")
+            )
         if output is not None and len(output) > INLINE_OUTPUT_CHARS:
             path = self.directory / artifact_name(step.id, "output", ".txt")
             try:

@@ -36,15 +36,17 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from amc.adapters.adb.errors import ActionRefused, DeviceUnavailable, Interrupted, StepFailed
+from amc.adapters.adb.errors import ActionRefused, AdbError, DeviceUnavailable, Interrupted, StepFailed
 from amc.adapters.adb.executor import ActionResult
+from amc.adapters.adb.recording import MP4
 from amc.core.execution import Pause
 from amc.core.records import Plan, Step
 
 from .attempt import Attempt
-from .evidence import Evidence
+from .evidence import Evidence, Stored
 from .inputs import InputUnavailable
 
 log = logging.getLogger("amc.agent.runner")
@@ -70,7 +72,14 @@ class TaskRunner:
         self._pause_logged: Pause | None = None
 
     async def run(self) -> None:
-        """Run until the Execution has finished."""
+        """Run until the Execution has finished; then store a recording still running."""
+        attempt = self.attempt
+        if attempt.execution.plan.record and not attempt.execution.finished:
+            await self._start_recording()
+        await self._steps()
+        await self._finish_recording()
+
+    async def _steps(self) -> None:
         attempt = self.attempt
         execution, clock, label = attempt.execution, attempt.clock, attempt.label
         while True:
@@ -92,6 +101,44 @@ class TaskRunner:
 
     def after_step(self, step: Step) -> None:
         """A step ended (a hook for subclasses)."""
+
+    async def _start_recording(self) -> None:
+        """A plan's ``"record": true``: record from before the first step. A device that
+        cannot record runs the plan unrecorded; the log says why."""
+        attempt = self.attempt
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(attempt.pool, attempt.executor.start_recording)
+        except AdbError as error:
+            log.warning("%s: the plan asks for a recording, which could not start: %s", attempt.label, error.reason)
+
+    async def _finish_recording(self) -> None:
+        """The attempt's end: a recording still running (a plan's ``"record": true``, or a
+        `record` start that no stop followed: a cancel, a failed step, a lost lease, a host
+        stop) is stopped and stored as artifacts of the last step that started, before the
+        report (specs/protocol.md, "Screen recording")."""
+        attempt = self.attempt
+        execution = attempt.execution
+        if attempt.executor.memory.recording is None:
+            return
+        loop = asyncio.get_running_loop()
+        files: tuple[Path, ...] = ()
+        problem = None
+        try:
+            files = await loop.run_in_executor(attempt.pool, attempt.executor.finish_recording)
+        except AdbError as error:
+            problem = f"recording not stored: {error.reason}"
+        step_id = execution.last_started()
+        if step_id is None:
+            log.warning("%s: a recording ended before any step started; nothing to attach it to", attempt.label)
+            return
+        stored = Stored()
+        if files:
+            step = Step(id=step_id, action="record", args={})
+            stored = await self.evidence.store(step, files[0], MP4, more=files[1:], what="record-end")
+        missing = "; ".join(filter(None, (problem, stored.missing))) or None
+        log.info("%s: the attempt's end stored its recording with step %s (%s)", attempt.label, step_id, stored)
+        execution.evidence_added(step_id, stored.artifacts, missing)
 
     async def _wait_paused(self) -> None:
         """Paused at a boundary: wait for news, or at most until the lease would expire."""
@@ -145,7 +192,9 @@ class TaskRunner:
             log.exception("%s: step %s raised unexpectedly", attempt.label, step.id)
             execution.step_lost(now, f"agent error: {type(error).__name__}: {error}")
         else:
-            stored = await self.evidence.store(step, result.artifact, result.content_type, result.output)
+            stored = await self.evidence.store(
+                step, result.artifact, result.content_type, result.output, more=result.more_artifacts
+            )
             execution.step_completed(
                 now, output=result.output or None, artifacts=stored.artifacts, reason=stored.missing
             )

@@ -24,8 +24,9 @@ from typing import Any
 
 import orjson
 
-from amc.adapters.adb.errors import ActionRefused, DeviceUnavailable, Interrupted, StepFailed
+from amc.adapters.adb.errors import ActionRefused, AdbError, DeviceUnavailable, Interrupted, StepFailed
 from amc.adapters.adb.executor import ActionResult
+from amc.adapters.adb.recording import MP4
 from amc.core.execution import RELEASE_REASONS, StopReason
 from amc.core.records import Step
 from amc.core.times import to_rfc3339
@@ -64,14 +65,17 @@ class SessionRun(AttemptRun):
         if started is not None:
             renewer = Renewer(attempt, last_grant=started)
             background.append(asyncio.create_task(renewer.run(), name=f"renew {label}"))
+        self.last_action: str | None = None
         try:
             if started is not None:
                 await self._serve()
+            await self._store_recording()
             await self._conclude(record)
         finally:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            attempt.executor.abandon_recording()  # torn down before its end: no chain outlives it
             self.evidence.close()
         record.renewals = renewer.renewals if renewer is not None else 0
         record.uploads = self.evidence.uploads
@@ -175,11 +179,14 @@ class SessionRun(AttemptRun):
             log.exception("%s: action %s raised unexpectedly", label, step.id)
             body = self._outcome_body("interrupted", reason=f"agent error: {type(error).__name__}: {error}", **times)
         else:
-            stored = await self.evidence.store(step, result.artifact, result.content_type, result.output)
+            stored = await self.evidence.store(
+                step, result.artifact, result.content_type, result.output, more=result.more_artifacts
+            )
             body = self._outcome_body(
                 "completed", reason=stored.missing, output=result.output, artifacts=stored.artifacts, **times
             )
         self.outcomes[step.id] = body
+        self.last_action = step.id
         log.info("%s: action %s (%s) %s", label, step.id, step.action, orjson.loads(body)["status"])
         await self._report_action(step.id, body)
 
@@ -248,6 +255,26 @@ class SessionRun(AttemptRun):
             delay = await attempt.retry_after(delay)
 
     # -- the end ----------------------------------------------------------------------------
+
+    async def _store_recording(self) -> None:
+        """A recording still running when the session stops is stopped and stored as artifacts
+        of the session's last action (its outcome, already reported, does not list them; the
+        task's artifacts do). After lease loss, the usual end of a session, the server takes
+        no more uploads: a caller stops its recording with a `record` stop action."""
+        attempt = self.attempt
+        if attempt.executor.memory.recording is None:
+            return
+        try:
+            files = await asyncio.get_running_loop().run_in_executor(attempt.pool, attempt.executor.finish_recording)
+        except AdbError as error:
+            log.warning("%s: the session's recording could not be fetched: %s", attempt.label, error.reason)
+            return
+        if not files or self.last_action is None or attempt.lease_lost:
+            log.warning("%s: the session's recording is not stored (its lease is over or no action ran)", attempt.label)
+            return
+        step = Step(id=self.last_action, action="record", args={})
+        stored = await self.evidence.store(step, files[0], MP4, more=files[1:], what="record-end")
+        log.info("%s: the session's recording stored with action %s: %s", attempt.label, self.last_action, stored)
 
     async def _conclude(self, record: AttemptRecord) -> None:
         """The report a stop calls for: `cancelled` for a cancel, a release when the host stops

@@ -132,9 +132,11 @@ def acknowledgement_body(lease_id: str, ack: Acknowledgement) -> bytes:
 
 
 def parse_plan(data: dict[str, Any]) -> Plan:
+    record = data.get("record") is True  # issue 26: record every step
     if data.get("stages") is not None:
-        return Plan(stages=tuple(Stage(id=str(stage["id"]), steps=_steps(stage["steps"])) for stage in data["stages"]))
-    return Plan(steps=_steps(data["steps"]))
+        stages = tuple(Stage(id=str(stage["id"]), steps=_steps(stage["steps"])) for stage in data["stages"])
+        return Plan(stages=stages, record=record)
+    return Plan(steps=_steps(data["steps"]), record=record)
 
 
 def _steps(raw: list[dict[str, Any]]) -> tuple[Step, ...]:

@@ -89,6 +89,7 @@ class AttemptRun:
         try:
             return await self._run()
         finally:
+            self.attempt.executor.abandon_recording()  # torn down before its end: no chain outlives it
             self.evidence.close()  # whatever happened, no temporary file outlives the attempt
 
     async def _run(self) -> AttemptRecord:

@@ -40,6 +40,7 @@ MAX_PACKAGE = 256
 DIRECTIONS = ("up", "down", "left", "right")
 ORIENTATIONS = ("portrait", "landscape")
 IMAGE_FORMATS = ("png", "jpeg", "webp")
+RECORD_MODES = ("start", "stop")  # issue 26, screen recording
 
 # A value check returns None when the value is fine, else what it must be ("an integer in 0..9").
 Check = Callable[[Any], str | None]
@@ -332,6 +333,8 @@ ACTIONS: dict[str, Action] = {
     "uninstall": _one({"package": _package}),
     "push": _one({"input": input_argument, "path": _device_path}),
     "pull": _one({"path": _device_path}),
+    # -- screen recording (issue 26; specs/protocol.md, "Screen recording") --
+    "record": _one({"mode": _one_of(RECORD_MODES)}),
 }
 
 

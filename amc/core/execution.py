@@ -399,6 +399,20 @@ class Execution:
         self.running = None
         self._checkpoint(step)
 
+    def evidence_added(self, step_id: str, artifacts: tuple[str, ...], missing: str | None = None) -> None:
+        """Evidence of an ended step stored after it ended (issue 26: the recording the
+        attempt's end stopped); its outcome lists the ids and, in `reason`, what was not
+        stored. Before the report only: the report is fixed once computed."""
+        outcome = self.outcomes[step_id]
+        assert self._report is None and self._release is None, "the report was computed already"
+        reason = "; ".join(filter(None, (outcome.reason, missing))) or None
+        self.outcomes[step_id] = attrs.evolve(outcome, artifacts=outcome.artifacts + artifacts, reason=reason)
+
+    def last_started(self) -> str | None:
+        """The id of the step that started last (the outcomes are recorded as steps end)."""
+        started = [outcome for outcome in self.outcomes.values() if outcome.started_at is not None]
+        return started[-1].id if started else None
+
     def _checkpoint(self, step: Step) -> None:
         for stage in self.plan.stages or ():
             if stage.steps[-1].id == step.id and all(

@@ -82,17 +82,20 @@ def parse_plan(raw: Any) -> Plan:
     """A valid `Plan` from the JSON value of a submission's ``plan`` member."""
     if not isinstance(raw, dict):
         raise _fail("plan: must be an object with either steps or stages")
-    extra = set(raw) - {"steps", "stages"}
+    extra = set(raw) - {"steps", "stages", "record"}
     if extra:
         raise _fail(f"plan: unknown member(s) {', '.join(sorted(extra))}")
     if ("steps" in raw) == ("stages" in raw):
         raise _fail("plan: give exactly one of steps or stages")
+    record = raw.get("record", False)
+    if not isinstance(record, bool):
+        raise _fail("plan.record: must be true or false")
     seen: set[str] = set()
     if "steps" in raw:
         steps = _parse_steps(raw["steps"], "plan.steps", seen)
         if not steps:
             raise _fail("plan.steps: a plan needs at least one step")
-        return Plan(steps=steps)
+        return Plan(steps=steps, record=record)
     stages_raw = raw["stages"]
     if not isinstance(stages_raw, list) or not stages_raw:
         raise _fail("plan.stages: must be a non-empty list of stages")
@@ -117,14 +120,19 @@ def parse_plan(raw: Any) -> Plan:
         if not steps:
             raise _fail(f"{name}: a stage needs at least one step")
         stages.append(Stage(id=stage_id, steps=steps))
-    return Plan(stages=tuple(stages))
+    return Plan(stages=tuple(stages), record=record)
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
-    """The wire form of a plan: the same shape a caller submitted."""
+    """The wire form of a plan: the same shape a caller submitted (`record` only when true)."""
+    wire: dict[str, Any]
     if plan.steps is not None:
-        return {"steps": [_step_json(s) for s in plan.steps]}
-    return {"stages": [{"id": st.id, "steps": [_step_json(s) for s in st.steps]} for st in plan.stages or ()]}
+        wire = {"steps": [_step_json(s) for s in plan.steps]}
+    else:
+        wire = {"stages": [{"id": st.id, "steps": [_step_json(s) for s in st.steps]} for st in plan.stages or ()]}
+    if plan.record:
+        wire["record"] = True
+    return wire
 
 
 def _step_json(step: Step) -> dict[str, Any]:

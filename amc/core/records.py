@@ -43,6 +43,7 @@ class Plan:
 
     steps: tuple[Step, ...] | None = None
     stages: tuple[Stage, ...] | None = None
+    record: bool = False  # issue 26: the Host Agent records the screen from the first step to the last
 
     def all_steps(self) -> tuple[Step, ...]:
         if self.steps is not None:

@@ -254,7 +254,7 @@ def attempt_plan(task: Task, number: int) -> Plan:
     """The plan to hand to attempt `number` when it is assigned."""
     if not task.admissions:
         return task.plan
-    return Plan(steps=runnable(attempt_outline(task, number)))
+    return Plan(steps=runnable(attempt_outline(task, number)), record=task.plan.record)
 
 
 def planned_step_ids(task: Task, number: int | None) -> list[str]:

@@ -32,6 +32,10 @@ function of the device's state (`pages`, `layout`):
   a `<IIII` header (width, height, 1 = RGBA_8888, colorspace; 12 bytes without the
   colorspace below sdk 28), then RGBA. Both draw every element's outline and text with
   Pillow's default font (`drawing`), cached per screen.
+- `screenrecord [--time-limit N] FILE` (`programs.recording`, `video`) encodes the frames it
+  draws, 4 a second, as an H.264 mp4 with the ffmpeg that imageio-ffmpeg bundles; SIGINT,
+  SIGTERM, a hangup or the time limit (at most 180 s) finish the file, which then appears in
+  the device's files (sync pull reads it); SIGKILL leaves none.
 - `input` (`gestures`): a tap on a row that opens a page opens it; an EditText takes the
   focus and `input text` types into it; two taps at one point within 500 ms are a double
   tap; `input swipe X Y X Y MS` of 500 ms or more is a long press; other swipes scroll a

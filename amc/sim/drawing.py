@@ -55,6 +55,16 @@ def _png(root: Node, width: int, height: int) -> bytes:
     return out.getvalue()
 
 
+def rgb(screen: Screen) -> bytes:
+    """The screen as packed 8-bit RGB pixels (a video frame, for `screenrecord`)."""
+    return _rgb(screen.root, screen.width, screen.height)
+
+
+@functools.lru_cache(maxsize=2)  # 8 MB each: a recording asks for the same frame while the screen stands still
+def _rgb(root: Node, width: int, height: int) -> bytes:
+    return _image(root, width, height).tobytes("raw", "RGB")
+
+
 @functools.lru_cache(maxsize=2)  # 8-10 MB each: only the latest frames (a live view asks again and again)
 def _raw(root: Node, width: int, height: int, colorspace: bool) -> bytes:
     words = [width, height, RGBA_8888] + ([SRGB] if colorspace else [])

@@ -20,7 +20,7 @@ import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
 
@@ -32,6 +32,9 @@ from ._ppadb import Device
 from .client import run_service, run_stream
 from .errors import AdbError, DeviceUnavailable, Interrupted, StepFailed, StepTimedOut
 from .guard import DEADLINE, Stopper
+
+if TYPE_CHECKING:
+    from .recording import Recording
 
 # How the Android tools report failure on stdout, since raw `shell:` has no exit status.
 _TOOL_ERROR = re.compile(
@@ -49,6 +52,7 @@ class ActionResult:
     output: str = ""
     artifact: Path | None = None  # the file produced by `screenshot`, `ui_dump` or `logcat`
     content_type: str | None = None  # the artifact's media type
+    more_artifacts: tuple[Path, ...] = ()  # further files of the same type (a recording's later segments)
     exit_status: int | None = None  # for `shell`
     commands: tuple[str, ...] = ()  # the device shell commands sent, in order
 
@@ -69,11 +73,12 @@ class Memory:
 
     `observed`: the screen of the last observation (screenshot or ui_tree), which
     `target.index` refers to. `tree`: the screen of the last `ui_tree`, which `diff` is
-    against.
+    against. `recording`: the screen recording running beside the steps, if any.
     """
 
     observed: Screen | None = None
     tree: Screen | None = None
+    recording: Recording | None = None  # the attempt's screen recording, from `record` start to stop
 
 
 @attrs.define

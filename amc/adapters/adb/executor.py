@@ -19,6 +19,8 @@ One executor serves one attempt: it remembers the attempt's last observation (`M
   images);
 - `packages`: install, uninstall (with `apk`, which reads an APK's manifest);
 - `files`: push, pull (the sync service).
+- `recording`: record (a screenrecord chain in a thread of its own, beside the steps; the
+  attempt's end stops it with `finish_recording`).
 
 The observations produce a file each, under `artifacts_dir`: `screenshot` an image (PNG, JPEG
 or WebP, encoded on the host), `ui_dump` the `uiautomator dump` XML, `logcat` the device
@@ -45,7 +47,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import apps, files, gestures, keyboard, observe, packages, shell, waits
+from . import apps, files, gestures, keyboard, observe, packages, recording, shell, waits
 from ._ppadb import Device
 from .calls import ActionResult, Call, Limits, Memory
 from .client import BoundedClient
@@ -90,6 +92,8 @@ HANDLERS: dict[str, Handler] = {
     "uninstall": packages.uninstall,
     "push": files.push,
     "pull": files.pull,
+    # -- screen recording (issue 26) --
+    "record": recording.record,
 }
 
 __all__ = ["ActionResult", "AdbExecutor", "HANDLERS"]
@@ -181,6 +185,33 @@ class AdbExecutor:
         finally:
             with self._lock:
                 self._current = None
+
+    def start_recording(self) -> None:
+        """Start the attempt's screen recording outside any step (a plan's ``"record": true``);
+        StepFailed if one runs."""
+        recording.start(self._device, self.memory)
+
+    def finish_recording(self) -> tuple[Path, ...]:
+        """The attempt's end: stop a recording still running and fetch its segments (none if
+        nothing records). Raises StepFailed (or DeviceUnavailable) if they cannot be fetched."""
+        if self.memory.recording is None:
+            return ()
+        stopper = Stopper()
+        with stopper.active():
+            stopper.set_deadline(self.limits.command_timeout)
+            stopped = recording.stop(
+                self._device, self.memory, self.artifacts_dir, stopper, self.limits.command_timeout
+            )
+        if stopper.tripped:
+            raise StepFailed(f"fetching the recording exceeded its {self.limits.command_timeout} s deadline")
+        return stopped.files
+
+    def abandon_recording(self) -> None:
+        """The attempt is torn down without its end (a forced shutdown): stop the recording's
+        chain at once, fetching nothing. Nothing happens when nothing records."""
+        if self.memory.recording is not None:
+            self.memory.recording.abandon()
+            self.memory.recording = None
 
     def interrupt(self) -> bool:
         """Stop the running action now (from any thread). True if one was running.

@@ -7,6 +7,13 @@ and stream closes reach every program the same way (see `process`).
 
 from __future__ import annotations
 
-from . import android, inputs, managers, posix, processes
+from . import android, inputs, managers, posix, processes, recording
 
-REGISTRY = {**posix.PROGRAMS, **processes.PROGRAMS, **android.PROGRAMS, **inputs.PROGRAMS, **managers.PROGRAMS}
+REGISTRY = {
+    **posix.PROGRAMS,
+    **processes.PROGRAMS,
+    **android.PROGRAMS,
+    **inputs.PROGRAMS,
+    **managers.PROGRAMS,
+    **recording.PROGRAMS,
+}
