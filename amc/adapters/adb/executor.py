@@ -189,7 +189,12 @@ class AdbExecutor:
     def start_recording(self) -> None:
         """Start the attempt's screen recording outside any step (a plan's ``"record": true``);
         StepFailed if one runs."""
-        recording.start(self._device, self.memory)
+        stopper = Stopper()
+        with stopper.active():
+            stopper.set_deadline(self.limits.command_timeout)
+            recording.start(self._device, self.memory, stopper)
+        if stopper.tripped:
+            raise StepFailed(f"screenrecord did not start within {self.limits.command_timeout} s")
 
     def finish_recording(self) -> tuple[Path, ...]:
         """The attempt's end: stop a recording still running and fetch its segments (none if

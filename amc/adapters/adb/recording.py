@@ -131,11 +131,22 @@ def pull(device: Device, stopper: Stopper, source: str, target: Path) -> None:
         raise StepFailed(f"could not pull {source}: {failure}")
 
 
-def start(device: Device, memory: Memory) -> None:
-    """Begin the attempt's recording (StepFailed if one runs)."""
+def start(device: Device, memory: Memory, stopper: Stopper) -> None:
+    """Begin the attempt's recording (StepFailed if one runs), and return once screenrecord
+    runs on the device: a stop that came sooner would find nothing to signal, and the segment
+    would only end, unfinished, when its stream was cut."""
     if memory.recording is not None:
         raise StepFailed("already recording: stop the recording first")
-    memory.recording = Recording(device)
+    recording = Recording(device)
+    probe = f"pgrep -f 'amc-re[c]-{recording.token}'"
+    while not stopper.tripped:
+        if not recording.running:
+            raise StepFailed(recording.error or "screenrecord ended as soon as it started")
+        if bytes(run_stream(device, probe, stopper).data).strip():
+            memory.recording = recording
+            return
+        time.sleep(0.02)
+    recording.abandon()
 
 
 def stop(device: Device, memory: Memory, directory: Path, stopper: Stopper, timeout: float) -> Stopped:
@@ -180,7 +191,10 @@ def record(call: Call, args: dict[str, Any]) -> ActionResult:
     """The `record` action: `mode` start or stop."""
     mode = args.get("mode")
     if mode == "start":
-        start(call.device, call.memory)
+        call.set_deadline(call.limits.command_timeout)
+        start(call.device, call.memory, call.stopper)
+        if call.stopper.tripped:
+            call.stopped("starting the recording", b"")
         return call.result("record", output=as_json({"recording": "started"}))
     if mode != "stop":
         raise StepFailed(f"mode must be start or stop, got {mode!r}")
