@@ -10,8 +10,8 @@ import json
 
 import pytest
 
+from amc.sim.apk_build import build_apk
 from tests.agent.helpers import outcomes
-from tests.support.apk import build_apk
 
 req = pytest.mark.req
 

@@ -25,6 +25,8 @@ from amc.cli.demo import workload
     "FOLLOWUP/s1",
     "AGENT-DRAIN/s2",
     "AGENT-EVIDENCE/s1",
+    "APPS/s7",
+    "RECORD/s4",
 )
 def test_demo_runs_its_workload_and_exits_0(tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith("AMC_")}
@@ -43,8 +45,8 @@ def test_demo_runs_its_workload_and_exits_0(tmp_path):
     # About ten seconds alone; the bound leaves room for a loaded machine and still catches
     # a demo that sits out a timeout somewhere.
     assert took < 30, f"the demo took {took:.1f} s"
-    assert "OK: all 13 tasks ended as the protocol says they must" in out
-    assert "Tasks by status: done 11, cancelled 2" in out
+    assert "OK: all 14 tasks ended as the protocol says they must" in out
+    assert "Tasks by status: done 12, cancelled 2" in out
     assert "host h3 stopped (SIGTERM) while app-update runs on it" in out
     assert re.search(r"nightly-report\s+│ queued\s+│ n/a\s+│ n/a\s+│ \d+ ms", out), out
     assert re.search(r"long-sync\s+│ running\s+│ \d+ ms\s+│ \d+ ms\s+│ \d+ ms", out), out
@@ -52,7 +54,7 @@ def test_demo_runs_its_workload_and_exits_0(tmp_path):
     assert "dispatched (paused)" in out  # the narration showed the pause while it lasted
     smoke = next(job for job in json.loads(result.stdout)["jobs"] if job["name"] == "settings-smoke")
     assert f"amc task artifacts {smoke['task']['id']}" in out  # where to look at the evidence
-    assert re.search(r"Evidence: the Host Agents stored \d+ screenshots and UI dumps", out), out
+    assert re.search(r"Evidence: the Host Agents stored \d+ screenshots, UI dumps and recordings", out), out
     assert re.search(r"console http://127\.0\.0\.1:\d+/ui", out), out  # where to watch it in a browser
     assert "The store and the logs of this run are in" not in out  # a passing run leaves nothing behind
     assert list(tmp_path.iterdir()) == []  # nor anything in the directory it ran in
@@ -63,6 +65,30 @@ def test_demo_runs_its_workload_and_exits_0(tmp_path):
     check_steered(jobs["photo-share"])
     check_paused(jobs["inventory-scan"], jobs["scan-send"])
     check_released(jobs["app-update"])
+    check_app(jobs["app-install"], out)
+
+
+def check_app(job: dict, out: str) -> None:
+    """The built APK was uploaded, installed, launched and uninstalled; the task was recorded,
+    and the summary says so, naming the mp4 and how to fetch it."""
+    app = workload.build_app()
+    assert re.search(rf"built {app.package}\.apk \(\d+ bytes: package {app.package}, version code 7\)", out), out
+    task = job["task"]
+    assert task["plan"]["record"] is True
+    assert [s["status"] for s in task["result"]["steps"]] == ["completed"] * 4
+    installed = json.loads(task["result"]["steps"][0]["output"])
+    assert installed == {"package": app.package, "version_code": app.version_code, "installed": True}
+    attempt = task["attempts"][-1]
+    assert f"App under test: app-install installed {app.package} (version code 7, as its host read them" in out
+    assert f"on {attempt['host_id']}/{attempt['device']}, launched it, took a screenshot and uninstalled it" in out
+    (video,) = [a for a in job["seen"]["artifacts"] if a["content_type"] == "video/mp4"]
+    assert video["name"] == "uninstall-record-end.mp4" and video["size"] > 0
+    assert re.search(
+        r'Recording: app-install ran with "record": true; its screen recording is '
+        r"uninstall-record-end\.mp4 \([^)]+, video/mp4\), an artifact of its uninstall step",
+        out,
+    ), out
+    assert f"amc task artifacts {task['id']} --download DIR" in out
 
 
 def check_released(job: dict) -> None:
@@ -117,7 +143,7 @@ def check_paused(job: dict, successor: dict) -> None:
 
 # -- the verdict itself -------------------------------------------------------------------------
 
-JOBS = {job.name: job for job in workload.jobs()}
+JOBS = {job.name: job for job in workload.jobs(workload.build_app())}
 
 
 def attempt(number, host, outcome, ended="2026-01-01T00:00:05.000Z", expires="2026-01-01T00:00:05.000Z"):
@@ -182,7 +208,7 @@ def good(name):
         "result": None,
     }
     events, messages, seen = [], [], None
-    if job.kind in (workload.PLAIN, workload.STEERED, workload.PAUSED, workload.SUCCESSOR):
+    if job.kind in (workload.PLAIN, workload.STEERED, workload.PAUSED, workload.SUCCESSOR, workload.APP):
         ids = workload.reported_step_ids(job, plan)
         outcomes = [{"id": i, "status": "completed", "started_at": at(3 + n)} for n, i in enumerate(ids)]
         task.update(
@@ -205,6 +231,12 @@ def good(name):
         seen = {"paused_renewals": [2, 3, 4]}
     elif job.kind == workload.SUCCESSOR:
         task.update(follow_up_of="t_0", collected=["m_f"])
+    elif job.kind == workload.APP:
+        outcomes = task["result"]["steps"]
+        outcomes[0]["output"] = json.dumps({"package": "com.example.shop", "version_code": 7, "installed": True})
+        outcomes[-1]["artifacts"] = ["a_video"]
+        video = {"id": "a_video", "step": "uninstall", "name": "uninstall-record-end.mp4", "content_type": "video/mp4"}
+        seen = {"artifacts": [video]}
     elif job.kind == workload.QUEUED_CANCEL:
         task.update(
             status="cancelled",
@@ -311,6 +343,21 @@ def test_the_verdict_catches_a_screenshot_or_ui_dump_without_its_artifact():
     ]
     assert broken("settings-smoke", lambda t, e: t["result"]["steps"][3].update(artifacts=[]))
     assert broken("onboarding", lambda t, e: t["result"]["steps"][-1].update(artifacts=["a_1", "a_2"]))
+
+
+def test_the_verdict_catches_an_app_not_installed_or_not_recorded():
+    def not_installed(task, messages, seen):
+        task["result"]["steps"][0]["output"] = json.dumps({"package": "com.example.shop", "installed": False})
+
+    assert broken_messages("app-install", not_installed) == [
+        "the install of sha256:"
+        + workload.build_app().ref.removeprefix("sha256:")
+        + " reported {'package': 'com.example.shop', 'installed': False}, not com.example.shop newly installed"
+    ]
+    assert broken_messages("app-install", lambda t, m, seen: seen.update(artifacts=[])) == [
+        "no video/mp4 recording is listed by the last step ([])"
+    ]
+    assert broken_messages("app-install", lambda t, m, seen: t["result"]["steps"][-1].pop("artifacts"))
 
 
 def test_the_verdict_catches_an_unfinished_task_and_missing_steps():

@@ -40,8 +40,9 @@ import click
 def demo(timeout: float, keep: bool, as_json: bool) -> None:
     """Run a small workload on a local stack with simulated phones, live, and check the outcome.
 
-    A server, two Host Agents and four simulated phones on a throwaway store. Several app
-    flows, one cancellation of a queued task, one of a running task, one host killed
+    A server, three Host Agents and five simulated phones on a throwaway store. Several app
+    flows, a built APK uploaded, installed, launched and uninstalled on a recorded task, one
+    cancellation of a queued task, one of a running task, one host killed
     mid-task, one task steered while it runs, and one paused, sent a follow-up and resumed.
     Exits 0 only when every task ended as the protocol says it must.
     """

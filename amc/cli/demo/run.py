@@ -10,7 +10,10 @@ What happens, in order (about ten seconds):
    `app-update` (any SM-G991B) are submitted: h2, and h3, are then the only hosts that can
    claim them.
 3. h1's agent starts and the rest of the workload is submitted (`workload`);
-   `nightly-report`, last in line, is cancelled while still queued.
+   `nightly-report`, last in line, is cancelled while still queued. Before any of it, the
+   demo builds a minimal APK (`workload.build_app`) and uploads it as an input, as `amc
+   input upload` does; `app-install` installs it, launches the package read from it, takes
+   a screenshot and uninstalls it, recorded on video (`"record": true`).
 4. While `checkout` runs a shell command on h2's phone, the h2 agent is SIGKILLed: its
    lease lapses, the server requeues the task, and h1 runs it on its own Pixel 7.
    While `app-update` runs a shell command on h3's phone, the h3 agent gets SIGTERM with a
@@ -30,7 +33,8 @@ What happens, in order (about ten seconds):
    status, the messages and what became of them, each cancellation's request-to-stop
    latency (to the delivery, to the last device command of the attempt from the
    simulator's log, and to the recorded result), and how many screenshots and UI dumps
-   the hosts stored, with the command that lists a task's (`amc task artifacts ID`).
+   the hosts stored, with the command that lists a task's (`amc task artifacts ID`), and
+   what became of the app under test: where it was installed, and its recording's mp4.
 
 Exit 0 only when every task ended as it must. With --json the narration and tables go to
 stderr and stdout carries one JSON document: the verdict, and per job its task, messages
@@ -91,7 +95,8 @@ class DemoRun:
         self.stack = stack
         self.console = console
         self.workdir = workdir
-        self.jobs = workload.jobs()
+        self.app = workload.build_app()
+        self.jobs = workload.jobs(self.app)
         self.by_name = {job.name: job for job in self.jobs}
         self.ids: dict[str, str] = {}  # job name -> task id
         self.tasks: dict[str, JsonObject] = {}  # job name -> latest task resource
@@ -148,6 +153,7 @@ class DemoRun:
             self.console.print(f"  [bold]{job.name:<15}[/bold] {job.story}")
         self.console.print()
         try:
+            self._upload_app()
             self._start_agent(workload.DOOMED_HOST, tokens)
             self._start_agent(workload.RETIRING_HOST, tokens, drain_timeout=DRAIN_SECONDS)
             stack.wait_registered(admin, workload.DOOMED_HOST, 1)
@@ -177,11 +183,23 @@ class DemoRun:
             for name, task_id in self.ids.items():
                 self.histories[name] = self.client.history(task_id)["events"]
                 self.messages[name] = self.client.messages(task_id)["messages"]
+            self.seen.setdefault("app-install", {})["artifacts"] = self.client.artifacts(self.ids["app-install"])
             self._refresh()
         finally:
             self.client.close()
             admin.close()
         return self._summary()
+
+    def _upload_app(self) -> None:
+        """Write the built APK where a user would keep theirs and upload it, as `amc input upload` does."""
+        path = self.workdir / f"{self.app.package}.apk"
+        path.write_bytes(self.app.data)
+        found, _ = self.client.upload_input(path)
+        assert found["ref"] == self.app.ref, "the server named the APK by another sha256"
+        self.say(
+            f"built {path.name} ({len(self.app.data)} bytes: package {self.app.package}, version code "
+            f"{self.app.version_code}) and uploaded it once as input [bold]{found['ref'][:19]}…[/bold]"
+        )
 
     def _phones(self, specs: Sequence[SimDeviceSpec]) -> str:
         return ", ".join(f"{spec.serial} ({spec.model})" for spec in specs)
@@ -451,6 +469,7 @@ class DemoRun:
         self._lease_loss()
         self._messages()
         self._evidence()
+        self._app_under_test()
         for job in self.jobs:
             if job.name in self.tasks:
                 self.problems[job.name] = workload.check(
@@ -471,7 +490,7 @@ class DemoRun:
             return False
         self.console.print(
             f"\n[bold green]OK[/bold green]: all {len(self.jobs)} tasks ended as the protocol says "
-            f"they must (done, cancelled while queued, cancelled while running, requeued after a lost "
+            f"they must (done, an app installed and recorded, cancelled while queued, cancelled while running, requeued after a lost "
             f"lease, released by a host stopped gracefully, steered, paused and resumed, a follow-up "
             f"collected). Try it yourself: `amc up`, then `amc task --help`."
         )
@@ -514,10 +533,32 @@ class DemoRun:
         ]
         example = self.ids.get("settings-smoke", "<ID>")
         self.console.print(
-            f"\n[bold]Evidence:[/bold] the Host Agents stored {len(listed)} screenshots and UI dumps with their "
+            f"\n[bold]Evidence:[/bold] the Host Agents stored {len(listed)} screenshots, UI dumps and recordings with their "
             "tasks' steps. To list a task's (settings-smoke's here; on your own stack, `amc up`, any task's):"
         )
         self.console.print(f"  [bold]amc task artifacts {example}[/bold]", soft_wrap=True)
+
+    def _app_under_test(self) -> None:
+        """What became of the built APK, and where app-install's screen recording is."""
+        from amc.cli.views import size_text
+
+        task = self.tasks.get("app-install")
+        if task is None or not task.get("attempts"):
+            return
+        attempt = task["attempts"][-1]
+        self.console.print(
+            f"\n[bold]App under test:[/bold] app-install installed {self.app.package} (version code "
+            f"{self.app.version_code}, as its host read them from the uploaded APK) on "
+            f"{attempt['host_id']}/{attempt['device']}, launched it, took a screenshot and uninstalled it."
+        )
+        videos = [a for a in self.seen["app-install"].get("artifacts") or () if a["content_type"] == "video/mp4"]
+        for video in videos:
+            self.console.print(
+                f'[bold]Recording:[/bold] app-install ran with "record": true; its screen recording is '
+                f"{video['name']} ({size_text(video['size'])}, {video['content_type']}), an artifact of its "
+                f"{video['step']} step. To fetch it:"
+            )
+            self.console.print(f"  [bold]amc task artifacts {task['id']} --download DIR[/bold]", soft_wrap=True)
 
     def document(self, passed: bool) -> JsonObject:
         """The run as one JSON document (`--json`): the verdict, and per job what the server holds."""

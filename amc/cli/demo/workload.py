@@ -14,7 +14,10 @@ one on host h2), plus the situations amc exists for:
 - `paused`: a task paused while a step runs, held paused over several lease renewals, then
   resumed; while paused it is sent a follow-up (`Job.follow_up`);
 - `successor`: the task that follow-up becomes when its task ends done (`Job.successor_of`),
-  not submitted by the demo but created by the server.
+  not submitted by the demo but created by the server;
+- `app`: the app under test: an APK the demo builds (`App`) and uploads as an input, which
+  the task installs, launches, photographs and uninstalls, recorded on video throughout
+  (`"record": true`).
 
 `check(job, task, events, messages, seen)` reads only the server's task resource, history
 and messages (and, for a pause, what the demo saw while it lasted) and returns the ways they
@@ -26,6 +29,8 @@ the Host Agents made every decision before it looks.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +43,7 @@ from amc.core.lifecycle import TERMINAL_STATUSES, AttemptState, CancellationStat
 
 PLAIN, QUEUED_CANCEL, INFLIGHT_CANCEL, LEASE_LOSS = "plain", "queued_cancel", "inflight_cancel", "lease_loss"
 STEERED, PAUSED, SUCCESSOR = "steered", "paused", "successor"
-HOST_DRAIN = "host_drain"
+HOST_DRAIN, APP = "host_drain", "app"
 APPLIED = (MessageState.admitted, MessageState.completed)  # the message states of a message its host applied
 
 # The host that is killed, the one that is stopped gracefully, and the one that finishes their work.
@@ -60,12 +65,35 @@ class Job:
         return {**self.body, "labels": {"demo": self.name}}
 
 
+@attrs.frozen
+class App:
+    """The app under test: an APK built by the demo, and the package and version code its
+    manifest holds, read back as the phone's package manager reads them."""
+
+    data: bytes
+    package: str
+    version_code: int
+
+    @property
+    def ref(self) -> str:
+        """The input's reference: its sha256, known before the upload (Part F)."""
+        return "sha256:" + hashlib.sha256(self.data).hexdigest()
+
+
+def build_app() -> App:
+    from amc.sim import apk, apk_build
+
+    data = apk_build.build_apk("com.example.shop", version_code=7, version_name="1.7")
+    package, version_code = apk.read(data)
+    return App(data, package, version_code)
+
+
 def _step(step_id: str, action: str, **args: Any) -> JsonObject:
     return {"id": step_id, "action": action, "args": args}
 
 
-def jobs() -> list[Job]:
-    """The demo's tasks, in the order they are submitted."""
+def jobs(app: App) -> list[Job]:
+    """The demo's tasks, in the order they are submitted; `app-install` installs `app`."""
     return [
         Job(
             "checkout",
@@ -111,6 +139,22 @@ def jobs() -> list[Job]:
                         _step("capture", "screenshot"),
                         _step("layout", "ui_dump"),
                     ]
+                }
+            },
+        ),
+        Job(
+            "app-install",
+            APP,
+            "install a built APK (uploaded once as an input), launch it, screenshot, uninstall; recorded on video",
+            {
+                "plan": {
+                    "steps": [
+                        _step("install", "install", input={"input": app.ref}),
+                        _step("open", "launch", package=app.package),
+                        _step("capture", "screenshot"),
+                        _step("uninstall", "uninstall", package=app.package),
+                    ],
+                    "record": True,
                 }
             },
         ),
@@ -359,7 +403,7 @@ def check(
         ]
         expect(not bare, f"the observation steps {', '.join(bare)} completed without listing their artifact")
 
-    if job.kind in (PLAIN, STEERED, PAUSED, SUCCESSOR):
+    if job.kind in (PLAIN, STEERED, PAUSED, SUCCESSOR, APP):
         skipped = skipped_step_ids(job)
         expect(task["status"] == TaskStatus.done, f"ended {task['status']}, expected done")
         expect(result.get("reason") == "reported", f"result reason {result.get('reason')}, expected reported")
@@ -375,6 +419,8 @@ def check(
             problems += _check_paused(steps or [], messages, seen or {})
         elif job.kind == SUCCESSOR:
             problems += _check_successor(task)
+        elif job.kind == APP:
+            problems += _check_app(task, steps or [], seen or {})
 
     elif job.kind == QUEUED_CANCEL:
         expect(task["status"] == TaskStatus.cancelled, f"ended {task['status']}, expected cancelled")
@@ -522,6 +568,30 @@ def _check_paused(steps: list[JsonObject], messages: Sequence[JsonObject], seen:
         problems.append(f"the lease was not seen renewed while the task read paused (renewals seen: {renewals})")
     if follow_up is None or follow_up["state"] != MessageState.admitted or not follow_up.get("successor"):
         problems.append("the follow-up was not collected into a successor task")
+    return problems
+
+
+def _check_app(task: JsonObject, steps: list[JsonObject], seen: JsonObject) -> list[str]:
+    """The install read the APK's package and version and installed it; the recording of the
+    whole plan is a video/mp4 artifact of its last step (`seen["artifacts"]`: the task's)."""
+    problems = []
+    install = task["plan"]["steps"][0]["args"]["input"]
+    launched = task["plan"]["steps"][1]["args"]["package"]
+    outputs = {s["id"]: s.get("output") or "" for s in steps}
+    try:
+        installed = json.loads(outputs.get("install") or "null")
+    except ValueError:
+        installed = None
+    if (
+        not isinstance(installed, dict)
+        or installed.get("package") != launched
+        or installed.get("installed") is not True
+    ):
+        problems.append(f"the install of {install['input']} reported {installed}, not {launched} newly installed")
+    last = steps[-1] if steps else {}
+    videos = [a for a in seen.get("artifacts") or () if a["content_type"] == "video/mp4"]
+    if not videos or any(v["step"] != last.get("id") or v["id"] not in (last.get("artifacts") or ()) for v in videos):
+        problems.append(f"no video/mp4 recording is listed by the last step ({[v['name'] for v in videos]})")
     return problems
 
 

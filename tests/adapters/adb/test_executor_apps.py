@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from amc.adapters.adb.errors import StepFailed
-from tests.support.apk import build_apk
+from amc.sim.apk_build import build_apk
 
 from .helpers import SERIAL
 

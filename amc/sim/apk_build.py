@@ -1,6 +1,8 @@
-"""A minimal valid APK for tests: a zip whose ``AndroidManifest.xml`` is binary XML (AXML),
-as the build tools write it, holding only ``<manifest package=... android:versionCode=...
-android:versionName=...>``. Enough for a manifest parser to read the package and version.
+"""A minimal valid APK, for the simulator's tests and `amc demo`: a zip whose
+``AndroidManifest.xml`` is binary XML (AXML), as the build tools write it, holding only
+``<manifest package=... android:versionCode=... android:versionName=...>``. Enough for a
+manifest parser (`apk.read`, and the Host Agent's) to read the package and version; it is
+unsigned and holds no code, so it is for the simulator, not for a phone.
 
     data = build_apk("com.example.demo", version_code=3)
 
