@@ -72,11 +72,19 @@ def manifest_axml(package: str, version_code: int, version_name: str = "1.0") ->
 
 
 def build_apk(package: str, version_code: int = 1, version_name: str = "1.0", *, padding: int = 0) -> bytes:
-    """An APK (a zip) with the manifest and, if `padding`, a stored file of that many bytes."""
+    """An APK (a zip) with the manifest and, if `padding`, a stored file of that many bytes.
+    The same arguments give the same bytes (every entry is dated 1980-01-01), so the same
+    app is the same input (the same sha256)."""
+
+    def entry(name: str) -> zipfile.ZipInfo:
+        return zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+
     out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as apk:
-        apk.writestr("AndroidManifest.xml", manifest_axml(package, version_code, version_name))
-        apk.writestr("classes.dex", b"dex\n035\0")
+    with zipfile.ZipFile(out, "w") as apk:
+        apk.writestr(
+            entry("AndroidManifest.xml"), manifest_axml(package, version_code, version_name), zipfile.ZIP_DEFLATED
+        )
+        apk.writestr(entry("classes.dex"), b"dex\n035\0", zipfile.ZIP_DEFLATED)
         if padding:
-            apk.writestr(zipfile.ZipInfo("assets/padding.bin"), bytes(padding), zipfile.ZIP_STORED)
+            apk.writestr(entry("assets/padding.bin"), bytes(padding), zipfile.ZIP_STORED)
     return out.getvalue()

@@ -71,6 +71,7 @@ def test_demo_runs_its_workload_and_exits_0(tmp_path):
 def check_app(job: dict, out: str) -> None:
     """The built APK was uploaded, installed, launched and uninstalled; the task was recorded,
     and the summary says so, naming the mp4 and how to fetch it."""
+    out = " ".join(out.split())  # the console wraps long lines at its width
     app = workload.build_app()
     assert re.search(rf"built {app.package}\.apk \(\d+ bytes: package {app.package}, version code 7\)", out), out
     task = job["task"]
