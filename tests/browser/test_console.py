@@ -365,7 +365,7 @@ def test_a_recording_plays_inline_and_a_pulled_file_downloads_with_the_token(sta
     is the pushed fixture read back. Neither can be read without the token, so the page plays
     and saves them from blobs it fetched itself."""
     fixture = bytes(range(256)) * 40  # binary bytes: a text decoding on the way would change them
-    ref = stack.acme.call("POST", "/v1/inputs", content=fixture, expect=201)["ref"]
+    ref = {"input": stack.acme.call("POST", "/v1/inputs", content=fixture, expect=201)["ref"]}
     path = "/sdcard/Download/fixture.bin"
     plan = {
         "steps": [
