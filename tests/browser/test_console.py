@@ -386,9 +386,7 @@ def test_a_recording_plays_inline_and_a_pulled_file_downloads_with_the_token(sta
     video = page.locator("[data-step=cut] video.recording")
     expect(video).to_be_visible()
     assert video.get_attribute("src").startswith("blob:")
-    page.wait_for_function(
-        "v => v.readyState >= 1 && (v.duration > 0 || v.videoWidth > 0)", arg=video.element_handle()
-    )
+    page.wait_for_function("v => v.readyState >= 1 && (v.duration > 0 || v.videoWidth > 0)", arg=video.element_handle())
     assert video.evaluate("v => v.videoWidth") == 1080
 
     link = page.locator("[data-step=pull] a.download")
