@@ -357,3 +357,43 @@ def test_a_page_whose_stream_falls_silent_notices_and_asks_again(stack, page, si
         expect(page.locator("#live")).to_have_text("live")
     finally:
         silent.close()
+
+
+@pytest.mark.req("CONSOLE/s8")
+def test_a_recording_plays_inline_and_a_pulled_file_downloads_with_the_token(stack, page, sign_in):
+    """The simulator records the steps between `rec` and `cut` as an H.264 mp4; the pulled file
+    is the pushed fixture read back. Neither can be read without the token, so the page plays
+    and saves them from blobs it fetched itself."""
+    fixture = bytes(range(256)) * 40  # binary bytes: a text decoding on the way would change them
+    ref = {"input": stack.acme.call("POST", "/v1/inputs", content=fixture, expect=201)["ref"]}
+    path = "/sdcard/Download/fixture.bin"
+    plan = {
+        "steps": [
+            {"id": "rec", "action": "record", "args": {"mode": "start"}},
+            {"id": "home", "action": "home", "args": {}},
+            {"id": "pause", "action": "wait", "args": {"seconds": 0.5}},
+            {"id": "cut", "action": "record", "args": {"mode": "stop"}},
+            {"id": "push", "action": "push", "args": {"input": ref, "path": path}},
+            {"id": "pull", "action": "pull", "args": {"path": path}},
+        ]
+    }
+    task = stack.acme.submit(plan, labels={"suite": "media"})
+    done = stack.acme.wait_status(task["id"], "done", "failed", timeout=60)
+    assert done["status"] == "done", done
+    [pulled] = [a for a in stack.acme.artifacts(task["id"]) if a["step"] == "pull"]
+
+    sign_in(page, stack.tokens["acme"], f"#/task/{task['id']}")
+    video = page.locator("[data-step=cut] video.recording")
+    expect(video).to_be_visible()
+    assert video.get_attribute("src").startswith("blob:")
+    page.wait_for_function("v => v.readyState >= 1 && (v.duration > 0 || v.videoWidth > 0)", arg=video.element_handle())
+    assert video.evaluate("v => v.videoWidth") == 1080
+
+    link = page.locator("[data-step=pull] a.download")
+    expect(link).to_have_text("download " + pulled["name"])
+    with page.expect_download() as saving:
+        link.click()
+    download = saving.value
+    assert download.suggested_filename == pulled["name"]
+    with open(download.path(), "rb") as saved:
+        assert saved.read() == fixture

@@ -32,6 +32,8 @@ def test_the_console_loads_without_a_token_under_a_strict_policy(amc):
     policy = dict(part.split(" ", 1) for part in CONTENT_SECURITY_POLICY.split("; "))
     assert policy["script-src"] == "'self'" and policy["style-src"] == "'self'"
     assert policy["frame-ancestors"] == "'none'" and policy["connect-src"] == "'self'"
+    # Recordings play only from blobs the page fetched with the token: nothing else, not even this origin.
+    assert policy["media-src"] == "blob:" and policy["img-src"] == "'self' blob:"
     assert amc.http.get("/ui/nothing.js").status_code == 404
     assert amc.http.get("/ui/../v1/tasks").status_code in (401, 404)
     amc.anon.tasks(expect=401)  # the API still needs its token

@@ -8,6 +8,7 @@ import { statusBadges, waitingText } from "./tasks.js";
 
 const TERMINAL = ["done", "failed", "cancelled"];
 const TEXT_LIMIT = 256 * 1024; // characters of a text artifact shown inline
+const FILE_TYPE = "application/octet-stream"; // a pulled file's bytes, linked rather than shown
 const TEXT_TYPES = /^(text\/|application\/(xml|json)|[^;]*\+xml)/;
 
 function planSteps(plan) {
@@ -37,7 +38,7 @@ function notStarted(task) {
 export function taskPage(main, where) {
   const id = where.arg;
   const rendered = new Map(); // artifact id -> its rendered node, fetched once per page
-  const urls = []; // object URLs of screenshots, revoked when the page goes
+  const urls = []; // object URLs of screenshots, recordings and files, revoked when the page goes
   const actionsNote = el("p", { id: "action-note", role: "status" });
   let current = null;
   let actionsKey = null; // what the actions on show were built for
@@ -302,13 +303,25 @@ export function taskPage(main, where) {
       `${artifact.name} · attempt #${artifact.attempt} · ${artifact.content_type} · ${artifact.size} bytes`,
     );
     const figure = el("figure", { class: "artifact", "data-artifact": artifact.id, "data-name": artifact.name }, caption);
-    const response = await request(`/v1/tasks/${encodeURIComponent(id)}/artifacts/${encodeURIComponent(artifact.id)}`);
+    const path = `/v1/tasks/${encodeURIComponent(id)}/artifacts/${encodeURIComponent(artifact.id)}`;
+    const type = artifact.content_type || "";
+    if (type === FILE_TYPE) {
+      // A pulled file may be large: it is fetched only when a person asks for it.
+      figure.prepend(downloadLink(path, artifact.name));
+      rendered.set(artifact.id, figure);
+      return figure;
+    }
+    const response = await request(path);
     if (!response.ok) {
       figure.append(el("p", { class: "error" }, `could not read it (${response.status})`));
       return figure;
     }
-    const type = artifact.content_type || "";
-    if (type.startsWith("image/")) {
+    if (type.startsWith("video/")) {
+      // A recording plays from a blob the page made: a <video src> cannot send the token.
+      const url = URL.createObjectURL(await response.blob());
+      urls.push(url);
+      figure.prepend(el("video", { src: url, controls: true, preload: "metadata", class: "recording" }));
+    } else if (type.startsWith("image/")) {
       const url = URL.createObjectURL(await response.blob());
       urls.push(url);
       figure.prepend(el("img", { src: url, alt: artifact.name, class: "screenshot" }));
@@ -323,6 +336,27 @@ export function taskPage(main, where) {
     }
     rendered.set(artifact.id, figure);
     return figure;
+  }
+
+  // A link that fetches the file with the token when clicked, then saves it under its name
+  // through a blob URL (a plain link would go without the token and be refused).
+  function downloadLink(path, name) {
+    const note = el("span", { class: "muted", role: "status" });
+    const link = el("a", { href: "#", class: "download", "data-download": name }, "download ", name);
+    link.addEventListener("click", async (event) => {
+      event.preventDefault();
+      note.textContent = " fetching…";
+      const response = await request(path);
+      if (!response.ok) {
+        note.textContent = ` could not read it (${response.status})`;
+        return;
+      }
+      const url = URL.createObjectURL(await response.blob());
+      urls.push(url);
+      el("a", { href: url, download: name }).click();
+      note.textContent = "";
+    });
+    return el("span", null, link, note);
   }
 
   function messageList(messages) {

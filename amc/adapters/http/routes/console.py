@@ -8,7 +8,8 @@ console what it sees over the API and nothing more.
 
 Every console response carries a strict Content-Security-Policy: scripts, styles and
 fetches only from this origin, images from this origin or from blobs the page made itself
-(screenshots it fetched with the token), no framing, no <base>, and forms only to itself.
+(screenshots it fetched with the token), audio and video only from such blobs (recordings),
+no framing, no <base>, and forms only to itself.
 The page has no inline script or style, so the policy needs no 'unsafe-inline'.
 """
 
@@ -29,6 +30,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
         "script-src 'self'",
         "style-src 'self'",
         "img-src 'self' blob:",
+        "media-src blob:",
         "connect-src 'self'",
         "frame-ancestors 'none'",
         "base-uri 'none'",
