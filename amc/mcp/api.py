@@ -72,6 +72,11 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
+def artifact_path(task_id: str, artifact_id: str) -> str:
+    """The path of an artifact's bytes on the control plane (Part C), for a client to download."""
+    return f"/v1/tasks/{_segment(task_id)}/artifacts/{_segment(artifact_id)}"
+
+
 class Api:
     """The routes the tools use; every method returns the decoded answer or raises `ApiFailure`."""
 
@@ -126,8 +131,7 @@ class Api:
         return artifacts
 
     async def artifact(self, task_id: str, artifact_id: str) -> tuple[str, bytes]:
-        path = f"/v1/tasks/{_segment(task_id)}/artifacts/{_segment(artifact_id)}"
-        return await anyio.to_thread.run_sync(self._transport.read_bytes, path)
+        return await anyio.to_thread.run_sync(self._transport.read_bytes, artifact_path(task_id, artifact_id))
 
     # -- Part D -----------------------------------------------------------------------
 

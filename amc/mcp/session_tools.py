@@ -26,7 +26,7 @@ from pydantic import Field
 from amc.core.lifecycle import StepStatus, TaskStatus
 
 from . import describe, targets
-from .api import Api, ApiFailure, Json
+from .api import Api, ApiFailure, Json, artifact_path
 from .errors import tool_error
 from .targets import ClassName, Description, Index, Nth, ResourceId, Text, TextContains
 
@@ -540,6 +540,57 @@ def register(server: MCPServer, api: Api) -> None:
     ) -> CallToolResult:
         """List the packages installed on the phone (each flagged third-party or not), as the outcome's output."""
         return outcome(await act(session_id, "list_apps", {"third_party": third_party}, wait_seconds))
+
+    @server.tool()
+    async def start_recording(session_id: SessionId, wait_seconds: Wait = DEFAULT_WAIT) -> CallToolResult:
+        """Start recording the phone's screen as video: the recording runs beside the next actions until
+        stop_recording, which stores it and returns it. Starting while the session records fails the action
+        (already recording). A session ended or cancelled while recording keeps the video among its artifacts."""
+        return outcome(await act(session_id, "record", {"mode": "start"}, wait_seconds))
+
+    @server.tool()
+    async def stop_recording(session_id: SessionId, wait_seconds: Wait = DEFAULT_WAIT) -> CallToolResult:
+        """Stop the session's screen recording and store it: returns each mp4 (one per 3 minutes of recording)
+        with its artifact id, size and the path to download it from the control plane; the video itself is not
+        sent. Stopping when nothing records fails the action (not recording)."""
+        action = await act(session_id, "record", {"mode": "stop"}, wait_seconds)
+        if action["status"] != StepStatus.completed:
+            return outcome(action)
+        recordings = await recordings_of(session_id, action)
+        lines = [describe.action_text(action)]
+        for video in recordings:
+            lines.append(
+                f"Recording {video['artifact_id']}: {video['name']} ({video['content_type']}, {video['size']} bytes), "
+                f"download: GET {video['url']}"
+            )
+        if not recordings:
+            lines.append("The recording stopped but no video was stored for it.")
+        return CallToolResult(
+            content=[TextContent(type="text", text="\n".join(lines))],
+            structured_content=describe.action_summary(action) | {"recordings": recordings},
+        )
+
+    async def recordings_of(session_id: str, action: Json) -> list[Json]:
+        """The videos a completed `record` stop stored, as the task's artifact list describes them (id, name,
+        type, size), each with the path of its bytes: a video is too big to hand to a model inline."""
+        stored = set(action.get("artifacts") or [])
+        if not stored:
+            return []
+        try:
+            listed = await api.artifacts(session_id)
+        except ApiFailure as failure:
+            raise tool_error(failure, f"list the artifacts of session {session_id}") from None
+        return [
+            {
+                "artifact_id": artifact["id"],
+                "name": artifact.get("name"),
+                "content_type": artifact.get("content_type"),
+                "size": artifact.get("size"),
+                "url": artifact_path(session_id, artifact["id"]),
+            }
+            for artifact in listed
+            if artifact["id"] in stored
+        ]
 
     @server.tool()
     async def shell(

@@ -268,3 +268,44 @@ def test_the_readme_transcript_comes_from_the_example_agent_as_it_runs(stack):
         assert line in transcript
     readme = (root / "README.md").read_text(encoding="utf-8")
     assert "examples/mcp_agent.py" in readme and "← Result: done, reason: session_ended" in readme
+
+
+@pytest.mark.slow
+@req("RECORD/s5")
+def test_an_agent_records_a_session_and_gets_the_mp4_as_an_artifact_of_the_session(stack):
+    """start_recording, a tap, stop_recording: the result names the mp4 stored for the session task, and
+    its download path serves a playable file; the tool result itself carries no video."""
+
+    async def run():
+        async with stack.mcp_client() as client:
+
+            async def call(tool: str, ok: bool = True, **arguments):
+                result = await client.call_tool(tool, {"session_id": session, **arguments})
+                assert result.is_error is not ok, f"{tool} {arguments}: {text_of(result)}"
+                return result
+
+            started = await client.call_tool("start_session", {})
+            session = started.structured_content["session_id"]
+            try:
+                recording = await call("start_recording")
+                assert recording.structured_content["recording"] == "started"
+                await call("launch_app", package="com.example.app")
+                await call("tap", text="Gestures")
+                stopped = await call("stop_recording")
+                again = await call("stop_recording", ok=False)
+                assert "not recording" in text_of(again)
+                listed = text_of(await client.call_tool("list_artifacts", {"task_id": session}))
+            finally:
+                await client.call_tool("end_session", {"session_id": session})
+            return session, stopped, listed
+
+    session, stopped, listed = anyio.run(run)
+    assert [part.type for part in stopped.content] == ["text"]
+    (video,) = stopped.structured_content["recordings"]
+    assert video["content_type"] == "video/mp4" and video["name"].endswith("-record.mp4") and video["size"] > 0
+    assert video["url"] == f"/v1/tasks/{session}/artifacts/{video['artifact_id']}"
+    assert f"Recording {video['artifact_id']}: " in text_of(stopped) and video["url"] in text_of(stopped)
+    assert f"{video['artifact_id']}: {video['name']} (video/mp4, {video['size']} bytes)" in listed
+    headers = {"Authorization": f"Bearer {stack.token}"}
+    data = httpx.get(f"{stack.url}{video['url']}", headers=headers, timeout=10).content
+    assert len(data) == video["size"] and data[4:8] == b"ftyp"

@@ -72,7 +72,7 @@ def test_every_tool_is_listed_with_a_description_and_an_input_schema():
         "list_devices", "start_session", "observe", "ui_tree", "tap", "double_tap", "long_press", "scroll", "swipe",
         "type", "wait_for", "back", "home", "press_key", "launch_app", "shell", "action_status", "end_session",
         "submit_plan", "task_status", "cancel_task", "pause_task", "resume_task", "steer_task", "follow_up",
-        "list_artifacts", "get_artifact", "install_app", "list_apps",
+        "list_artifacts", "get_artifact", "install_app", "list_apps", "start_recording", "stop_recording",
     }  # fmt: skip
     for tool in tools.values():
         assert len(tool.description or "") > 80, tool.name
@@ -107,6 +107,8 @@ def test_every_tool_is_listed_with_a_description_and_an_input_schema():
         ("swipe", {"session_id": "t_1", "x1": 0, "y1": 0, "x2": 1, "y2": 1, "duration_ms": -1}, "duration_ms"),
         ("shell", {"session_id": "t_1", "command": ""}, "command should have at least 1 character (got '')"),
         ("start_session", {"idle_timeout_seconds": 0}, "idle_timeout_seconds should be greater than 0"),
+        ("stop_recording", {"session_id": "t_1", "wait_seconds": -1}, "wait_seconds should be greater than or"),
+        ("start_recording", {}, "session_id is required"),
         ("submit_plan", {"steps": []}, "steps should have at least 1 item"),
     ],
 )
@@ -276,6 +278,7 @@ def test_tap_sends_the_element_or_the_point_for_the_host_agent_to_resolve(argume
         ("back", {}, "back", {}),
         ("home", {}, "home", {}),
         ("list_apps", {}, "list_apps", {"third_party": False}),
+        ("start_recording", {}, "record", {"mode": "start"}),
         (
             "install_app",
             {"input": "sha256:" + "a" * 64, "grant_permissions": True},
@@ -500,3 +503,44 @@ def test_install_app_takes_exactly_one_of_input_or_path_and_sends_nothing_otherw
     result = call(transport, "install_app", {"session_id": "t_1", **arguments})
     assert result.is_error and "exactly one of input" in text_of(result)
     assert transport.requests == []
+
+
+MP4 = {"id": "a_2", "name": "rec-1-record.mp4", "content_type": "video/mp4", "size": 48213, "attempt": 1}
+
+
+@req("RECORD/s5")
+def test_stop_recording_returns_the_mp4s_id_size_and_download_path_not_the_video():
+    listed = {"artifacts": [{"id": "a_1", "name": "shot.png", "content_type": "image/png", "size": 9}, MP4]}
+    transport = Scripted(
+        {
+            ("POST", "/v1/tasks/t_1/actions"): ended("completed", output='{"recording": "stopped", "segments": 1}',
+                                                     artifacts=["a_2"]),
+            ("GET", "/v1/tasks/t_1/artifacts"): listed,
+        }
+    )  # fmt: skip
+    result = call(transport, "stop_recording", {"session_id": "t_1"})
+    assert not result.is_error, text_of(result)
+    (step,) = posted(transport)
+    assert (step["action"], step["args"]) == ("record", {"mode": "stop"})
+    video = {
+        "artifact_id": "a_2",
+        "name": "rec-1-record.mp4",
+        "content_type": "video/mp4",
+        "size": 48213,
+        "url": "/v1/tasks/t_1/artifacts/a_2",
+    }
+    assert result.structured_content["recordings"] == [video]
+    assert result.structured_content["recording"] == "stopped" and result.structured_content["status"] == "completed"
+    said = text_of(result)
+    assert "Recording a_2: rec-1-record.mp4 (video/mp4, 48213 bytes), download: GET /v1/tasks/t_1/artifacts/a_2" in said
+    assert [part.type for part in result.content] == ["text"]  # the video's bytes are never inlined
+    assert not any(request[0] == "GET" and request[1].endswith("/a_2") for request in transport.requests)
+
+
+@req("RECORD/s5")
+def test_stop_recording_when_nothing_records_is_an_error_result_with_the_reason_and_lists_nothing():
+    transport = Scripted({("POST", "/v1/tasks/t_1/actions"): ended("failed", "not recording")})
+    result = call(transport, "stop_recording", {"session_id": "t_1"})
+    assert result.is_error and "not recording" in text_of(result)
+    assert "recordings" not in result.structured_content
+    assert [request[1] for request in transport.requests] == ["/v1/tasks/t_1/actions"]
