@@ -33,8 +33,9 @@ from amc.core.events import Event
 from amc.core.records import Host, Plan, Requirements, Task
 
 # The version of the records' JSON, which every store records beside them.
-# 3: attempts' steps (release); 4: tasks' artifacts; 5: step outcomes' artifacts; 6: sessions
-RECORD_SCHEMA = 6
+# 3: attempts' steps (release); 4: tasks' artifacts; 5: step outcomes' artifacts; 6: sessions;
+# 7: plans' record
+RECORD_SCHEMA = 7
 
 converter = make_converter(forbid_extra_keys=True)
 

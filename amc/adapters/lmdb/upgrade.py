@@ -27,6 +27,9 @@ and idle timeout), and events the session tags; a submit event gains `idle_ms`. 
 event written without them reads as a plan's task, so, as from 3 to 4, only the schema
 version changes.
 
+Schema 6 to 7: a plan gains `record` (a plan that records its attempt's screen); a plan
+written without it does not record, so, again, only the schema version changes.
+
 Only the writer upgrades (it holds the writer lock); a read-only open of an old store
 (`amc store verify`) is refused with a message that says how to upgrade it.
 """
@@ -44,7 +47,7 @@ from amc.adapters.lmdb import layout
 
 log = logging.getLogger("amc.store")
 
-UPGRADABLE = (b"1", b"2", b"3", b"4", b"5")
+UPGRADABLE = (b"1", b"2", b"3", b"4", b"5", b"6")
 
 # The fields of the records a store keeps (a task and a host, and the records inside them)
 # at `layout.SCHEMA_VERSION`. A field added to or removed from a record changes the stored
@@ -87,7 +90,7 @@ STORED_FIELDS: dict[str, tuple[str, ...]] = {
         "detail",
         "successor",
     ),
-    "Plan": ("steps", "stages"),
+    "Plan": ("steps", "stages", "record"),
     "Requirements": ("serial", "attributes"),
     "Reservation": ("task_id", "attempt"),
     "Result": ("status", "attempt", "reason", "metadata", "steps", "recorded_at"),
@@ -165,7 +168,7 @@ def _upgrade(path: Path, env: lmdb.Environment, meta: lmdb._Database) -> int:
             _from_schema_1(path, env, txn, tasks)
         if schema in (b"1", b"2"):
             count = _from_schema_2(path, txn, tasks)
-        # 3 to 4, 4 to 5 and 5 to 6: nothing to rewrite (see the module docstring).
+        # 3 to 4, 4 to 5, 5 to 6 and 6 to 7: nothing to rewrite (see the module docstring).
         txn.put(layout.META_SCHEMA, str(layout.SCHEMA_VERSION).encode(), db=meta)
     return count
 

@@ -110,7 +110,7 @@ VIEWS = {
     rec.FollowUp: [wire.follow_up_view(FOLLOW_UP)],
     rec.Artifact: [wire.artifact_view("t", ARTIFACT)],
     rec.Requirements: [wire.task_view(TASK)["requirements"]],
-    rec.Plan: [plan_to_json(TASK.plan), plan_to_json(STAGED)],
+    rec.Plan: [plan_to_json(TASK.plan), plan_to_json(STAGED), plan_to_json(rec.Plan(steps=(STEP,), record=True))],
     rec.Stage: [plan_to_json(STAGED)["stages"][0]],
     rec.Step: [plan_to_json(TASK.plan)["steps"][0]],
     rec.Host: [wire.host_view(HOST)],

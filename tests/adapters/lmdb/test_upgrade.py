@@ -88,9 +88,14 @@ ADDED_TASK_FIELDS = {"artifacts": [], "session": None}  # schema 4, schema 6
 ADDED_STEP_OUTCOME_FIELDS = {"artifacts": []}  # schema 5
 
 
+ADDED_PLAN_FIELDS = {"record": False}  # schema 7
+
+
 def with_fields_added_since(answered: dict) -> dict:
     """What the reads recorded at schema 1 answer now: the same, plus the fields added since."""
     tasks = {t: {**task, **ADDED_TASK_FIELDS} for t, task in answered["tasks"].items()}
+    for task in tasks.values():
+        task["plan"] = {**task["plan"], **ADDED_PLAN_FIELDS}
     for task in tasks.values():
         if task["result"] is not None and task["result"]["steps"] is not None:
             steps = [{**step, **ADDED_STEP_OUTCOME_FIELDS} for step in task["result"]["steps"]]
@@ -181,7 +186,19 @@ def test_a_schema_5_store_is_upgraded_without_rewriting_a_record(tmp_path):
     before = stored_records(path)
     with LmdbService.open(path, clock="manual") as service:
         assert writer_state(service).tasks == state.tasks
-    assert schema_of(path) == b"6"
+    assert schema_of(path) == str(layout.SCHEMA_VERSION).encode()
+    assert stored_records(path) == before
+    assert verify(path) == []
+
+
+def test_a_schema_6_store_is_upgraded_without_rewriting_a_record(tmp_path):
+    """Schema 7 adds `Plan.record`; a plan written without it does not record."""
+    path = tmp_path / "store"
+    state = write_workload_then_downgrade(path, b"6", (), lambda record: None)
+    before = stored_records(path)
+    with LmdbService.open(path, clock="manual") as service:
+        assert writer_state(service).tasks == state.tasks
+    assert schema_of(path) == str(layout.SCHEMA_VERSION).encode()
     assert stored_records(path) == before
     assert verify(path) == []
 
@@ -202,6 +219,7 @@ def write_workload_then_downgrade(path, schema: bytes, skipped: tuple[type, ...]
             for key, raw in list(txn.cursor(db=tasks)):
                 record = orjson.loads(raw)
                 assert record.pop("session") is None  # schema 6 added it
+                assert record["plan"].pop("record") is False  # schema 7 added it
                 strip(record)
                 txn.put(key, orjson.dumps(record), db=tasks)
             txn.put(layout.META_SCHEMA, schema, db=meta)
@@ -229,7 +247,7 @@ def test_a_schema_3_store_is_upgraded_without_rewriting_a_record(tmp_path):
         verify(path)  # a read-only open does not upgrade
     with LmdbService.open(path, clock="manual") as service:
         assert writer_state(service).tasks == state.tasks
-    assert schema_of(path) == str(layout.SCHEMA_VERSION).encode() == b"6"
+    assert schema_of(path) == str(layout.SCHEMA_VERSION).encode() == b"7"
     assert stored_records(path) == before
     assert verify(path) == []
 
@@ -250,7 +268,7 @@ def test_a_schema_4_store_is_upgraded_without_rewriting_a_record(tmp_path):
     assert any(b'"steps":[{' in raw for raw in before.values()), "the workload reported no step outcomes"
     with LmdbService.open(path, clock="manual") as service:
         assert writer_state(service).tasks == state.tasks
-    assert schema_of(path) == b"6"
+    assert schema_of(path) == str(layout.SCHEMA_VERSION).encode()
     assert stored_records(path) == before
     assert verify(path) == []
 
@@ -268,7 +286,7 @@ def test_a_schema_2_store_takes_the_release_step_and_then_the_artifacts_step(tmp
     state = write_workload_then_downgrade(path, b"2", (StoreArtifact, ReleaseAttempt), as_schema_2)
     with LmdbService.open(path, clock="manual") as service:
         assert writer_state(service).tasks == state.tasks
-    assert schema_of(path) == b"6"
+    assert schema_of(path) == str(layout.SCHEMA_VERSION).encode()
     records = [orjson.loads(raw) for raw in stored_records(path).values()]
     attempts = [a for record in records for a in record["attempts"]]
     assert attempts and all(a["steps"] is None and a["release_reason"] is None for a in attempts)
