@@ -23,7 +23,9 @@ def upload(server, data: bytes) -> dict:
 
 
 @req("APPS/s7", "RECORD/s1")
-def test_a_plan_with_an_uploaded_apk_installs_launches_pushes_pulls_records_and_uninstalls(server, sim, make_agent, tmp_path):
+def test_a_plan_with_an_uploaded_apk_installs_launches_pushes_pulls_records_and_uninstalls(
+    server, sim, make_agent, tmp_path
+):
     agent = make_agent(server.url, sim.server_port, input_cache=tmp_path / "inputs")
     apk = upload(server, build_apk("com.example.demo", version_code=12))
     fixture_bytes = b"a fixture the app reads\n" * 100
