@@ -44,15 +44,7 @@ class PostgresBlobStore:
     """The `amc.service.BlobStore` of the PostgreSQL store (see the module docstring)."""
 
     def __init__(self, url: str, pool_size: int = POOL_SIZE):
-        self._pool = ConnectionPool(
-            url,
-            min_size=0,
-            max_size=pool_size,
-            kwargs={"autocommit": True, **store.CONNECT_OPTIONS},
-            open=False,
-            name="amc-blobs",
-        )
-        self._pool.open(wait=False)
+        self._pool = store.autocommit_pool(url, pool_size, "amc-blobs")
 
     def close(self) -> None:
         self._pool.close()

@@ -14,7 +14,6 @@ the leadership, since a deposed leader that records one records something true.
 from __future__ import annotations
 
 import psycopg
-from psycopg_pool import ConnectionPool
 
 from amc.adapters.postgres import store
 from amc.service import StoredInput, TenantInputsFull, checked_sha256
@@ -27,15 +26,7 @@ _COLUMNS = "tenant, sha256, size, created_at"
 
 class PostgresInputCatalogue:
     def __init__(self, url: str, pool_size: int = POOL_SIZE):
-        self._pool = ConnectionPool(
-            url,
-            min_size=0,
-            max_size=pool_size,
-            kwargs={"autocommit": True, **store.CONNECT_OPTIONS},
-            open=False,
-            name="amc-inputs",
-        )
-        self._pool.open(wait=False)
+        self._pool = store.autocommit_pool(url, pool_size, "amc-inputs")
 
     def close(self) -> None:
         self._pool.close()

@@ -51,6 +51,16 @@ def connect(url: str, application_name: str = "amc", **options: Any) -> psycopg.
     return conn
 
 
+def autocommit_pool(url: str, size: int, name: str) -> ConnectionPool:
+    """A pool of autocommit connections that opens them as they are needed (the blob store's
+    and the input catalogue's: neither needs a connection before its first request)."""
+    pool = ConnectionPool(
+        url, min_size=0, max_size=size, kwargs={"autocommit": True, **CONNECT_OPTIONS}, open=False, name=name
+    )
+    pool.open(wait=False)
+    return pool
+
+
 def read_pool(url: str, size: int = READ_POOL_SIZE, application_name: str = "amc") -> ConnectionPool:
     pool = ConnectionPool(
         url,

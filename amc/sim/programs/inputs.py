@@ -62,21 +62,6 @@ _INPUT_SOURCES = {
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
 
-_INPUT_SOURCES = {
-    "touchscreen",
-    "touchpad",
-    "keyboard",
-    "mouse",
-    "trackball",
-    "stylus",
-    "dpad",
-    "gamepad",
-    "joystick",
-    "touchnavigation",
-}
-_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
-
-
 def decode_input_text(text: str) -> str:
     """What `input text` types: Input.java turns each `%s` into a space, scanning left to right."""
     typed = []
